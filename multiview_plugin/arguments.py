@@ -1,0 +1,153 @@
+"""Command-line arguments, as dataclasses parsed by ``transformers.HfArgumentParser``.
+
+Field names and defaults follow Tevatron v2 (``tevatron.retriever.arguments``) so its commands work unchanged;
+the multi-view options are namespaced by method (``--mvr_*``). A single ``.json`` file given as the only
+argument is read as a config, like Tevatron and the Hugging Face examples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(
+        metadata={"help": "Backbone to start from (HF folder or hub id), or a saved multiview_plugin model "
+                  "folder (one holding multiview_config.json) to continue training it."}
+    )
+    # ``model_name`` must be a real dataclass field: otherwise argparse's prefix matching would silently
+    # read ``--model_name mvr`` as ``--model_name_or_path mvr``.
+    model_name: str = field(
+        default="dpr",
+        metadata={"help": "Which multi-view method to train: a registered encoder name "
+                  "(built-in: dpr, mvr; more through the 'multiview_plugin.encoders' entry points)."},
+    )
+    loss_name: str | None = field(
+        default=None,
+        metadata={"help": "Registered loss to train with; default: the model's own (dpr: contrastive, "
+                  "mvr: mvr_global_local)."},
+    )
+    config_name: str | None = field(
+        default=None, metadata={"help": "Backbone config name or path, if not the same as model_name_or_path."}
+    )
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "Tokenizer name or path, if not the same as model_name_or_path."}
+    )
+    cache_dir: str | None = field(default=None, metadata={"help": "Where hub downloads are cached."})
+    pooling: str = field(
+        default="cls",
+        metadata={"help": "Single-vector pooling for dpr: 'cls' (first token) or 'mean' (masked mean of the "
+                  "last layer). Multi-vector models define their own vectors (mvr: viewer tokens)."},
+    )
+    normalize: bool = field(
+        default=False,
+        metadata={"help": "L2-normalise query and passage vectors (cosine similarity). Use with a small "
+                  "--temperature (e.g. 0.05) for backbones trained with cosine, such as all-MiniLM-L6-v2."},
+    )
+    temperature: float = field(
+        default=1.0,
+        metadata={"help": "Softmax temperature tau of the contrastive loss. With --temperature_schedule "
+                  "annealed this is the starting value tau_0."},
+    )
+    temperature_schedule: str | None = field(
+        default=None,
+        metadata={"help": "'fixed' (tau = --temperature) or 'annealed' (MVR eq. 8 generalised: "
+                  "tau = max(--mvr_min_temperature, tau_0 * exp(-mvr_alpha * epoch)), updated once per epoch, "
+                  "epochs counted from 0). Default: the model's own (mvr: annealed, dpr: fixed)."},
+    )
+    untie_encoder: bool = field(
+        default=False, metadata={"help": "Use separate query and passage encoders (default: shared weights)."}
+    )
+    # --- MVR (Zhang et al., 2022) ---
+    mvr_num_views: int = field(
+        default=8, metadata={"help": "MVR: number k of document viewer tokens [VIE1]..[VIEk] (paper best: 8)."}
+    )
+    mvr_lambda: float = field(
+        default=0.01, metadata={"help": "MVR: weight lambda of the local uniformity loss (paper: 0.01)."}
+    )
+    mvr_alpha: float = field(
+        default=0.1, metadata={"help": "Annealed temperature: decay rate alpha per epoch (MVR paper: 0.1)."}
+    )
+    mvr_min_temperature: float = field(
+        default=0.3, metadata={"help": "Annealed temperature: floor of tau (MVR paper: 0.3)."}
+    )
+    mvr_viewer_init: str = field(
+        default="random",
+        metadata={"help": "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
+                  "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding)."},
+    )
+
+
+@dataclass
+class DataArguments:
+    dataset_name: str = field(
+        default="json",
+        metadata={"help": "'json' for local files in --dataset_path, or a Hugging Face dataset name "
+                  "(e.g. Tevatron/msmarco-passage) loaded with datasets.load_dataset."},
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "Hugging Face dataset config."})
+    dataset_path: str | None = field(
+        default=None,
+        metadata={"help": "Local train file(s) in Tevatron jsonl (legacy: query/positive_passages/"
+                  "negative_passages, or new: query_text/positive_document_ids with --corpus_path); "
+                  "comma-separated for several files, .gz accepted."},
+    )
+    dataset_split: str = field(default="train", metadata={"help": "Split to load from a hub dataset."})
+    dataset_cache_dir: str | None = field(default=None, metadata={"help": "Cache folder for datasets."})
+    corpus_name: str | None = field(
+        default=None, metadata={"help": "Hub corpus dataset, for train files that hold only document ids."}
+    )
+    corpus_config: str | None = field(default=None, metadata={"help": "Hub corpus dataset config."})
+    corpus_path: str | None = field(
+        default=None, metadata={"help": "Local corpus jsonl ({docid,title,text}) for id-only train files."}
+    )
+    corpus_split: str = field(default="train", metadata={"help": "Split of the hub corpus dataset."})
+    dataset_number_of_shards: int = field(
+        default=1, metadata={"help": "Split the input into this many shards (encoding)."}
+    )
+    dataset_shard_index: int = field(default=0, metadata={"help": "Which shard to process (encoding)."})
+    train_group_size: int = field(
+        default=8,
+        metadata={"help": "Passages per query in a training group: 1 positive + (train_group_size - 1) "
+                  "hard negatives (sampled with replacement when a query has fewer)."},
+    )
+    positive_passage_no_shuffle: bool = field(
+        default=False, metadata={"help": "Always use the first positive instead of one sampled per epoch."}
+    )
+    negative_passage_no_shuffle: bool = field(
+        default=False, metadata={"help": "Always use the first negatives instead of sampling per epoch."}
+    )
+    encode_is_query: bool = field(default=False, metadata={"help": "Encode queries instead of passages."})
+    encode_output_path: str | None = field(default=None, metadata={"help": "Where to write an encoded shard."})
+    query_max_len: int = field(
+        default=32, metadata={"help": "Maximum query length in tokens, special tokens included."}
+    )
+    passage_max_len: int = field(
+        default=128,
+        metadata={"help": "Maximum passage length in positions, special tokens included. MVR's extra viewer "
+                  "tokens share position 0 and do not count, so every method sees the same passage text."},
+    )
+    query_prefix: str = field(default="", metadata={"help": "Text prepended to every query."})
+    passage_prefix: str = field(default="", metadata={"help": "Text prepended to every passage."})
+    passage_field_separator: str = field(
+        default=" ", metadata={"help": "String joining a passage's title and text."}
+    )
+    pad_to_multiple_of: int | None = field(
+        default=16, metadata={"help": "Pad batches to a multiple of this length (tensor-core friendly)."}
+    )
+    num_proc: int = field(default=1, metadata={"help": "Processes for dataset preparation."})
+
+
+@dataclass
+class MultiViewTrainingArguments(TrainingArguments):
+    warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up fraction (Tevatron default)."})
+    negatives_x_device: bool = field(
+        default=False,
+        metadata={"help": "Under torchrun, gather queries and passages from every process so each query "
+                  "sees all passages of the global batch as in-batch negatives."},
+    )
+    # The Trainer would drop our text columns otherwise.
+    remove_unused_columns: bool = field(default=False, metadata={"help": "Keep dataset columns (leave False)."})

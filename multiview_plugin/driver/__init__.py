@@ -1,0 +1,1 @@
+"""Command-line drivers (``python -m multiview_plugin.driver.<name>``)."""

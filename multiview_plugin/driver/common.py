@@ -1,0 +1,45 @@
+"""Shared command-line plumbing: argument parsing and clean error exits."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from transformers import HfArgumentParser
+
+from multiview_plugin.errors import MultiViewError
+
+
+def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None) -> tuple:
+    """Parse ``argv`` into the dataclasses; a single ``*.json`` argument is read as a config file."""
+    parser = HfArgumentParser(types)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        return parser.parse_json_file(json_file=os.path.abspath(argv[0]))
+    return parser.parse_args_into_dataclasses(args=argv)
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S", level=level)
+
+
+def cli(main: Callable[..., int | None]) -> Callable[..., int]:
+    """Run ``main``; input and configuration errors become one ``error: ...`` line and exit status 2.
+
+    Set ``MULTIVIEW_TRACEBACK=1`` to see the full traceback instead.
+    """
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs) or 0
+        except (MultiViewError, FileNotFoundError) as err:
+            if os.environ.get("MULTIVIEW_TRACEBACK"):
+                raise
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+
+    return wrapper

@@ -1,0 +1,96 @@
+"""Train any registered encoder, Tevatron style.
+
+    python -m multiview_plugin.driver.train --model_name mvr --model_name_or_path bert-base-uncased \
+        --dataset_path train.jsonl --output_dir runs/mvr --train_group_size 2 \
+        --per_device_train_batch_size 16 --learning_rate 2e-5 --num_train_epochs 40
+
+Every ``transformers.TrainingArguments`` flag works too; under ``torchrun`` add ``--negatives_x_device`` to
+share in-batch negatives across processes. ``--help`` lists every flag.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from transformers import set_seed
+from transformers.trainer_utils import get_last_checkpoint
+
+from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
+from multiview_plugin.data.dataset import TrainCollator, TrainDataset, load_train_records
+from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+from multiview_plugin.modeling.config import is_multiview_model
+from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
+
+logger = logging.getLogger("multiview_plugin.train")
+
+
+def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiViewEncoder:
+    """A new model from a backbone, or a saved multiview model to keep training."""
+    cls = get_encoder_class(model_args.model_name)  # unknown names fail here, before anything loads
+    if is_multiview_model(model_args.model_name_or_path):
+        model = load_encoder(model_args.model_name_or_path)
+        if model.config.model_name != model_args.model_name:
+            raise ConfigError(f"{model_args.model_name_or_path} holds a {model.config.model_name!r} model, "
+                              f"not {model_args.model_name!r}")
+        return model
+    return cls.build(model_args, data_args)
+
+
+def load_training_data(data_args: DataArguments, training_args: MultiViewTrainingArguments) -> TrainDataset:
+    if data_args.dataset_name != "json":
+        from multiview_plugin.data.dataset import load_hub_train_records
+
+        records = load_hub_train_records(data_args)
+    else:
+        if not data_args.dataset_path:
+            raise ConfigError("--dataset_path is required with --dataset_name json")
+        records = load_train_records(data_args.dataset_path, data_args.corpus_path,
+                                     data_args.passage_field_separator, data_args.dataset_cache_dir)
+    return TrainDataset(records, group_size=data_args.train_group_size, seed=training_args.seed,
+                        positive_no_shuffle=data_args.positive_passage_no_shuffle,
+                        negative_no_shuffle=data_args.negative_passage_no_shuffle)
+
+
+@cli
+def main(argv: Sequence[str] | None = None) -> int:
+    model_args, data_args, training_args = parse_dataclasses(
+        (ModelArguments, DataArguments, MultiViewTrainingArguments), argv)
+    setup_logging(logging.INFO if training_args.local_rank in (-1, 0) else logging.WARNING)
+    set_seed(training_args.seed)
+    if not torch.cuda.is_available():
+        training_args.dataloader_pin_memory = False  # nothing to pin to; avoids a warning per epoch
+
+    model = build_model(model_args, data_args)
+    dataset = load_training_data(data_args, training_args)
+    logger.info("training %s (%s loss, temperature schedule %s) on %d queries, group size %d",
+                model.config.model_name, model.config.loss_name or model.default_loss,
+                model.config.temperature_schedule, len(dataset), data_args.train_group_size)
+
+    trainer = MultiViewTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        data_collator=TrainCollator(model.formatter),
+        callbacks=[EpochCallback(dataset)],
+    )
+    resume = training_args.resume_from_checkpoint
+    if resume is None and Path(training_args.output_dir).is_dir():
+        resume = get_last_checkpoint(training_args.output_dir)  # an interrupted run continues
+        if resume:
+            logger.info("resuming from %s", resume)
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model()
+    if trainer.is_world_process_zero():
+        logger.info("saved %s model to %s", model.config.model_name, training_args.output_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

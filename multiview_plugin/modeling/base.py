@@ -1,0 +1,306 @@
+"""The encoder base class every method builds on.
+
+Shape contract (every method):
+
+* :meth:`MultiViewEncoder.encode_query` → ``(B, D)``, one vector per query;
+* :meth:`MultiViewEncoder.encode_passage` → ``(B, K, D)`` view vectors and a ``(B, K)`` bool view mask,
+  so a method may give documents different numbers of views;
+* :meth:`MultiViewEncoder.compute_similarity` → ``(Q, P)`` document scores, max over views by default.
+
+On disk a model folder holds the HF backbone weights (root, or ``query_model/`` and ``passage_model/`` when
+untied, like Tevatron), the tokenizer with any added special tokens, ``multiview_config.json``, and
+``multiview_extra.safetensors`` for parameters that live outside the backbones.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from multiview_plugin import scoring
+from multiview_plugin.backbones import resolve_backbone
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.losses.base import LossOutput, MultiViewLoss
+from multiview_plugin.modeling.config import EncoderConfig
+from multiview_plugin.modeling.formatting import InputFormatter
+from multiview_plugin.registry import get_encoder_class, get_loss_class
+from multiview_plugin.training.distributed import gather_across_processes
+from multiview_plugin.training.temperature import temperature_at
+
+logger = logging.getLogger(__name__)
+
+EXTRA_WEIGHTS_NAME = "multiview_extra.safetensors"
+QUERY_SUBDIR, PASSAGE_SUBDIR = "query_model", "passage_model"
+
+
+@dataclass
+class EncoderOutput:
+    q_reps: torch.Tensor | None = None
+    p_reps: torch.Tensor | None = None
+    p_mask: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
+    parts: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+class MultiViewEncoder(nn.Module):
+    """Base class of all encoders (query encoder + passage encoder + loss).
+
+    Subclasses set :attr:`default_loss`, :attr:`option_prefix` (which ``ModelArguments`` fields belong to
+    the method and are saved with it) and :attr:`formatter_class`, and implement :meth:`encode_passage`
+    (and :meth:`encode_query` if queries are not pooled like passages' first token).
+    """
+
+    registered_name: ClassVar[str]
+    default_loss: ClassVar[str] = "contrastive"
+    default_temperature_schedule: ClassVar[str] = "fixed"
+    option_prefix: ClassVar[str | None] = None
+    formatter_class: ClassVar[type[InputFormatter]] = InputFormatter
+
+    def __init__(
+        self,
+        config: EncoderConfig,
+        query_encoder: PreTrainedModel,
+        passage_encoder: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+    ):
+        super().__init__()
+        self.config = config
+        self.query_encoder = query_encoder
+        # Tied encoders are one module registered once, so its parameters are updated once.
+        self.passage_encoder = passage_encoder if config.untie_encoder else None
+        self.tokenizer = tokenizer
+        loss_name = config.loss_name or self.default_loss
+        self.loss_fn: MultiViewLoss = get_loss_class(loss_name).from_options(config.options)
+        self.temperature = config.temperature
+        self.negatives_x_device = False
+
+    # ------------------------------------------------------------------ inputs
+    @property
+    def p_encoder(self) -> PreTrainedModel:
+        return self.passage_encoder if self.passage_encoder is not None else self.query_encoder
+
+    @property
+    def formatter(self) -> InputFormatter:
+        return self.formatter_for(self.tokenizer, self.config)
+
+    @classmethod
+    def formatter_for(cls, tokenizer: PreTrainedTokenizerBase, config: EncoderConfig) -> InputFormatter:
+        return cls.formatter_class(
+            tokenizer,
+            query_max_len=config.query_max_len,
+            passage_max_len=config.passage_max_len,
+            query_prefix=config.query_prefix,
+            passage_prefix=config.passage_prefix,
+            pad_to_multiple_of=config.pad_to_multiple_of,
+            **cls.formatter_options(config),
+        )
+
+    @classmethod
+    def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
+        """Extra keyword arguments of :attr:`formatter_class` taken from the config."""
+        return {}
+
+    # ---------------------------------------------------------------- encoding
+    def _last_hidden(self, encoder: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return encoder(**batch, return_dict=True).last_hidden_state
+
+    def _pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.config.pooling == "cls":
+            return hidden[:, 0]
+        if self.config.pooling == "mean":
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        raise ValueError(f"unknown pooling {self.config.pooling!r}; expected 'cls' or 'mean'")
+
+    def _finish(self, reps: torch.Tensor) -> torch.Tensor:
+        return F.normalize(reps, dim=-1) if self.config.normalize else reps
+
+    def encode_query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Query vectors, (B, D)."""
+        hidden = self._last_hidden(self.query_encoder, batch)
+        return self._finish(self._pool(hidden, batch["attention_mask"]))
+
+    def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Passage view vectors (B, K, D) and view mask (B, K)."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- scoring
+    def compute_view_scores(
+        self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Per-view scores f_i(q, d), (Q, P, K)."""
+        return scoring.view_scores(q_reps, p_reps, p_mask)
+
+    def compute_similarity(
+        self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Document scores f(q, d), (Q, P): max over views."""
+        return self.compute_view_scores(q_reps, p_reps, p_mask).max(dim=-1).values
+
+    def compute_loss(
+        self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor, target: torch.Tensor
+    ) -> LossOutput:
+        return self.loss_fn(self.compute_view_scores(q_reps, p_reps, p_mask), target, self.temperature)
+
+    def forward(
+        self, query: dict[str, torch.Tensor] | None = None, passage: dict[str, torch.Tensor] | None = None
+    ) -> EncoderOutput:
+        q_reps = self.encode_query(query) if query is not None else None
+        p_reps, p_mask = self.encode_passage(passage) if passage is not None else (None, None)
+        if q_reps is None or p_reps is None or not self.training:
+            return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask)
+
+        world_size = 1
+        if self.negatives_x_device and dist.is_available() and dist.is_initialized():
+            world_size = dist.get_world_size()
+            q_reps = gather_across_processes(q_reps)
+            p_reps, p_mask = gather_across_processes(p_reps, p_mask)
+        group_size = p_reps.shape[0] // q_reps.shape[0]
+        if group_size * q_reps.shape[0] != p_reps.shape[0]:
+            raise ValueError(f"{p_reps.shape[0]} passages do not split into groups for {q_reps.shape[0]} queries")
+        target = torch.arange(q_reps.shape[0], device=q_reps.device) * group_size
+        out = self.compute_loss(q_reps, p_reps, p_mask, target)
+        # Every process computes the loss of the whole gathered batch, but gradients reach only its own
+        # slice; DDP averages gradients over processes, so scale back up (as Tevatron does).
+        loss = out.loss * world_size
+        return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask, loss=loss, parts=out.parts)
+
+    # ------------------------------------------------------------ temperature
+    def set_epoch(self, epoch: int) -> None:
+        """Apply the temperature schedule for ``epoch`` (counted from 0)."""
+        opts = self.config.options
+        self.temperature = temperature_at(
+            epoch,
+            schedule=self.config.temperature_schedule,
+            initial=self.config.temperature,
+            alpha=opts.get("mvr_alpha", 0.1),
+            minimum=opts.get("mvr_min_temperature", 0.3),
+        )
+
+    # -------------------------------------------------------- build/save/load
+    @classmethod
+    def options_from_args(cls, model_args: Any) -> dict[str, Any]:
+        """The method's namespaced options (``<option_prefix>*`` fields) from parsed arguments."""
+        if not cls.option_prefix:
+            return {}
+        return {k: v for k, v in vars(model_args).items() if k.startswith(cls.option_prefix)}
+
+    @classmethod
+    def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
+        """A fresh model from a backbone, configured by the parsed arguments."""
+        backbone = resolve_backbone(model_args.model_name_or_path)
+        config = EncoderConfig(
+            model_name=cls.registered_name,
+            backbone=model_args.model_name_or_path,
+            loss_name=model_args.loss_name,
+            pooling=model_args.pooling,
+            normalize=model_args.normalize,
+            temperature=model_args.temperature,
+            temperature_schedule=model_args.temperature_schedule or cls.default_temperature_schedule,
+            untie_encoder=model_args.untie_encoder,
+            query_max_len=data_args.query_max_len,
+            passage_max_len=data_args.passage_max_len,
+            query_prefix=data_args.query_prefix,
+            passage_prefix=data_args.passage_prefix,
+            pad_to_multiple_of=data_args.pad_to_multiple_of,
+            options=cls.options_from_args(model_args),
+        )
+        cls.validate_config(config)
+        tokenizer = AutoTokenizer.from_pretrained(
+            resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
+            cache_dir=model_args.cache_dir,
+        )
+        query_encoder = AutoModel.from_pretrained(backbone, cache_dir=model_args.cache_dir)
+        passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
+        cls.prepare_backbone(config, tokenizer, query_encoder, passage_encoder)
+        return cls(config, query_encoder, passage_encoder, tokenizer)
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        """Reject option combinations the method cannot run with (clear errors before any weight loads)."""
+        if config.temperature <= 0:
+            raise ConfigError(f"--temperature must be > 0, got {config.temperature}")
+        if config.temperature_schedule not in ("fixed", "annealed"):
+            raise ConfigError(f"--temperature_schedule must be 'fixed' or 'annealed', "
+                             f"got {config.temperature_schedule!r}")
+
+    @classmethod
+    def prepare_backbone(
+        cls,
+        config: EncoderConfig,
+        tokenizer: PreTrainedTokenizerBase,
+        query_encoder: PreTrainedModel,
+        passage_encoder: PreTrainedModel,
+    ) -> None:
+        """Hook run once on a fresh backbone (e.g. to add special tokens). Default: nothing."""
+
+    def save(self, output_dir: str | os.PathLike) -> None:
+        """Write weights, tokenizer and ``multiview_config.json`` so :meth:`load` rebuilds this model."""
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        if self.passage_encoder is None:
+            self.query_encoder.save_pretrained(out)
+        else:
+            self.query_encoder.save_pretrained(out / QUERY_SUBDIR)
+            self.passage_encoder.save_pretrained(out / PASSAGE_SUBDIR)
+        self.tokenizer.save_pretrained(out)
+        extra = self.extra_state_dict()
+        if extra:
+            save_file({k: v.detach().contiguous().cpu() for k, v in extra.items()}, str(out / EXTRA_WEIGHTS_NAME))
+        # The config goes last: a folder that has it is complete.
+        self.config.save(out)
+
+    def extra_state_dict(self) -> dict[str, torch.Tensor]:
+        """Parameters and buffers outside the backbones (saved in ``multiview_extra.safetensors``)."""
+        return {k: v for k, v in self.state_dict().items()
+                if not k.startswith(("query_encoder.", "passage_encoder."))}
+
+    def load_weights(self, folder: str | os.PathLike) -> None:
+        """Load the weights saved by :meth:`save` into this (already built) model."""
+        fresh = load_encoder(folder)
+        missing, unexpected = self.load_state_dict(fresh.state_dict(), strict=False)
+        if missing or unexpected:
+            raise ConfigError(f"{folder}: weights do not fit this model (missing {missing}, unexpected {unexpected})")
+        self.config = fresh.config
+
+    @classmethod
+    def from_saved(cls, folder: str | os.PathLike, config: EncoderConfig) -> MultiViewEncoder:
+        folder = Path(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        if config.untie_encoder:
+            query_encoder = AutoModel.from_pretrained(folder / QUERY_SUBDIR)
+            passage_encoder = AutoModel.from_pretrained(folder / PASSAGE_SUBDIR)
+        else:
+            query_encoder = passage_encoder = AutoModel.from_pretrained(folder)
+        model = cls(config, query_encoder, passage_encoder, tokenizer)
+        extra_path = folder / EXTRA_WEIGHTS_NAME
+        if extra_path.is_file():
+            missing, unexpected = model.load_state_dict(load_file(str(extra_path)), strict=False)
+            unexpected = [k for k in unexpected]
+            if unexpected:
+                raise ConfigError(f"{extra_path}: unexpected weights {unexpected}")
+        return model
+
+
+def load_encoder(folder: str | os.PathLike) -> MultiViewEncoder:
+    """Rebuild any registered encoder from a folder written by :meth:`MultiViewEncoder.save`.
+
+    Examples
+    --------
+    >>> model = load_encoder("runs/mvr")           # doctest: +SKIP
+    >>> q = model.encode_query(model.formatter.queries(["who wrote hamlet"]))  # doctest: +SKIP
+    """
+    config = EncoderConfig.load(folder)
+    cls = get_encoder_class(config.model_name)
+    return cls.from_saved(folder, config)

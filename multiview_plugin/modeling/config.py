@@ -1,0 +1,71 @@
+"""The saved description of a trained model: ``multiview_config.json``.
+
+It records everything needed to rebuild the encoder and encode exactly as in training: the method, the loss,
+pooling/normalisation, temperature schedule, lengths, tied or untied encoders and every method option.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from multiview_plugin.errors import ConfigError
+
+CONFIG_NAME = "multiview_config.json"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class EncoderConfig:
+    model_name: str
+    backbone: str
+    loss_name: str | None = None
+    pooling: str = "cls"
+    normalize: bool = False
+    temperature: float = 1.0
+    temperature_schedule: str = "fixed"
+    untie_encoder: bool = False
+    query_max_len: int = 32
+    passage_max_len: int = 128
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    pad_to_multiple_of: int | None = 16
+    options: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``multiview_config.json`` atomically into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / CONFIG_NAME
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{CONFIG_NAME}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(asdict(self), f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, target)
+        return target
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> EncoderConfig:
+        path = Path(folder) / CONFIG_NAME
+        if not path.is_file():
+            raise ConfigError(f"{folder} is not a multiview_plugin model folder: {CONFIG_NAME} is missing")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON ({err})") from err
+        if data.get("format_version", 0) > FORMAT_VERSION:
+            raise ConfigError(f"{path}: written by a newer multiview_plugin (format {data['format_version']})")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{path}: unknown fields {unknown}")
+        return cls(**data)
+
+
+def is_multiview_model(path: str | os.PathLike) -> bool:
+    return (Path(path) / CONFIG_NAME).is_file()

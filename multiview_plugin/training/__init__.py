@@ -1,0 +1,1 @@
+"""Training: trainer, temperature schedules and cross-process helpers."""

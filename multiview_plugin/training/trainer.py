@@ -1,0 +1,79 @@
+"""A ``transformers.Trainer`` for multi-view encoders."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainerCallback
+from transformers.trainer import TRAINING_ARGS_NAME
+
+from multiview_plugin.modeling.base import MultiViewEncoder
+
+logger = logging.getLogger(__name__)
+
+
+class EpochCallback(TrainerCallback):
+    """At every epoch start (and when a run starts or resumes), tell the model and the dataset the epoch:
+    the model updates its temperature schedule, the dataset its sampling."""
+
+    def __init__(self, dataset: Any = None):
+        self.dataset = dataset
+
+    def _apply(self, state, model) -> None:
+        epoch = int(state.epoch or 0)
+        if model is not None:
+            model.set_epoch(epoch)
+        if self.dataset is not None and hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
+        logger.info("epoch %d: temperature %.4f", epoch, getattr(model, "temperature", float("nan")))
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self._apply(state, model)
+
+    def on_epoch_begin(self, args, state, control, model=None, **kwargs):
+        self._apply(state, model)
+
+
+class MultiViewTrainer(Trainer):
+    """Trains a :class:`MultiViewEncoder`: logs the loss parts and temperature, saves and resumes in the
+    model's own folder format (so every checkpoint is a loadable model)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.model.negatives_x_device = bool(getattr(self.args, "negatives_x_device", False))
+        self._parts_sum: dict[str, float] = {}
+        self._parts_count = 0
+
+    def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
+        out = model(query=inputs["query"], passage=inputs["passage"])
+        for name, value in out.parts.items():
+            self._parts_sum[name] = self._parts_sum.get(name, 0.0) + float(value)
+        self._parts_count += 1
+        return (out.loss, out) if return_outputs else out.loss
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        if "loss" in logs and self._parts_count:
+            for name, total in self._parts_sum.items():
+                logs[name] = round(total / self._parts_count, 6)
+            self._parts_sum, self._parts_count = {}, 0
+        if "loss" in logs:
+            logs["temperature"] = round(float(self._unwrapped().temperature), 6)
+        super().log(logs, *args, **kwargs)
+
+    def _unwrapped(self) -> MultiViewEncoder:
+        model = self.model
+        return model.module if hasattr(model, "module") else model
+
+    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+        output_dir = output_dir or self.args.output_dir
+        os.makedirs(output_dir, exist_ok=True)
+        logger.info("saving model to %s", output_dir)
+        self._unwrapped().save(output_dir)
+        torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        logger.info("loading weights from checkpoint %s", resume_from_checkpoint)
+        (model or self._unwrapped()).load_weights(resume_from_checkpoint)

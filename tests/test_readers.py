@@ -1,0 +1,305 @@
+"""Tests for multiview_plugin.data.readers: every format round trip, every error case, real files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from multiview_plugin.data.readers import (
+    InputFormatError,
+    format_passage,
+    iter_corpus,
+    iter_jsonl,
+    iter_train_records,
+    load_beir,
+    load_corpus,
+    load_dpr_qa,
+    load_qrels,
+    load_queries,
+    open_text,
+)
+
+
+@pytest.fixture(scope="module")
+def real_data() -> Path:
+    """The real-data folder ($MULTIVIEW_SHARED_DATA or <repo>/../shared/data); skip when absent."""
+    env = os.environ.get("MULTIVIEW_SHARED_DATA")
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip(f"real data not found at {path} (set MULTIVIEW_SHARED_DATA)")
+    return path
+
+
+def write(path: Path, text: str, newline: str = "\n") -> Path:
+    data = text.replace("\n", newline).encode("utf-8")
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+    return path
+
+
+def jsonl(path: Path, *rows: object) -> Path:
+    return write(path, "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+
+
+def located(name: str, line: int | None, field: str | None = None) -> str:
+    """Regex for an InputFormatError message naming file, line and field."""
+    parts = [re.escape(name)]
+    if line is not None:
+        parts.append(rf" line {line}")
+    if field is not None:
+        parts.append(rf": field {re.escape(repr(field))}")
+    return "".join(parts)
+
+
+POS = {"docid": "d1", "title": "T1", "text": "one"}
+NEG = {"docid": "d2", "text": "two"}
+LEGACY = {"query_id": 7, "query": "q?", "positive_passages": [POS], "negative_passages": [NEG],
+          "answers": ["a"]}
+
+
+# ----------------------------------------------------------------------------- basics
+
+
+def test_error_message_format():
+    err = InputFormatError("train.jsonl", 17, "query", "expected a non-empty string, got null")
+    assert str(err) == "train.jsonl line 17: field 'query': expected a non-empty string, got null"
+    assert (err.path, err.line, err.field) == ("train.jsonl", 17, "query")
+    assert isinstance(err, ValueError)
+    assert str(InputFormatError(None, None, None, "boom")) == "boom"
+    assert str(InputFormatError("a.tsv", 3, None, "boom")) == "a.tsv line 3: boom"
+
+
+def test_format_passage():
+    assert format_passage(" Title ", " text ") == "Title text"
+    assert format_passage("", "text") == "text"
+    assert format_passage(None, "text") == "text"
+    assert format_passage("T", "x", separator=" [SEP] ") == "T [SEP] x"
+
+
+def test_open_text_gz_and_plain(tmp_path):
+    for name in ("a.txt", "a.txt.gz"):
+        write(tmp_path / name, "héllo\nworld\n")
+        with open_text(tmp_path / name) as f:
+            assert f.read() == "héllo\nworld\n"
+
+
+def test_iter_jsonl(tmp_path):
+    path = jsonl(tmp_path / "x.jsonl", {"a": 1}, "", "  ", {"b": 2})
+    assert list(iter_jsonl(path)) == [(1, {"a": 1}), (4, {"b": 2})]
+    with pytest.raises(InputFormatError, match=located("bad.jsonl", 2) + ": invalid JSON"):
+        list(iter_jsonl(jsonl(tmp_path / "bad.jsonl", {"a": 1}, "{not json")))
+    with pytest.raises(InputFormatError, match=located("list.jsonl", 1) + ": expected a JSON object, got a"):
+        list(iter_jsonl(jsonl(tmp_path / "list.jsonl", [1, 2])))
+
+
+def test_iter_jsonl_bad_utf8(tmp_path):
+    path = tmp_path / "bin.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"a": "\xff"}\n')
+    with pytest.raises(InputFormatError, match=located("bin.jsonl", 2) + ": not valid UTF-8"):
+        list(iter_jsonl(path))
+
+
+# ----------------------------------------------------------------------------- train records
+
+
+def test_legacy_train_round_trip(tmp_path):
+    other = {"query_id": "q2", "query": "second", "positive_passages": [{"text": "no id"}]}
+    path = jsonl(tmp_path / "train.jsonl.gz", LEGACY, other)
+    first, second = iter_train_records(path, passage_field_separator=" | ")
+    assert first == {"query_id": "7", "query": "q?", "answers": ["a"],
+                     "positive_docids": ["d1"], "positives": ["T1 | one"],
+                     "negative_docids": ["d2"], "negatives": ["two"], "source": "train.jsonl.gz:1"}
+    assert second["positive_docids"] == [""] and second["negatives"] == [] and second["answers"] == []
+    assert second["source"] == "train.jsonl.gz:2"
+
+
+def test_new_format_train_resolved_against_corpus(tmp_path):
+    corpus = load_corpus(jsonl(tmp_path / "corpus.jsonl", {"docid": "d1", "title": "T", "text": "one"},
+                               {"docid": "d2", "text": "two"}))
+    row = {"query_id": "q", "query_text": "hi", "positive_document_ids": ["d1"],
+           "negative_document_ids": ["d2"]}
+    (rec,) = iter_train_records(jsonl(tmp_path / "train.jsonl", row), corpus=corpus)
+    assert rec["query"] == "hi" and rec["positives"] == ["T one"] and rec["negatives"] == ["two"]
+    assert rec["positive_docids"] == ["d1"] and rec["negative_docids"] == ["d2"]
+
+    with pytest.raises(InputFormatError, match=located("train.jsonl", 1, "positive_document_ids") + ".*corp"):
+        list(iter_train_records(tmp_path / "train.jsonl"))
+    bad = dict(row, negative_document_ids=["d2", "zz"])
+    with pytest.raises(InputFormatError, match=located("unk.jsonl", 2, "negative_document_ids[1]") + ".*zz"):
+        list(iter_train_records(jsonl(tmp_path / "unk.jsonl", row, bad), corpus=corpus))
+
+
+@pytest.mark.parametrize("row, field, message", [
+    ({**LEGACY, "query": None}, "query", "expected a non-empty string, got null"),
+    ({k: v for k, v in LEGACY.items() if k != "query"}, "query", "field is missing"),
+    ({**LEGACY, "query": "  "}, "query", "expected a non-empty string, got a string"),
+    ({**LEGACY, "query": 3}, "query", "got a number"),
+    ({**LEGACY, "positive_passages": []}, "positive_passages", "expected at least one positive passage"),
+    ({k: v for k, v in LEGACY.items() if k != "positive_passages"}, "positive_passages", "at least one"),
+    ({**LEGACY, "positive_passages": [{"docid": "x", "title": "t"}]}, "positive_passages[0].text", "string"),
+    ({**LEGACY, "negative_passages": [NEG, {"text": None}]}, "negative_passages[1].text", "got null"),
+    ({**LEGACY, "positive_passages": {"text": "x"}}, "positive_passages", "expected a list, got an object"),
+    ({**LEGACY, "negative_passages": ["text"]}, "negative_passages[0]", "expected an object"),
+    ({**LEGACY, "answers": [1]}, "answers", "list of strings"),
+    ({"query_id": "q", "query_text": "x", "positive_document_ids": []}, "positive_document_ids", "at least"),
+    ({"query_id": "q", "query_text": "x", "positive_document_ids": "d1"}, "positive_document_ids", "a list"),
+])
+def test_train_errors(tmp_path, row, field, message):
+    path = jsonl(tmp_path / "train.jsonl", LEGACY, row)
+    with pytest.raises(InputFormatError, match=located("train.jsonl", 2, field) + ".*" + re.escape(message)):
+        list(iter_train_records(path, corpus={"d1": "one"}))
+
+
+# ----------------------------------------------------------------------------- corpus
+
+
+def test_corpus_variants(tmp_path):
+    path = jsonl(tmp_path / "corpus.jsonl", {"docid": "a", "title": "T", "text": "x"},
+                 {"_id": "b", "title": "", "text": "y", "metadata": {}},
+                 {"docid": 3, "document_text": "z"})
+    assert load_corpus(path) == {"a": "T x", "b": "y", "3": "z"}
+    assert list(load_corpus(path)) == ["a", "b", "3"]
+    assert list(iter_corpus(path, passage_field_separator="\n")) == [("a", "T\nx"), ("b", "y"), ("3", "z")]
+
+
+def test_corpus_dpr_tsv(tmp_path):
+    text = 'id\ttext\ttitle\n1\t"Aaron ( or ; ""Ahärôn"") was"\tAaron\n2\tplain text\tB\n'
+    for name in ("psgs.tsv", "psgs.tsv.gz"):
+        assert load_corpus(write(tmp_path / name, text)) == {"1": 'Aaron Aaron ( or ; "Ahärôn") was',
+                                                             "2": "B plain text"}
+    with pytest.raises(InputFormatError, match=located("cols.tsv", 2) + ": expected 'id<TAB>text<TAB>title'"):
+        load_corpus(write(tmp_path / "cols.tsv", "id\ttext\ttitle\n1\ta\tb\tc\n"))
+
+
+@pytest.mark.parametrize("rows, line, field, message", [
+    ([{"title": "t", "text": "x"}], 1, "docid", "field is missing"),
+    ([{"docid": "a", "title": "t"}], 1, "text", "field is missing"),
+    ([{"docid": "a", "text": "x"}, {"docid": " ", "text": "y"}], 2, "docid", "non-empty docid"),
+    ([{"docid": "a", "text": "x"}, {"docid": "b", "text": "y"}, {"docid": "a", "text": "z"}], 3, "docid",
+     "duplicate docid 'a' (first seen on line 1)"),
+    ([{"docid": "a#1", "text": "x"}], 1, "docid", "docids must not contain '#', which separates a docid"),
+    ([{"docid": "a", "text": 5}], 1, "text", "got a number"),
+])
+def test_corpus_errors(tmp_path, rows, line, field, message):
+    pattern = located("corpus.jsonl", line, field) + ".*" + re.escape(message)
+    with pytest.raises(InputFormatError, match=pattern):
+        load_corpus(jsonl(tmp_path / "corpus.jsonl", *rows))
+
+
+def test_corpus_tsv_duplicate(tmp_path):
+    with pytest.raises(InputFormatError, match=located("p.tsv", 3, "id") + ".*first seen on line 2"):
+        load_corpus(write(tmp_path / "p.tsv", "id\ttext\ttitle\n1\ta\tA\n1\tb\tB\n"))
+
+
+# ----------------------------------------------------------------------------- queries, qrels
+
+
+def test_queries_formats(tmp_path):
+    expected = {"1": "first", "q2": "second"}
+    assert load_queries(jsonl(tmp_path / "a.jsonl", {"query_id": 1, "query": "first"},
+                              {"query_id": "q2", "query": "second"})) == expected
+    assert load_queries(jsonl(tmp_path / "b.jsonl", {"query_id": "1", "query_text": "first"},
+                              {"query_id": "q2", "query_text": "second"})) == expected
+    assert load_queries(jsonl(tmp_path / "c.jsonl", {"_id": "1", "text": "first", "metadata": {}},
+                              {"_id": "q2", "text": "second"})) == expected
+    assert load_queries(write(tmp_path / "d.tsv.gz", "1\tfirst\nq2\tsecond\n", newline="\r\n")) == expected
+    assert list(load_queries(write(tmp_path / "e.txt", "q2\tsecond\n1\tfirst\n"))) == ["q2", "1"]
+
+
+def test_queries_errors(tmp_path):
+    with pytest.raises(InputFormatError, match=located("q.tsv", 2) + ": expected 'qid<TAB>query text'"):
+        load_queries(write(tmp_path / "q.tsv", "1\tfirst\nno tab here\n"))
+    with pytest.raises(InputFormatError, match=located("dup.tsv", 3, "query_id") + ".*first seen on line 1"):
+        load_queries(write(tmp_path / "dup.tsv", "1\ta\n2\tb\n1\tc\n"))
+    with pytest.raises(InputFormatError, match=located("q.jsonl", 1, "query") + ".*field is missing"):
+        load_queries(jsonl(tmp_path / "q.jsonl", {"query_id": "1"}))
+
+
+def test_qrels_trec_and_beir(tmp_path):
+    expected = {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}
+    assert load_qrels(write(tmp_path / "trec.txt", "q1 0 d1 1\nq1 Q0 d2 0\n\nq2\t0\td3\t2\n")) == expected
+    beir = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td3\t2\n"
+    assert load_qrels(write(tmp_path / "test.tsv", beir, newline="\r\n")) == expected
+    assert load_qrels(write(tmp_path / "test.tsv.gz", beir, newline="\r\n")) == expected
+
+
+def test_qrels_errors(tmp_path):
+    with pytest.raises(InputFormatError, match=located("bad.txt", 2) + ": expected 'qid 0 docid relevance'"):
+        load_qrels(write(tmp_path / "bad.txt", "q1 0 d1 1\nq1 d1\n"))
+    with pytest.raises(InputFormatError, match=located("rel.txt", 2, "relevance") + ": expected an integer"):
+        load_qrels(write(tmp_path / "rel.txt", "q1 0 d1 1\nq1 0 d2 high\n"))
+    with pytest.raises(InputFormatError, match=located("rel.tsv", 3, "relevance")):
+        load_qrels(write(tmp_path / "rel.tsv", "query-id\tcorpus-id\tscore\nq\td\t1\nq\td2\tx\n"))
+
+
+def test_load_beir(tmp_path):
+    jsonl(tmp_path / "corpus.jsonl", {"_id": "d1", "title": "T", "text": "x"}, {"_id": "d2", "text": "y"})
+    jsonl(tmp_path / "queries.jsonl", {"_id": "q1", "text": "a"}, {"_id": "q2", "text": "b"},
+          {"_id": "q3", "text": "c"})
+    (tmp_path / "qrels").mkdir()
+    qrels_text = "query-id\tcorpus-id\tscore\nq3\td2\t1\nq1\td1\t1\n"
+    write(tmp_path / "qrels" / "test.tsv", qrels_text, newline="\r\n")
+    corpus, queries, qrels = load_beir(tmp_path)
+    assert corpus == {"d1": "T x", "d2": "y"}
+    assert queries == {"q1": "a", "q3": "c"} and list(queries) == ["q1", "q3"]
+    assert qrels == {"q3": {"d2": 1}, "q1": {"d1": 1}}
+    with pytest.raises(FileNotFoundError, match="dev.tsv"):
+        load_beir(tmp_path, "dev")
+    write(tmp_path / "qrels" / "bad.tsv", "query-id\tcorpus-id\tscore\nq9\td1\t1\n")
+    with pytest.raises(InputFormatError, match=located("bad.tsv", None, "query-id") + ".*q9"):
+        load_beir(tmp_path, "bad")
+
+
+# ----------------------------------------------------------------------------- DPR qa
+
+
+def test_dpr_qa_csv_and_jsonl(tmp_path):
+    csv_text = "who is \"x\"?\t['A', \"B's\"]\nsecond\t[\"C\"]\n"
+    expected = [('who is "x"?', ["A", "B's"]), ("second", ["C"])]
+    assert load_dpr_qa(write(tmp_path / "nq.qa.csv", csv_text, newline="\r\n")) == expected
+    path = jsonl(tmp_path / "squad.txt", {"question": 'who is "x"?', "answer": ["A", "B's"]},
+                 {"question": "second", "answer": ["C"]})
+    assert load_dpr_qa(path) == expected
+
+
+def test_dpr_qa_errors(tmp_path):
+    with pytest.raises(InputFormatError, match=located("a.csv", 2, "answers") + ": not a Python list"):
+        load_dpr_qa(write(tmp_path / "a.csv", "q\t['A']\nq2\t[oops\n"))
+    with pytest.raises(InputFormatError, match=located("b.csv", 1) + ": expected 'question<TAB>"):
+        load_dpr_qa(write(tmp_path / "b.csv", "just a question\n"))
+    with pytest.raises(InputFormatError, match=located("c.csv", 1, "answers") + ": expected a list"):
+        load_dpr_qa(write(tmp_path / "c.csv", "q\t'A'\n"))
+    with pytest.raises(InputFormatError, match=located("d.jsonl", 2, "answer") + ": expected a list"):
+        load_dpr_qa(jsonl(tmp_path / "d.jsonl", {"question": "q", "answer": ["a"]}, {"question": "q"}))
+
+
+# ----------------------------------------------------------------------------- real data
+
+
+def test_real_dpr_qa(real_data):
+    topics = real_data / "anserini" / "topics"
+    nq = load_dpr_qa(topics / "topics.dpr.nq.test.txt")
+    assert len(nq) == 3610
+    assert nq[0] == ("who got the first nobel prize in physics", ["Wilhelm Conrad Röntgen"])
+    squad = load_dpr_qa(topics / "topics.dpr.squad.test.txt")
+    assert len(squad) == 10570 and squad[0][0] == "Which NFL team represented the AFC at Super Bowl 50?"
+
+
+def test_real_beir_scifact_train(real_data):
+    corpus, queries, qrels = load_beir(real_data / "beir" / "scifact", "train")
+    assert len(corpus) == 5183 and len(queries) == 809 and len(qrels) == 809
+    assert sum(map(len, qrels.values())) == 919
+    assert all(d in corpus for judged in qrels.values() for d in judged)
+
+
+def test_real_anserini_topics_and_qrels(real_data):
+    root = real_data / "anserini"
+    assert len(load_queries(root / "topics" / "topics.dl19-passage.txt")) == 43
+    assert len(load_queries(root / "topics" / "topics.beir-v1.0.0-fiqa.test.tsv.gz")) == 648
+    qrels = load_qrels(root / "qrels" / "qrels.dl19-passage.txt")
+    assert len(qrels) == 43 and sum(map(len, qrels.values())) == 9260
+    assert {r for judged in qrels.values() for r in judged.values()} == {0, 1, 2, 3}
