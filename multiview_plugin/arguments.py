@@ -149,5 +149,10 @@ class MultiViewTrainingArguments(TrainingArguments):
         metadata={"help": "Under torchrun, gather queries and passages from every process so each query "
                   "sees all passages of the global batch as in-batch negatives."},
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Start from scratch even if --output_dir holds checkpoints (by default an interrupted "
+                  "run in the same --output_dir resumes from its last checkpoint)."},
+    )
     # The Trainer would drop our text columns otherwise.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep dataset columns (leave False)."})

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from transformers import HfArgumentParser
 
-from multiview_plugin.errors import MultiViewError
+from multiview_plugin.errors import ConfigError, MultiViewError
 
 
 def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None) -> tuple:
@@ -19,7 +19,10 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None) -> tuple:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 1 and argv[0].endswith(".json"):
         return parser.parse_json_file(json_file=os.path.abspath(argv[0]))
-    return parser.parse_args_into_dataclasses(args=argv)
+    *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    if remaining:
+        raise ConfigError(f"unrecognised arguments: {' '.join(remaining)} (see --help)")
+    return tuple(parsed)
 
 
 def setup_logging(level: int = logging.INFO) -> None:

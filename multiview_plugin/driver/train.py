@@ -81,12 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         callbacks=[EpochCallback(dataset)],
     )
     resume = training_args.resume_from_checkpoint
-    if resume is None and Path(training_args.output_dir).is_dir():
+    if resume is None and not training_args.overwrite_output_dir and Path(training_args.output_dir).is_dir():
         resume = get_last_checkpoint(training_args.output_dir)  # an interrupted run continues
         if resume:
             logger.info("resuming from %s", resume)
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model()
+    trainer.save_state()  # trainer_state.json: the loss / temperature history
     if trainer.is_world_process_zero():
         logger.info("saved %s model to %s", model.config.model_name, training_args.output_dir)
     return 0

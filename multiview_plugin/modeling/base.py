@@ -84,6 +84,7 @@ class MultiViewEncoder(nn.Module):
         self.loss_fn: MultiViewLoss = get_loss_class(loss_name).from_options(config.options)
         self.temperature = config.temperature
         self.negatives_x_device = False
+        self._logged_gather = False
 
     # ------------------------------------------------------------------ inputs
     @property
@@ -166,6 +167,10 @@ class MultiViewEncoder(nn.Module):
             world_size = dist.get_world_size()
             q_reps = gather_across_processes(q_reps)
             p_reps, p_mask = gather_across_processes(p_reps, p_mask)
+            if not self._logged_gather:
+                logger.info("in-batch negatives gathered across %d processes: %d queries x %d passages per step",
+                            world_size, q_reps.shape[0], p_reps.shape[0])
+                self._logged_gather = True
         group_size = p_reps.shape[0] // q_reps.shape[0]
         if group_size * q_reps.shape[0] != p_reps.shape[0]:
             raise ValueError(f"{p_reps.shape[0]} passages do not split into groups for {q_reps.shape[0]} queries")

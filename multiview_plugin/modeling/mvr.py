@@ -108,9 +108,12 @@ class MultiViewerEncoder(MultiViewEncoder):
         encoders = [query_encoder] if passage_encoder is query_encoder else [query_encoder, passage_encoder]
         generator = torch.Generator().manual_seed(0)
         for encoder in encoders:
+            old_rows = encoder.get_input_embeddings().weight.shape[0]
             encoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
             weight = encoder.get_input_embeddings().weight
-            std = getattr(encoder.config, "initializer_range", 0.02)
+            # "Randomly initialised" (paper §3.2) at the scale of the backbone's own word embeddings, so a
+            # viewer is as loud as an ordinary token (MiniLM rows have std 0.056, not the 0.02 init range).
+            std = float(weight[:old_rows].detach().float().std())
             noise = torch.randn(len(new_ids), weight.shape[1], generator=generator) * std
             with torch.no_grad():
                 if config.options.get("mvr_viewer_init", "random") == "cls":

@@ -1,0 +1,169 @@
+"""The train driver end to end on tiny local models: loss goes down, resume, configs, clean errors."""
+
+import json
+import logging
+import math
+
+import pytest
+
+from multiview_plugin.arguments import DataArguments
+from multiview_plugin.data.dataset import TrainDataset, load_hub_train_records, load_train_records
+from multiview_plugin.driver.train import main
+from multiview_plugin.modeling import load_encoder
+
+COMMON = ["--train_group_size", "2", "--per_device_train_batch_size", "4", "--report_to", "none",
+          "--query_max_len", "16", "--passage_max_len", "32", "--seed", "7", "--dataloader_num_workers", "0"]
+
+
+def losses(folder):
+    history = json.loads((folder / "trainer_state.json").read_text())["log_history"]
+    return [h for h in history if "loss" in h]
+
+
+# New random viewer tokens on a random tiny backbone need ~150 steps to leave the collapsed start
+# (all documents scoring alike); DPR's shared [CLS] leaves it sooner.
+@pytest.mark.parametrize("name, epochs", [("mvr", 100), ("dpr", 40)])
+def test_train_loss_decreases(tiny_bert, train_file, tmp_path, name, epochs):
+    out = tmp_path / name
+    rc = main(["--model_name", name, "--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file),
+               "--output_dir", str(out), "--num_train_epochs", str(epochs), "--learning_rate", "3e-3",
+               "--normalize", "--temperature", "0.05", "--mvr_min_temperature", "0.01", "--logging_steps", "16",
+               "--save_strategy", "no", "--warmup_ratio", "0", "--mvr_num_views", "4", *COMMON])
+    assert rc == 0
+    logged = losses(out)
+    first, last = logged[0]["loss"], sum(h["loss"] for h in logged[-3:]) / 3
+    assert last < 0.6 * first, [h["loss"] for h in logged]
+    model = load_encoder(out)
+    assert model.config.model_name == name and model.config.normalize
+    if name == "mvr":
+        assert {"loss_global", "loss_local", "temperature"} <= set(logged[0])
+        # annealed from tau_0 = 0.05 towards the floor 0.01: 0.05 e^{-0.1 t}, t = the epoch index
+        for h in logged:
+            t = math.ceil(h["epoch"]) - 1
+            assert h["temperature"] == pytest.approx(max(0.01, 0.05 * math.exp(-0.1 * t)), abs=1e-6)
+    else:
+        assert logged[-1]["temperature"] == pytest.approx(0.05)
+
+
+def test_annealed_temperature_logged_per_epoch(tiny_bert, train_file, tmp_path):
+    out = tmp_path / "anneal"
+    main(["--model_name", "mvr", "--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file),
+          "--output_dir", str(out), "--num_train_epochs", "3", "--logging_steps", "4", "--save_strategy", "no",
+          "--mvr_num_views", "2", *COMMON])
+    temps = {int(h["epoch"] - 1e-6): h["temperature"] for h in losses(out)}
+    assert temps == pytest.approx({0: 1.0, 1: 0.904837, 2: 0.818731}, abs=1e-5)
+
+
+def test_resume_from_checkpoint_and_json_config(tiny_bert, train_file, tmp_path, caplog):
+    out = tmp_path / "resume"
+    config = {"model_name": "mvr", "model_name_or_path": str(tiny_bert), "dataset_path": str(train_file),
+              "output_dir": str(out), "num_train_epochs": 1, "save_strategy": "epoch", "mvr_num_views": 2,
+              "train_group_size": 2, "per_device_train_batch_size": 4, "report_to": "none", "logging_steps": 1}
+    (tmp_path / "run.json").write_text(json.dumps(config))
+    assert main([str(tmp_path / "run.json")]) == 0
+    assert (out / "checkpoint-4" / "multiview_config.json").is_file()  # every checkpoint is a loadable model
+    load_encoder(out / "checkpoint-4")
+    # a longer run in the same folder resumes at step 4 instead of starting over
+    config["num_train_epochs"] = 2
+    (tmp_path / "run.json").write_text(json.dumps(config))
+    first_run = losses(out)
+    caplog.set_level(logging.INFO, logger="multiview_plugin")
+    assert main([str(tmp_path / "run.json")]) == 0
+    assert f"resuming from {out / 'checkpoint-4'}" in caplog.text
+    logged = losses(out)
+    assert [h["step"] for h in logged] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert logged[:4] == first_run  # steps 1-4 were not redone
+    assert logged[4]["temperature"] == pytest.approx(0.904837, abs=1e-5)  # epoch 1 of the annealing
+
+
+def test_continue_training_a_saved_model(tiny_bert, train_file, tmp_path):
+    first = tmp_path / "first"
+    main(["--model_name", "mvr", "--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file),
+          "--output_dir", str(first), "--num_train_epochs", "1", "--save_strategy", "no", "--mvr_num_views", "3",
+          *COMMON])
+    rc = main(["--model_name", "mvr", "--model_name_or_path", str(first), "--dataset_path", str(train_file),
+               "--output_dir", str(tmp_path / "second"), "--num_train_epochs", "1", "--save_strategy", "no",
+               *COMMON])
+    assert rc == 0
+    assert load_encoder(tmp_path / "second").config.options["mvr_num_views"] == 3
+
+
+def run_error(capsys, argv):
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "Traceback" not in err
+    return err
+
+
+def test_unknown_model_name(tiny_bert, train_file, tmp_path, capsys):
+    err = run_error(capsys, ["--model_name", "colbertv9", "--model_name_or_path", str(tiny_bert),
+                             "--dataset_path", str(train_file), "--output_dir", str(tmp_path / "x"), *COMMON])
+    assert "error: unknown model 'colbertv9'; known models: dpr, mvr" in err
+
+
+@pytest.mark.parametrize("line, expected", [
+    ('{"query_id": "1", "query": "what", "positive_passages": [{"text": "a"}]\n',
+     r"train.jsonl line 2: .*JSON"),
+    ('{"query_id": "1", "positive_passages": [{"docid": "d", "text": "a"}]}\n',
+     r"train.jsonl line 2: field 'query': expected a non-empty string"),
+    ('{"query_id": "1", "query": "what", "positive_passages": []}\n',
+     r"train.jsonl line 2: field 'positive_passages': expected at least one positive passage"),
+    ('{"query_id": "1", "query": "what", "positive_passages": [{"docid": "d"}]}\n',
+     r"train.jsonl line 2: field 'positive_passages\[0\].text'"),
+])
+def test_bad_train_lines(tiny_bert, tmp_path, capsys, line, expected):
+    good = '{"query_id": "0", "query": "who", "positive_passages": [{"docid": "d0", "text": "paris"}]}\n'
+    path = tmp_path / "train.jsonl"
+    path.write_text(good + line)
+    err = run_error(capsys, ["--model_name", "mvr", "--model_name_or_path", str(tiny_bert),
+                             "--dataset_path", str(path), "--output_dir", str(tmp_path / "x"), *COMMON])
+    import re
+
+    assert re.search(expected, err), err
+
+
+def test_group_size_needs_negatives(tiny_bert, tmp_path, capsys):
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"query_id": "0", "query": "who", "positive_passages": [{"docid": "d0", "text": "paris"}]}\n')
+    records = load_train_records(str(path))
+    with pytest.raises(ValueError, match="train.jsonl line 1: field 'negative_passages': --train_group_size 2"):
+        TrainDataset(records, group_size=2)[0]
+    assert TrainDataset(records, group_size=1)[0]["passages"] == ["paris"]
+
+
+def test_missing_train_file(tiny_bert, tmp_path, capsys):
+    err = run_error(capsys, ["--model_name", "dpr", "--model_name_or_path", str(tiny_bert),
+                             "--dataset_path", str(tmp_path / "nope.jsonl"), "--output_dir", str(tmp_path / "x")])
+    assert "nope.jsonl does not exist" in err
+
+
+def test_sampling_is_deterministic_and_epoch_dependent(tmp_path):
+    lines = [{"query_id": "q", "query": "who", "positive_passages": [{"text": f"pos{i}"} for i in range(3)],
+              "negative_passages": [{"text": f"neg{i}"} for i in range(6)]}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    ds = TrainDataset(load_train_records(str(path)), group_size=4, seed=1)
+    seen_neg, seen_pos = set(), set()
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        a, b = ds[0], ds[0]
+        assert a == b  # deterministic
+        seen_pos.add(a["passages"][0])
+        seen_neg.update(a["passages"][1:])
+        assert len(set(a["passages"][1:])) == 3
+    assert seen_neg == {f"neg{i}" for i in range(6)}  # two epochs of 3 cover all 6 negatives
+    assert len(seen_pos) == 2
+    fixed = TrainDataset(load_train_records(str(path)), group_size=3, positive_no_shuffle=True,
+                         negative_no_shuffle=True)
+    fixed.set_epoch(5)
+    assert fixed[0]["passages"] == ["pos0", "neg0", "neg1"]
+
+
+def test_hub_style_loading_through_load_dataset(train_file):
+    args = DataArguments(dataset_name="json", dataset_path=str(train_file))
+    records = load_hub_train_records(args)
+    local = load_train_records(str(train_file))
+    assert len(records) == len(local) == 16
+    assert records[3]["positives"] == local[3]["positives"]
+    assert records[3]["source"] == "json:4"
