@@ -1,12 +1,16 @@
 """Seconds per training step, DPR vs MVR, on the SQuAD-dev protocol (SPEC §4) with all-MiniLM-L6-v2.
 
-Converts ``squad/dev-v1.1.json`` to Tevatron train jsonl (questions of articles 0-31, one BM25 hard negative),
-fine-tunes each model for the same number of steps at the same batch through the real train driver, and
-prints seconds per step and the MVR/DPR ratio measured in this one run. With ``--eval`` it also encodes the
-2,067 paragraphs and the 3,335 held-out questions (articles 32-47) and reports gold-paragraph Recall@1/5/20
-by exact brute-force max-sim (the full encode/index/search pipeline is ``multiview_plugin.driver.search``).
+Converts ``squad/dev-v1.1.json`` to Tevatron train jsonl (questions of articles 0-31, one BM25 hard negative).
 
-    python bench/train_step_time.py --squad ../shared/data/squad/dev-v1.1.json --steps 60 --eval
+1. Timing (always): both models train in one process on the same batches, steps interleaved
+   (DPR, MVR, DPR, MVR, ...) so background load hits both alike; prints median seconds per
+   forward+backward+AdamW step, the MVR/DPR ratio and the tokens each model processes.
+2. ``--finetune``: fine-tunes each model for ``--steps`` through the real train driver and prints the loss
+   curve; with ``--eval`` also encodes the 2,067 paragraphs and the 3,335 held-out questions (articles 32-47)
+   and reports gold-paragraph Recall@1/5/20 by exact brute-force max-sim.
+
+    python bench/train_step_time.py --squad ../shared/data/squad/dev-v1.1.json --timing_steps 20
+    python bench/train_step_time.py --squad ../shared/data/squad/dev-v1.1.json --finetune --steps 60 --eval
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import statistics
 import time
 from pathlib import Path
 
@@ -24,6 +29,54 @@ from multiview_plugin.driver.train import main as train_main
 from multiview_plugin.modeling import load_encoder
 
 logging.basicConfig(level=logging.WARNING)
+
+
+MODEL_FLAGS = {
+    # SPEC §6: MiniLM was trained with cosine similarity: fine-tune on normalised vectors, small temperature.
+    "dpr": ["--pooling", "mean", "--normalize", "--temperature", "0.05"],
+    "mvr": ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03", "--mvr_num_views", "8"],
+}
+
+
+def interleaved_timing(args: argparse.Namespace, data: dict) -> None:
+    from multiview_plugin.arguments import DataArguments, ModelArguments
+    from multiview_plugin.data.dataset import TrainCollator, TrainDataset, load_train_records
+    from multiview_plugin.driver.common import parse_dataclasses
+    from multiview_plugin.registry import get_encoder_class
+
+    records = load_train_records(str(data["train"]))
+    dataset = TrainDataset(records, group_size=2, seed=42)
+    models, optims, collators = {}, {}, {}
+    for name in ("dpr", "mvr"):
+        margs, dargs = parse_dataclasses((ModelArguments, DataArguments), [
+            "--model_name", name, "--model_name_or_path", "sentence-transformers/all-MiniLM-L6-v2",
+            "--passage_max_len", str(args.passage_max_len), "--query_max_len", "32", *MODEL_FLAGS[name]])
+        torch.manual_seed(0)
+        models[name] = get_encoder_class(name).build(margs, dargs).train()
+        optims[name] = torch.optim.AdamW(models[name].parameters(), lr=2e-5)
+        collators[name] = TrainCollator(models[name].formatter)
+    times = {n: [] for n in models}
+    tokens = {n: 0 for n in models}
+    for step in range(args.timing_steps + 2):
+        features = [dataset[(step * args.batch_size + i) % len(dataset)] for i in range(args.batch_size)]
+        for name, model in models.items():
+            batch = collators[name](features)
+            start = time.perf_counter()
+            loss = model(query=batch["query"], passage=batch["passage"]).loss
+            loss.backward()
+            optims[name].step()
+            optims[name].zero_grad(set_to_none=True)
+            if step >= 2:  # two warm-up steps
+                times[name].append(time.perf_counter() - start)
+                tokens[name] += int(batch["passage"]["input_ids"].numel() + batch["query"]["input_ids"].numel())
+    med = {n: statistics.median(t) for n, t in times.items()}
+    print(f"\ninterleaved timing, {args.timing_steps} steps each, batch {args.batch_size} queries x group 2, "
+          f"passage_max_len {args.passage_max_len}, torch threads {torch.get_num_threads()}")
+    for name in models:
+        print(f"{name:4} median {med[name]:.3f} s/step (min {min(times[name]):.3f}, max {max(times[name]):.3f}); "
+              f"padded tokens per step {tokens[name] / args.timing_steps:.0f}")
+    print(f"MVR / DPR seconds per step: {med['mvr'] / med['dpr']:.3f}; "
+          f"tokens: {tokens['mvr'] / tokens['dpr']:.3f}")
 
 
 def train(name: str, args: argparse.Namespace, data: dict, extra: list[str]) -> dict:
@@ -78,7 +131,9 @@ def main() -> None:
     parser.add_argument("--squad", type=Path, default=Path("../shared/data/squad/dev-v1.1.json"),
                         help="SQuAD v1.1 dev json")
     parser.add_argument("--work_dir", type=Path, default=Path("runs/bench_train"), help="where models are written")
-    parser.add_argument("--steps", type=int, default=60, help="training steps per model")
+    parser.add_argument("--timing_steps", type=int, default=20, help="timed steps per model (interleaved)")
+    parser.add_argument("--finetune", action="store_true", help="also fine-tune both through the driver")
+    parser.add_argument("--steps", type=int, default=60, help="--finetune: training steps per model")
     parser.add_argument("--batch_size", type=int, default=16, help="queries per step (each with 2 passages)")
     parser.add_argument("--passage_max_len", type=int, default=192, help="passage positions (SPEC §6: 192)")
     parser.add_argument("--eval", action="store_true", help="also report held-out gold-paragraph recall")
@@ -87,12 +142,10 @@ def main() -> None:
     data = write_squad_split(convert_squad(args.squad), args.work_dir / "data")
     n_train = sum(1 for _ in data["train"].open())
     print(f"SQuAD-dev protocol: {n_train} train questions (articles 0-31), torch threads {torch.get_num_threads()}")
-    # SPEC §6: MiniLM was trained with cosine similarity, so fine-tune on normalised vectors, small temperature.
-    runs = [
-        train("dpr", args, data, ["--pooling", "mean", "--normalize", "--temperature", "0.05"]),
-        train("mvr", args, data, ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03",
-                                  "--mvr_num_views", "8"]),
-    ]
+    interleaved_timing(args, data)
+    if not args.finetune:
+        return
+    runs = [train(name, args, data, flags) for name, flags in MODEL_FLAGS.items()]
     print(f"\n{'model':6} {'s/step':>8} {'wall s':>8}  loss (step, value)")
     for r in runs:
         print(f"{r['model']:6} {r['sec_per_step']:8.2f} {r['wall']:8.1f}  {r['losses']}")

@@ -136,6 +136,10 @@ class MultiViewEncoder(nn.Module):
         """Passage view vectors (B, K, D) and view mask (B, K)."""
         raise NotImplementedError
 
+    def is_single_vector(self) -> bool:
+        """True when every passage gets exactly one vector: shards then use Tevatron's plain layout."""
+        return False
+
     # ----------------------------------------------------------------- scoring
     def compute_view_scores(
         self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor | None = None

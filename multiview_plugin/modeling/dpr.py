@@ -25,6 +25,9 @@ class DenseEncoder(MultiViewEncoder):
         if config.pooling not in ("cls", "mean"):
             raise ConfigError(f"dpr: --pooling must be 'cls' or 'mean', got {config.pooling!r}")
 
+    def is_single_vector(self) -> bool:
+        return True
+
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self._last_hidden(self.p_encoder, batch)
         reps = self._finish(self._pool(hidden, batch["attention_mask"])).unsqueeze(1)

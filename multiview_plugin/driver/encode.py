@@ -1,0 +1,181 @@
+"""Encode a corpus (or queries) shard with any saved multiview model, Tevatron style.
+
+    python -m multiview_plugin.driver.encode --model_name_or_path runs/mvr --dataset_path corpus.jsonl \
+        --dataset_number_of_shards 4 --dataset_shard_index 0 --encode_output_path emb/corpus.0.pkl
+
+    python -m multiview_plugin.driver.encode --model_name_or_path runs/mvr --encode_is_query \
+        --dataset_path queries.tsv --encode_output_path emb/queries.pkl
+
+Writes Tevatron's ``(ndarray, lookup)`` pickle (multi-vector models: one row per view, lookup ``docid#j``) plus
+a ``.json`` sidecar. A finished shard is skipped on rerun (``--overwrite`` re-encodes it); an interrupted one
+resumes after its last flushed batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from multiview_plugin.data.readers import iter_corpus, load_queries
+from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
+from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_info, shard_is_complete
+from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+
+logger = logging.getLogger("multiview_plugin.encode")
+
+
+@dataclass
+class EncodeArguments:
+    model_name_or_path: str = field(metadata={"help": "A saved multiview model folder (multiview_config.json)."})
+    dataset_path: str = field(
+        metadata={"help": "Corpus jsonl ({docid|_id, title?, text|document_text}) or DPR psgs tsv; with "
+                  "--encode_is_query, queries as jsonl ({query_id, query|query_text}, BEIR {_id,text}) or "
+                  "qid<TAB>text. .gz accepted."})
+    encode_output_path: str = field(metadata={"help": "Where to write the shard pickle (sidecar: <path>.json)."})
+    dataset_name: str = field(default="json", metadata={"help": "Only local files ('json') are read here."})
+    dataset_number_of_shards: int = field(default=1, metadata={"help": "Split the input into this many "
+                                          "contiguous shards (like datasets.Dataset.shard)."})
+    dataset_shard_index: int = field(default=0, metadata={"help": "Which shard (0-based) this run encodes."})
+    encode_is_query: bool = field(default=False, metadata={"help": "Encode queries (one vector each)."})
+    query_max_len: int | None = field(default=None, metadata={"help": "Override the model's query length."})
+    passage_max_len: int | None = field(default=None, metadata={"help": "Override the model's passage length."})
+    passage_field_separator: str = field(default=" ", metadata={"help": "Joins a passage's title and text."})
+    per_device_eval_batch_size: int = field(default=64, metadata={"help": "Texts per forward pass."})
+    fp16: bool = field(default=False, metadata={"help": "Store float16 vectors (and autocast on GPU)."})
+    device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 ... (default: cuda if any)."})
+    overwrite: bool = field(default=False, metadata={"help": "Re-encode even if the shard is complete."})
+    checkpoint_every: int = field(default=50, metadata={"help": "Flush to disk every N batches (resume point)."})
+
+
+def shard_bounds(total: int, num_shards: int, index: int) -> tuple[int, int]:
+    """[start, end) of contiguous shard ``index`` of ``total`` items (datasets' contiguous sharding)."""
+    if num_shards < 1 or not 0 <= index < num_shards:
+        raise ConfigError(f"--dataset_shard_index {index} is not in [0, --dataset_number_of_shards {num_shards})")
+    div, mod = divmod(total, num_shards)
+    start = div * index + min(index, mod)
+    return start, start + div + (1 if index < mod else 0)
+
+
+def iter_items(path: str, is_query: bool, separator: str) -> Iterator[tuple[str, str]]:
+    if is_query:
+        yield from load_queries(path).items()
+    else:
+        yield from iter_corpus(path, separator)
+
+
+def count_items(path: str, is_query: bool, separator: str) -> int:
+    return sum(1 for _ in iter_items(path, is_query, separator))
+
+
+def encode_to_shard(
+    model: MultiViewEncoder,
+    path: str,
+    output: str | Path,
+    *,
+    is_query: bool = False,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    batch_size: int = 64,
+    fp16: bool = False,
+    separator: str = " ",
+    overwrite: bool = False,
+    checkpoint_every: int = 50,
+) -> ShardInfo:
+    """Encode one shard of ``path`` into ``output``; returns its sidecar info. Skips a complete shard."""
+    output = Path(output)
+    if shard_is_complete(output) and not overwrite:
+        info = read_info(output)
+        logger.info("%s is complete (%d items); skipping (--overwrite to redo)", output, info.num_items)
+        return info
+    if overwrite:
+        for stale in (output, Path(str(output) + ".json")):
+            stale.unlink(missing_ok=True)
+    total = count_items(path, is_query, separator)
+    start, end = shard_bounds(total, num_shards, shard_index)
+    multi = not is_query and not model.is_single_vector()
+    info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
+                     dtype="float16" if fp16 else "float32", num_items=0, num_vectors=0, is_query=is_query,
+                     shard_index=shard_index, num_shards=num_shards, source=str(path))
+    writer = ShardWriter(output, info, multi_vector=multi)
+    device = next(model.parameters()).device
+    formatter = model.formatter
+    items = iter_items(path, is_query, separator)
+    skip = start + writer.docs_done
+    progress = tqdm(total=end - start, initial=writer.docs_done, unit="query" if is_query else "doc",
+                    desc=f"encode {output.name}", dynamic_ncols=True)
+    autocast = torch.autocast("cuda", dtype=torch.float16) if fp16 and device.type == "cuda" else nullcontext()
+
+    def batches() -> Iterator[list[tuple[str, str]]]:
+        batch: list[tuple[str, str]] = []
+        for i, item in enumerate(items):
+            if i < skip:
+                continue
+            if i >= end:
+                break
+            if not item[1].strip():
+                raise MultiViewError(f"{path}: {'query' if is_query else 'document'} {item[0]!r} has empty text")
+            batch.append(item)
+            if len(batch) == batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    with torch.inference_mode(), autocast:
+        for n, batch in enumerate(batches(), start=1):
+            ids = [i for i, _ in batch]
+            texts = [t for _, t in batch]
+            if is_query:
+                reps = model.encode_query(_to(formatter.queries(texts), device))
+                writer.add(ids, reps.float().cpu().numpy())
+            else:
+                reps, mask = model.encode_passage(_to(formatter.passages(texts), device))
+                writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
+            progress.update(len(batch))
+            if n % checkpoint_every == 0:
+                writer.checkpoint()
+    progress.close()
+    if writer.docs_done != end - start:
+        raise MultiViewError(f"{path}: expected {end - start} items in shard {shard_index}, got "
+                             f"{writer.docs_done}; did the file change while encoding?")
+    info = writer.close()
+    logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
+                "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)
+    return info
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+@cli
+def main(argv: Sequence[str] | None = None) -> int:
+    (args,) = parse_dataclasses((EncodeArguments,), argv)
+    setup_logging()
+    if args.dataset_name != "json":
+        raise ConfigError("the encode driver reads local files: pass --dataset_path (and --dataset_name json)")
+    model = load_encoder(args.model_name_or_path)
+    if args.query_max_len:
+        model.config.query_max_len = args.query_max_len
+    if args.passage_max_len:
+        model.config.passage_max_len = args.passage_max_len
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(device).eval()
+    encode_to_shard(model, args.dataset_path, args.encode_output_path, is_query=args.encode_is_query,
+                    num_shards=args.dataset_number_of_shards, shard_index=args.dataset_shard_index,
+                    batch_size=args.per_device_eval_batch_size, fp16=args.fp16,
+                    separator=args.passage_field_separator, overwrite=args.overwrite,
+                    checkpoint_every=args.checkpoint_every)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Build a multi-vector Faiss index folder (Pyserini layout) from encoded passage shards.
+
+    python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr \
+        [--index_factory Flat|HNSW32|IVF1024,PQ32] [--use_gpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from collections.abc import Sequence
+
+from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.encoding.shards import ShardFormatError
+from multiview_plugin.search import build_index
+from multiview_plugin.search.aggregators import AGGREGATORS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m multiview_plugin.driver.index", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--passage_reps", required=True, help="Glob of encoded passage shards (quote it).")
+    p.add_argument("--index_dir", required=True, help="Folder to create (index, docid, multiview.json).")
+    p.add_argument("--index_factory", default="Flat", help="faiss.index_factory string, inner product: Flat "
+                   "(exact, default), HNSW32, IVF4096,Flat, IVF4096,PQ64 ... Trained ones train on a sample.")
+    p.add_argument("--train_size", type=int, default=262_144, help="Vectors sampled to train IVF/PQ indexes.")
+    p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="Aggregation recorded for searchers "
+                   "(default: the model's, i.e. max).")
+    p.add_argument("--use_gpu", action="store_true", help="Build with GPU Faiss (faiss-gpu) when available.")
+    p.add_argument("--overwrite", action="store_true", help="Replace an existing index folder.")
+    return p
+
+
+@cli
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    shards = sorted(glob.glob(args.passage_reps))
+    if not shards:
+        raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
+    build_index(shards, args.index_dir, index_factory=args.index_factory, aggregation=args.aggregation,
+                train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

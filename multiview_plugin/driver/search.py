@@ -1,0 +1,154 @@
+"""Search encoded queries against encoded passages or an index folder.
+
+Tevatron style (in-memory flat index over shards, or shard by shard with an exact merge)::
+
+    python -m multiview_plugin.driver.search --query_reps emb/queries.pkl --passage_reps 'emb/corpus.*.pkl' \
+        --depth 1000 --batch_size 128 --save_ranking_to run.txt --save_text [--shard_search]
+
+Pyserini style (an index folder from ``multiview_plugin.driver.index``; queries encoded on the fly)::
+
+    python -m multiview_plugin.driver.search --index indexes/mvr --topics queries.tsv --encoder runs/mvr \
+        --output run.trec --output-format trec --hits 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import pickle
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import faiss
+import numpy as np
+from tqdm import tqdm
+
+from multiview_plugin.data.readers import load_queries
+from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.encoding.shards import ShardFormatError, read_shard
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.evaluation.runs import write_run
+from multiview_plugin.search import MultiVectorSearcher, VectorStore, get_aggregator, search_shards
+from multiview_plugin.search.aggregators import AGGREGATORS
+
+logger = logging.getLogger("multiview_plugin.search")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m multiview_plugin.driver.search", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    tev = p.add_argument_group("Tevatron style")
+    tev.add_argument("--query_reps", help="Encoded query shard (pickle from the encode driver --encode_is_query).")
+    tev.add_argument("--passage_reps", help="Glob of encoded passage shards, e.g. 'emb/corpus.*.pkl' (quote it).")
+    tev.add_argument("--depth", type=int, default=1000, help="Documents to return per query (default 1000).")
+    tev.add_argument("--batch_size", type=int, default=128, help="Queries searched at once (bounds memory).")
+    tev.add_argument("--save_ranking_to", help="Output file of the Tevatron-style invocation.")
+    tev.add_argument("--save_text", action="store_true", help="Write 'qid<TAB>docid<TAB>score' lines (Tevatron's "
+                     "text ranking); without it, a pickle of (scores, docids) as Tevatron does.")
+    tev.add_argument("--shard_search", action="store_true", help="Search shard by shard and merge the per-shard "
+                     "top-k (exact: a document never spans shards); memory = one shard.")
+    pys = p.add_argument_group("Pyserini style")
+    pys.add_argument("--index", help="Index folder (index, docid, multiview.json).")
+    pys.add_argument("--topics", help="Queries: jsonl {query_id, query}, BEIR queries.jsonl or qid<TAB>text.")
+    pys.add_argument("--encoder", help="Saved model folder used to encode --topics.")
+    pys.add_argument("--encoded_queries", "--encoded-queries", dest="encoded_queries",
+                     help="Encoded query pickle instead of --encoder.")
+    pys.add_argument("--output", help="Run file to write.")
+    pys.add_argument("--output_format", "--output-format", dest="output_format", default="trec",
+                     choices=["trec", "msmarco", "tevatron"], help="Run format (default trec).")
+    pys.add_argument("--hits", type=int, default=1000, help="Documents per query (default 1000).")
+    pys.add_argument("--threads", type=int, default=1, help="Faiss search threads.")
+    pys.add_argument("--nprobe", type=int, help="IVF indexes: lists probed per query.")
+    pys.add_argument("--ef_search", "--efSearch", dest="ef_search", type=int, help="HNSW indexes: efSearch.")
+    p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="How a document's vector scores combine "
+                   "(default: the index's recorded aggregation, else max).")
+    p.add_argument("--run_tag", default="multiview", help="Tag written in the last column of TREC runs.")
+    return p
+
+
+def load_query_reps(path: str) -> tuple[np.ndarray, list[str]]:
+    reps, lookup, info = read_shard(path)
+    if info is not None and not info.is_query:
+        raise ShardFormatError(f"{path} holds passages; encode queries with --encode_is_query")
+    return np.asarray(reps, dtype=np.float32), lookup
+
+
+def to_run(q_ids: Sequence[str], docids: np.ndarray, scores: np.ndarray) -> dict[str, list[tuple[str, float]]]:
+    return {qid: [(d, float(s)) for d, s in zip(row_d, row_s) if d is not None]
+            for qid, row_d, row_s in zip(q_ids, docids.tolist(), scores.tolist())}
+
+
+def search_tevatron(args: argparse.Namespace) -> None:
+    if not (args.query_reps and args.passage_reps and args.save_ranking_to):
+        raise ConfigError("Tevatron style needs --query_reps, --passage_reps and --save_ranking_to")
+    shard_paths = sorted(glob.glob(args.passage_reps))
+    if not shard_paths:
+        raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
+    q_reps, q_ids = load_query_reps(args.query_reps)
+    aggregation = args.aggregation or "max"
+    all_ids, all_scores = [], []
+    if args.shard_search:
+        for i in tqdm(range(0, len(q_reps), args.batch_size), desc="search", unit="batch"):
+            ids, scores = search_shards(q_reps[i:i + args.batch_size], shard_paths, args.depth, aggregation)
+            all_ids.append(ids)
+            all_scores.append(scores)
+    else:
+        store = VectorStore.from_shards(shard_paths)
+        aggregator = get_aggregator(aggregation)
+        for i in tqdm(range(0, len(q_reps), args.batch_size), desc="search", unit="batch"):
+            doc, scores = store.search(q_reps[i:i + args.batch_size], args.depth, aggregator)
+            all_ids.append(np.where(doc >= 0, store.docids[np.maximum(doc, 0)], None))
+            all_scores.append(scores)
+    ids, scores = np.concatenate(all_ids), np.concatenate(all_scores)
+    out = Path(args.save_ranking_to)
+    if args.save_text:
+        write_run(to_run(q_ids, ids, scores), out, fmt="tevatron")
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("wb") as f:
+            pickle.dump((scores, [[d for d in row if d is not None] for row in ids.tolist()]), f)
+    logger.info("wrote %s (%d queries, depth %d)", out, len(q_ids), args.depth)
+
+
+def search_pyserini(args: argparse.Namespace) -> None:
+    if not args.output:
+        raise ConfigError("--index needs --output")
+    searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
+                                   ef_search=args.ef_search)
+    if args.encoded_queries:
+        q_reps, q_ids = load_query_reps(args.encoded_queries)
+    elif args.topics and args.encoder:
+        topics = load_queries(args.topics)
+        q_ids = list(topics)
+        q_reps = searcher.encode(list(topics.values()))
+    else:
+        raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
+    if args.threads > 0:
+        faiss.omp_set_num_threads(args.threads)
+    all_ids, all_scores = [], []
+    for i in tqdm(range(0, len(q_reps), args.batch_size), desc="search", unit="batch"):
+        ids, scores = searcher.search_vectors(q_reps[i:i + args.batch_size], args.hits)
+        all_ids.append(ids)
+        all_scores.append(scores)
+    run = to_run(q_ids, np.concatenate(all_ids), np.concatenate(all_scores))
+    write_run(run, args.output, fmt=args.output_format, tag=args.run_tag)
+    logger.info("wrote %s (%d queries, %d hits each)", args.output, len(run), args.hits)
+
+
+@cli
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    if args.index:
+        search_pyserini(args)
+    elif args.query_reps or args.passage_reps:
+        search_tevatron(args)
+    else:
+        raise ConfigError("give --index (Pyserini style) or --query_reps/--passage_reps (Tevatron style); see --help")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Building a multi-vector Faiss index folder in Pyserini's layout.
+
+A folder holds ``index`` (a Faiss index, one row per vector, inner product), ``docid`` (one line per row, in
+row order: ``docid#j`` for multi-vector models, the plain docid for single-vector ones — so a single-vector
+index is exactly Pyserini's) and ``multiview.json`` (dim, counts, views, aggregation, model). Shards are added
+one at a time, so memory is bounded by the largest shard (plus the index itself).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import faiss
+import numpy as np
+from tqdm import tqdm
+
+from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, split_lookup
+from multiview_plugin.errors import ConfigError, MultiViewError
+
+logger = logging.getLogger(__name__)
+
+INDEX_FILE, DOCID_FILE, META_FILE = "index", "docid", "multiview.json"
+FORMAT_VERSION = 1
+# Default aggregation per model (DCSR's HasAns arrives with that model).
+DEFAULT_AGGREGATION = {"dcsr": "hasans"}
+
+
+@dataclass
+class IndexMeta:
+    dim: int
+    num_docs: int
+    num_vectors: int
+    max_views: int
+    mean_views: float
+    views_per_doc: int | str
+    aggregation: str = "max"
+    model_name: str = ""
+    index_factory: str = "Flat"
+    metric: str = "inner_product"
+    shards: list[str] = field(default_factory=list)
+    format_version: int = FORMAT_VERSION
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> IndexMeta:
+        path = Path(folder) / META_FILE
+        if not path.is_file():
+            raise ConfigError(f"{folder} is not a multiview index: {META_FILE} is missing")
+        return cls(**json.loads(path.read_text(encoding="utf-8")))
+
+
+def contiguous_docs(row_docids: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Document of each row → (docid of each document in order, document index of each row).
+
+    Rows of one document must be contiguous and a document may appear once (a docid seen in two runs is a
+    duplicate docid in the corpus).
+    """
+    if len(row_docids) == 0:
+        return np.array([], dtype=object), np.array([], dtype=np.int64)
+    starts = np.ones(len(row_docids), dtype=bool)
+    starts[1:] = row_docids[1:] != row_docids[:-1]
+    docs = row_docids[starts]
+    uniq, counts = np.unique(docs.astype(str), return_counts=True)
+    if (counts > 1).any():
+        dups = uniq[counts > 1][:5].tolist()
+        raise MultiViewError(f"{where}: duplicate docids {dups} (or a document's vectors are not contiguous)")
+    return docs, np.cumsum(starts) - 1
+
+
+def _sample_for_training(shards: list[Path], size: int, seed: int) -> np.ndarray:
+    sizes = [read_info(p).num_vectors if read_info(p) else read_shard(p)[0].shape[0] for p in shards]
+    total = sum(sizes)
+    rng = np.random.default_rng(seed)
+    parts = []
+    for path, n in zip(shards, sizes):
+        take = min(n, math.ceil(size * n / total))
+        reps = read_shard(path)[0]
+        parts.append(np.asarray(reps[np.sort(rng.choice(n, take, replace=False))], dtype=np.float32))
+    return np.ascontiguousarray(np.concatenate(parts))
+
+
+def build_index(
+    shards: list[str | os.PathLike],
+    index_dir: str | os.PathLike,
+    index_factory: str = "Flat",
+    aggregation: str | None = None,
+    train_size: int = 262_144,
+    use_gpu: bool = False,
+    overwrite: bool = False,
+    seed: int = 42,
+) -> IndexMeta:
+    """Write an index folder from encoded shards (see module docstring).
+
+    ``index_factory`` is any ``faiss.index_factory`` string (``Flat``, ``HNSW32``, ``IVF4096,PQ64``, ...);
+    indexes that need training are trained on a random sample of ``train_size`` vectors across shards.
+    """
+    paths = [Path(p) for p in shards]
+    if not paths:
+        raise ShardFormatError("no shards given")
+    for p in paths:
+        if not p.is_file():
+            raise ShardFormatError(f"shard {p} does not exist")
+    index_dir = Path(index_dir)
+    if (index_dir / META_FILE).exists() and not overwrite:
+        raise ConfigError(f"{index_dir} already holds an index (pass overwrite=True / --overwrite)")
+
+    infos = [read_info(p) for p in paths]
+    if any(i is not None and i.is_query for i in infos):
+        raise ShardFormatError("query shards cannot be indexed; pass passage shards")
+    dims = {i.dim for i in infos if i is not None}
+    if len(dims) > 1:
+        raise ShardFormatError(f"shards disagree on the vector dim: {sorted(dims)}")
+    models = {i.model_name for i in infos if i is not None}
+    model_name = models.pop() if len(models) == 1 else ""
+    multi = any(i is not None and i.multi_vector for i in infos)
+
+    index: faiss.Index | None = None
+    tmp_dir = Path(tempfile.mkdtemp(dir=index_dir.parent if index_dir.parent.exists() else None,
+                                    prefix=f".{index_dir.name}.", suffix=".tmp"))
+    seen: set[str] = set()
+    num_docs = num_vectors = 0
+    view_counts: list[np.ndarray] = []
+    try:
+        with (tmp_dir / DOCID_FILE).open("w", encoding="utf-8") as docid_out:
+            for path in tqdm(paths, desc="index shards", unit="shard"):
+                reps, lookup, info = read_shard(path)
+                shard_multi = info.multi_vector if info is not None else any("#" in x for x in lookup[:1000])
+                multi = multi or shard_multi
+                row_docids = split_lookup(lookup, shard_multi)
+                docs, row_doc = contiguous_docs(row_docids, str(path))
+                overlap = seen.intersection(docs.tolist())
+                if overlap:
+                    raise MultiViewError(f"{path}: docids already in an earlier shard: {sorted(overlap)[:5]}")
+                seen.update(docs.tolist())
+                if index is None:
+                    dim = reps.shape[1]
+                    index = faiss.index_factory(dim, index_factory, faiss.METRIC_INNER_PRODUCT)
+                    if use_gpu:
+                        index = _to_gpu(index)
+                    if not index.is_trained:
+                        sample = _sample_for_training(paths, train_size, seed)
+                        logger.info("training %s on %d vectors", index_factory, len(sample))
+                        index.train(sample)
+                elif reps.shape[1] != index.d:
+                    raise ShardFormatError(f"{path}: dim {reps.shape[1]} differs from {index.d}")
+                index.add(np.ascontiguousarray(reps, dtype=np.float32))
+                docid_out.write("\n".join(lookup) + "\n" if lookup else "")
+                num_docs += len(docs)
+                num_vectors += len(lookup)
+                view_counts.append(np.bincount(row_doc))
+        counts = np.concatenate(view_counts) if view_counts else np.array([0])
+        if use_gpu:
+            index = faiss.index_gpu_to_cpu(index)
+        faiss.write_index(index, str(tmp_dir / INDEX_FILE))
+        meta = IndexMeta(
+            dim=int(index.d), num_docs=num_docs, num_vectors=num_vectors, max_views=int(counts.max()),
+            mean_views=float(counts.mean()),
+            views_per_doc=int(counts[0]) if (counts == counts[0]).all() else "variable",
+            aggregation=aggregation or DEFAULT_AGGREGATION.get(model_name, "max"), model_name=model_name,
+            index_factory=index_factory, shards=[str(p) for p in paths])
+        if not multi and meta.max_views > 1:
+            raise ShardFormatError("single-vector shards hold several rows for one docid")
+        (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+        if index_dir.exists():
+            shutil.rmtree(index_dir)
+        os.replace(tmp_dir, index_dir)
+    finally:
+        if tmp_dir.exists():
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    logger.info("index %s: %d documents, %d vectors (max %d views), %s", index_dir, meta.num_docs,
+                meta.num_vectors, meta.max_views, index_factory)
+    return meta
+
+
+def _to_gpu(index: faiss.Index) -> faiss.Index:
+    if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
+        logger.warning("no GPU Faiss available (install faiss-gpu); building on CPU")
+        return index
+    return faiss.index_cpu_to_all_gpus(index)

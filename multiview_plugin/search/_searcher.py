@@ -1,0 +1,213 @@
+"""Searching a multi-vector index: Pyserini's ``search`` / ``batch_search`` API over documents with many vectors.
+
+The index returns vectors; documents are ranked by an aggregator (max by default). The fetch depth starts at
+``k × mean views per document`` and widens, for the queries that still have fewer than k distinct documents,
+until they have k or the index is exhausted. For max aggregation over an exact (flat) index this is exact:
+a document absent from the top F vectors scores at most the F-th vector's score, below every document found.
+With a fixed number of views K the first fetch, k·K, always suffices (at most (k−1)·K vectors can outrank the
+k-th document's best one).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+import torch
+
+from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, IndexMeta, contiguous_docs
+from multiview_plugin.search.aggregators import Aggregator, get_aggregator
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A ranked document, with the fields of Pyserini's ``DenseSearchResult``."""
+
+    docid: str
+    score: float
+    raw: str | None = None
+
+
+class VectorStore:
+    """A Faiss index whose rows are document views, plus the row → document map."""
+
+    def __init__(self, index: faiss.Index, docids: np.ndarray, row_doc: np.ndarray, mean_views: float):
+        if index.ntotal != len(row_doc):
+            raise ConfigError(f"index has {index.ntotal} rows but {len(row_doc)} docid lines")
+        self.index = index
+        self.docids = docids
+        self.row_doc = row_doc.astype(np.int64)
+        self.mean_views = max(1.0, mean_views)
+
+    @classmethod
+    def from_lookup(cls, index: faiss.Index, lookup: Sequence[str], multi_vector: bool, where: str) -> VectorStore:
+        docids, row_doc = contiguous_docs(split_lookup(list(lookup), multi_vector), where)
+        return cls(index, docids, row_doc, len(row_doc) / max(1, len(docids)))
+
+    @classmethod
+    def from_shards(cls, paths: Sequence[str | os.PathLike]) -> VectorStore:
+        """An in-memory flat index over encoded shards (Tevatron's search without an index folder)."""
+        index, lookup, multi = None, [], False
+        for path in paths:
+            reps, lk, info = read_shard(path)
+            if info is not None and info.is_query:
+                raise ShardFormatError(f"{path} holds queries, not passages")
+            multi = multi or (info.multi_vector if info is not None else False)
+            if index is None:
+                index = faiss.IndexFlatIP(reps.shape[1])
+            elif reps.shape[1] != index.d:
+                raise ShardFormatError(f"{path}: dim {reps.shape[1]} differs from {index.d}")
+            index.add(np.ascontiguousarray(reps, dtype=np.float32))
+            lookup.extend(lk)
+        if index is None:
+            raise ShardFormatError("no passage shards given")
+        return cls.from_lookup(index, lookup, multi, ", ".join(map(str, paths)))
+
+    @property
+    def dim(self) -> int:
+        return self.index.d
+
+    def search(self, q_reps: np.ndarray, k: int, aggregator: Aggregator) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k documents for each query: (doc indices (Q, k), -1 padded; scores (Q, k), -inf padded)."""
+        q_reps = np.ascontiguousarray(q_reps, dtype=np.float32)
+        if q_reps.ndim != 2 or q_reps.shape[1] != self.dim:
+            raise ConfigError(f"query vectors have shape {q_reps.shape}, the index expects (N, {self.dim})")
+        n_q, ntotal = len(q_reps), self.index.ntotal
+        k_docs = min(k, len(self.docids))
+        out_doc = np.full((n_q, k), -1, dtype=np.int64)
+        out_score = np.full((n_q, k), -np.inf, dtype=np.float32)
+        todo = np.arange(n_q)
+        fetch = min(ntotal, aggregator.initial_fetch(k, self.mean_views))
+        while len(todo):
+            scores, rows = self.index.search(q_reps[todo], fetch)
+            docs = np.where(rows >= 0, self.row_doc[np.maximum(rows, 0)], -1)
+            doc, score, found = aggregator.aggregate(scores, docs, k)
+            out_doc[todo], out_score[todo] = doc, score
+            # Widen only where fewer than k distinct documents came back and the index had more to give.
+            exhausted = (rows < 0).any(axis=1) | (fetch >= ntotal)
+            todo = todo[(found < k_docs) & ~exhausted] if aggregator.exact_with_distinct_k else todo[:0]
+            fetch = min(ntotal, fetch * 2)
+        return out_doc, out_score
+
+
+class MultiVectorSearcher:
+    """Search an index folder written by :func:`multiview_plugin.search.build_index`.
+
+    Parameters
+    ----------
+    index_dir : the folder (``index``, ``docid``, ``multiview.json``).
+    query_encoder : a saved model folder or a loaded :class:`MultiViewEncoder`, used to encode query strings;
+        None when searching with pre-encoded query vectors only.
+    aggregation : ``max`` (default: the index's recorded aggregation) or an :class:`Aggregator`.
+    nprobe, ef_search : search-time knobs of IVF / HNSW indexes.
+
+    Examples
+    --------
+    >>> searcher = MultiVectorSearcher("indexes/squad-mvr", "runs/mvr")          # doctest: +SKIP
+    >>> hits = searcher.search("who won super bowl 50?", k=10)                   # doctest: +SKIP
+    >>> hits[0].docid, hits[0].score                                             # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        index_dir: str | os.PathLike,
+        query_encoder: Any = None,
+        aggregation: str | Aggregator | None = None,
+        nprobe: int | None = None,
+        ef_search: int | None = None,
+        device: str | None = None,
+        query_batch_size: int = 64,
+    ):
+        index_dir = Path(index_dir)
+        self.meta = IndexMeta.load(index_dir)
+        index = faiss.read_index(str(index_dir / INDEX_FILE))
+        if nprobe is not None:
+            faiss.extract_index_ivf(index).nprobe = nprobe
+        if ef_search is not None:
+            faiss.downcast_index(index).hnsw.efSearch = ef_search
+        lookup = (index_dir / DOCID_FILE).read_text(encoding="utf-8").splitlines()
+        multi = self.meta.max_views > 1 or self.meta.views_per_doc == "variable"
+        self.store = VectorStore.from_lookup(index, lookup, multi, str(index_dir / DOCID_FILE))
+        self.aggregator = get_aggregator(aggregation or self.meta.aggregation)
+        self.query_batch_size = query_batch_size
+        self.encoder = None
+        if query_encoder is not None:
+            from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+
+            encoder = query_encoder if isinstance(query_encoder, MultiViewEncoder) else load_encoder(query_encoder)
+            dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+            self.encoder = encoder.to(dev).eval()
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.store.docids)
+
+    def encode(self, queries: Sequence[str]) -> np.ndarray:
+        """Query vectors (Q, D) from the query encoder."""
+        if self.encoder is None:
+            raise ConfigError("this searcher has no query encoder: pass query_encoder= or search with vectors")
+        device = next(self.encoder.parameters()).device
+        out = []
+        with torch.inference_mode():
+            for i in range(0, len(queries), self.query_batch_size):
+                batch = self.encoder.formatter.queries(list(queries[i:i + self.query_batch_size]))
+                out.append(self.encoder.encode_query({k: v.to(device) for k, v in batch.items()}).float().cpu())
+        return torch.cat(out).numpy() if out else np.zeros((0, self.store.dim), dtype=np.float32)
+
+    def search_vectors(self, q_reps: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised core: (docids (Q, k) object array with None padding, scores (Q, k))."""
+        doc, score = self.store.search(q_reps, k, self.aggregator)
+        docids = np.where(doc >= 0, self.store.docids[np.maximum(doc, 0)], None)
+        return docids, score
+
+    def search(self, query: str | np.ndarray, k: int = 10) -> list[Hit]:
+        q = self.encode([query]) if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
+        return self._hits(*self.search_vectors(q, k))[0]
+
+    def batch_search(
+        self, queries: Sequence[str] | np.ndarray, q_ids: Sequence[str], k: int = 10, threads: int = 1
+    ) -> dict[str, list[Hit]]:
+        if len(queries) != len(q_ids):
+            raise ConfigError(f"{len(queries)} queries but {len(q_ids)} query ids")
+        if threads > 0:
+            faiss.omp_set_num_threads(threads)
+        q = queries if isinstance(queries, np.ndarray) else self.encode(list(queries))
+        return dict(zip(q_ids, self._hits(*self.search_vectors(q, k))))
+
+    @staticmethod
+    def _hits(docids: np.ndarray, scores: np.ndarray) -> list[list[Hit]]:
+        return [[Hit(d, float(s)) for d, s in zip(row_d, row_s) if d is not None]
+                for row_d, row_s in zip(docids.tolist(), scores.tolist())]
+
+
+def search_shards(
+    q_reps: np.ndarray, shard_paths: Sequence[str | os.PathLike], k: int, aggregation: str = "max"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tevatron's ``--shard_search``: search each shard alone, then merge the per-shard top-k.
+
+    Exact for max aggregation because a document's vectors never span shards. Returns (docids, scores).
+    """
+    aggregator = get_aggregator(aggregation)
+    all_ids, all_scores, seen = [], [], set()
+    for path in shard_paths:
+        store = VectorStore.from_shards([path])
+        dup = seen.intersection(store.docids.tolist())
+        if dup:
+            raise ShardFormatError(f"{path}: docids also in an earlier shard: {sorted(dup)[:5]}")
+        seen.update(store.docids.tolist())
+        doc, score = store.search(q_reps, k, aggregator)
+        all_ids.append(np.where(doc >= 0, store.docids[np.maximum(doc, 0)], None))
+        all_scores.append(score)
+    ids, scores = np.concatenate(all_ids, axis=1), np.concatenate(all_scores, axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1)

@@ -1,0 +1,165 @@
+"""encode → index → search → evaluate through the drivers, on a tiny model and corpus."""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from multiview_plugin.arguments import DataArguments, ModelArguments
+from multiview_plugin.driver.encode import encode_to_shard, shard_bounds
+from multiview_plugin.driver.encode import main as encode_main
+from multiview_plugin.driver.index import main as index_main
+from multiview_plugin.driver.search import main as search_main
+from multiview_plugin.modeling import load_encoder
+from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.search import MultiVectorSearcher
+
+from .conftest import TOPICS
+
+
+@pytest.fixture(scope="module")
+def saved_models(tiny_bert, tmp_path_factory):
+    out = {}
+    for name in ("mvr", "dpr"):
+        torch.manual_seed(0)
+        model = get_encoder_class(name).build(
+            ModelArguments(model_name_or_path=str(tiny_bert), model_name=name, mvr_num_views=3),
+            DataArguments(pad_to_multiple_of=None, passage_max_len=32, query_max_len=16))
+        folder = tmp_path_factory.mktemp(name)
+        model.save(folder)
+        out[name] = folder
+    return out
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"docid": f"d{i}", "title": a, "text": t}) + "\n"
+                            for i, (a, _, t) in enumerate(TOPICS)))
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("".join(f"q{i}\twhat is {a}\n" for i, (a, _, _) in enumerate(TOPICS)))
+    return path, queries
+
+
+def test_shard_bounds_are_contiguous_and_cover():
+    bounds = [shard_bounds(10, 3, i) for i in range(3)]
+    assert bounds == [(0, 4), (4, 7), (7, 10)]
+    with pytest.raises(ValueError, match="--dataset_shard_index 3 is not in"):
+        shard_bounds(10, 3, 3)
+
+
+@pytest.mark.parametrize("name", ["mvr", "dpr"])
+def test_encode_index_search_round_trip(saved_models, corpus, tmp_path, name):
+    corpus_path, queries = corpus
+    model_dir = saved_models[name]
+    emb = tmp_path / "emb"
+    for shard in range(3):
+        assert encode_main(["--model_name_or_path", str(model_dir), "--dataset_path", str(corpus_path),
+                            "--dataset_number_of_shards", "3", "--dataset_shard_index", str(shard),
+                            "--encode_output_path", str(emb / f"corpus.{shard}.pkl"),
+                            "--per_device_eval_batch_size", "2"]) == 0
+    assert encode_main(["--model_name_or_path", str(model_dir), "--dataset_path", str(queries),
+                        "--encode_is_query", "--encode_output_path", str(emb / "q.pkl")]) == 0
+    sidecar = json.loads((emb / "corpus.0.pkl.json").read_text())
+    views = 3 if name == "mvr" else 1
+    assert sidecar["views_per_doc"] == views and sidecar["num_items"] == 3 and sidecar["model_name"] == name
+    with open(emb / "corpus.0.pkl", "rb") as f:
+        reps, lookup = pickle.load(f)
+    assert reps.shape == (3 * views, 32)
+    assert lookup == ([f"d{i}#{j}" for i in range(3) for j in range(3)] if name == "mvr" else ["d0", "d1", "d2"])
+
+    # the shard holds exactly what the model computes
+    model = load_encoder(model_dir).eval()
+    with torch.no_grad():
+        direct, _ = model.encode_passage(model.formatter.passages([f"{TOPICS[0][0]} {TOPICS[0][2]}"]))
+    np.testing.assert_allclose(reps[:views], direct[0].numpy(), atol=1e-5)
+
+    assert index_main(["--passage_reps", str(emb / "corpus.*.pkl"), "--index_dir", str(tmp_path / "idx")]) == 0
+    meta = json.loads((tmp_path / "idx" / "multiview.json").read_text())
+    assert meta["num_docs"] == 8 and meta["num_vectors"] == 8 * views and meta["model_name"] == name
+
+    # Pyserini style, query text encoded on the fly == Tevatron style from encoded shards
+    assert search_main(["--index", str(tmp_path / "idx"), "--topics", str(queries), "--encoder", str(model_dir),
+                        "--output", str(tmp_path / "run.trec"), "--hits", "5"]) == 0
+    assert search_main(["--query_reps", str(emb / "q.pkl"), "--passage_reps", str(emb / "corpus.*.pkl"),
+                        "--depth", "5", "--save_ranking_to", str(tmp_path / "run.txt"), "--save_text"]) == 0
+    assert search_main(["--query_reps", str(emb / "q.pkl"), "--passage_reps", str(emb / "corpus.*.pkl"),
+                        "--depth", "5", "--save_ranking_to", str(tmp_path / "run_sharded.txt"), "--save_text",
+                        "--shard_search"]) == 0
+    trec = [line.split() for line in (tmp_path / "run.trec").read_text().splitlines()]
+    tev = [line.split("\t") for line in (tmp_path / "run.txt").read_text().splitlines()]
+    assert len(trec) == len(tev) == 8 * 5
+    assert [(t[0], t[2]) for t in trec] == [(t[0], t[1]) for t in tev]
+    np.testing.assert_allclose([float(t[4]) for t in trec], [float(t[2]) for t in tev], atol=1e-5)
+    assert (tmp_path / "run.txt").read_text() == (tmp_path / "run_sharded.txt").read_text()
+
+    searcher = MultiVectorSearcher(tmp_path / "idx", model_dir)
+    hits = searcher.search("what is paris", k=3)
+    assert len(hits) == 3 and hits[0].score >= hits[1].score
+
+
+def test_encode_skips_finished_and_resumes_killed(saved_models, corpus, tmp_path, caplog):
+    corpus_path, _ = corpus
+    model = load_encoder(saved_models["mvr"]).eval()
+    out = tmp_path / "c.pkl"
+    encode_to_shard(model, str(corpus_path), out, batch_size=2)
+    first = out.read_bytes()
+    caplog.set_level("INFO", logger="multiview_plugin")
+    encode_to_shard(model, str(corpus_path), out, batch_size=2)
+    assert "is complete" in caplog.text and out.read_bytes() == first
+
+    # a "killed" run: the model dies after 2 batches (4 docs) with a checkpoint after every batch
+    class Boom(RuntimeError):
+        pass
+
+    calls = {"n": 0}
+    original = model.encode_passage
+
+    def dying(batch):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise Boom
+        return original(batch)
+
+    model.encode_passage = dying
+    killed = tmp_path / "k.pkl"
+    with pytest.raises(Boom):
+        encode_to_shard(model, str(corpus_path), killed, batch_size=2, checkpoint_every=1)
+    assert not killed.exists() and not (tmp_path / "k.pkl.json").exists()  # nothing reads as complete
+    model.encode_passage = original
+    calls["n"] = 0
+    encode_to_shard(model, str(corpus_path), killed, batch_size=2)
+    assert killed.read_bytes() == first  # resumed run == uninterrupted run
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"docid": "a", "text": "x"}', '{"docid": "a", "text": "y"}'], "duplicate"),
+    (['{"docid": "a#1", "text": "x"}'], "must not contain '#'"),
+    (['{"docid": "a", "text": "   "}'], "empty text"),
+])
+def test_bad_corpus(saved_models, tmp_path, capsys, lines, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    rc = encode_main(["--model_name_or_path", str(saved_models["mvr"]), "--dataset_path", str(path),
+                      "--encode_output_path", str(tmp_path / "o.pkl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err
+
+
+def test_search_bad_inputs(saved_models, corpus, tmp_path, capsys):
+    corpus_path, queries = corpus
+    emb = tmp_path / "emb"
+    model = load_encoder(saved_models["mvr"]).eval()
+    encode_to_shard(model, str(corpus_path), emb / "corpus.0.pkl")
+    with open(emb / "wrong_q.pkl", "wb") as f:
+        pickle.dump((np.ones((2, 7), dtype=np.float32), ["a", "b"]), f)
+    rc = search_main(["--query_reps", str(emb / "wrong_q.pkl"), "--passage_reps", str(emb / "corpus.*.pkl"),
+                      "--save_ranking_to", str(tmp_path / "r.txt")])
+    assert rc == 2 and "the index expects (N, 32)" in capsys.readouterr().err
+    rc = search_main(["--query_reps", str(emb / "wrong_q.pkl"), "--passage_reps", str(emb / "nothing.*.pkl"),
+                      "--save_ranking_to", str(tmp_path / "r.txt")])
+    assert rc == 2 and "no passage shards match" in capsys.readouterr().err
+    rc = index_main(["--passage_reps", str(emb / "missing.*.pkl"), "--index_dir", str(tmp_path / "i")])
+    assert rc == 2 and "no passage shards match" in capsys.readouterr().err

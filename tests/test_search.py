@@ -1,0 +1,170 @@
+"""Shards, index and searcher: exact top-k against brute force, sharded merge, interop, bad inputs."""
+
+import pickle
+
+import faiss
+import numpy as np
+import pytest
+
+from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, ShardWriter, read_shard
+from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.search import MultiVectorSearcher, VectorStore, build_index, search_shards
+from multiview_plugin.search.aggregators import MaxAggregator
+
+DIM = 16
+
+
+def random_corpus(rng, n_docs, views):
+    """docids, (N, K, D) reps and (N, K) mask; ``views`` an int (fixed) or (lo, hi) (variable)."""
+    k_max = views if isinstance(views, int) else views[1]
+    counts = np.full(n_docs, views) if isinstance(views, int) else rng.integers(views[0], views[1] + 1, n_docs)
+    reps = rng.standard_normal((n_docs, k_max, DIM)).astype(np.float32)
+    mask = np.arange(k_max)[None, :] < counts[:, None]
+    return [f"doc{i}" for i in range(n_docs)], reps, mask
+
+
+def write_shards(tmp_path, docids, reps, mask, n_shards, multi=True):
+    bounds = np.linspace(0, len(docids), n_shards + 1).astype(int)
+    paths = []
+    for s in range(n_shards):
+        a, b = bounds[s], bounds[s + 1]
+        info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                         shard_index=s, num_shards=n_shards)
+        w = ShardWriter(tmp_path / f"corpus.{s}.pkl", info, multi_vector=multi)
+        w.add(docids[a:b], reps[a:b], mask[a:b])
+        w.close()
+        paths.append(tmp_path / f"corpus.{s}.pkl")
+    return paths
+
+
+def brute_force(q, reps, mask, k):
+    scores = np.einsum("qd,nkd->qnk", q, reps)
+    scores = np.where(mask[None], scores, -np.inf).max(-1)
+    order = np.argsort(-scores, axis=1)[:, :k]
+    return order, np.take_along_axis(scores, order, axis=1)
+
+
+@pytest.mark.parametrize("views", [4, (1, 7)], ids=["fixed", "variable"])
+@pytest.mark.parametrize("k", [1, 10, 100])
+def test_exact_top_k_matches_brute_force(tmp_path, views, k):
+    rng = np.random.default_rng(0)
+    docids, reps, mask = random_corpus(rng, 300, views)
+    paths = write_shards(tmp_path, docids, reps, mask, 3)
+    build_index(paths, tmp_path / "idx")
+    searcher = MultiVectorSearcher(tmp_path / "idx")
+    q = rng.standard_normal((25, DIM)).astype(np.float32)
+    ids, scores = searcher.search_vectors(q, k)
+    want_idx, want_scores = brute_force(q, reps, mask, k)
+    assert ids.tolist() == [[docids[i] for i in row] for row in want_idx]
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
+    # the Pyserini-style API returns the same
+    hits = searcher.batch_search(q, [f"q{i}" for i in range(25)], k=k)
+    assert [h.docid for h in hits["q3"]] == ids[3].tolist()
+    assert hits["q3"][0].score == pytest.approx(float(scores[3, 0]), abs=1e-5)
+    # sharded search merged equals the whole-index search
+    s_ids, s_scores = search_shards(q, paths, k)
+    assert s_ids.tolist() == ids.tolist()
+    np.testing.assert_allclose(s_scores, scores, rtol=1e-5, atol=1e-5)
+
+
+def test_widening_needed_for_variable_views():
+    """One document owns the 40 best vectors: the first fetch (k x mean views) holds too few distinct docs."""
+    rng = np.random.default_rng(1)
+    q = np.ones((1, DIM), dtype=np.float32)
+    greedy = np.ones((40, DIM), dtype=np.float32) + rng.random((40, DIM), dtype=np.float32)
+    others = rng.standard_normal((60, DIM)).astype(np.float32) * 0.1
+    index = faiss.IndexFlatIP(DIM)
+    index.add(np.concatenate([greedy, others]))
+    lookup = [f"big#{j}" for j in range(40)] + [f"d{i}#0" for i in range(60)]
+    store = VectorStore.from_lookup(index, lookup, True, "test")
+    doc, score = store.search(q, 5, MaxAggregator())
+    got = store.docids[doc[0]].tolist()
+    scores_others = others @ q[0]
+    want = ["big"] + [f"d{i}" for i in np.argsort(-scores_others)[:4]]
+    assert got == want
+
+
+def test_k_larger_than_corpus(tmp_path):
+    rng = np.random.default_rng(2)
+    docids, reps, mask = random_corpus(rng, 5, 3)
+    build_index(write_shards(tmp_path, docids, reps, mask, 1), tmp_path / "idx")
+    hits = MultiVectorSearcher(tmp_path / "idx").search(rng.standard_normal(DIM).astype(np.float32), k=10)
+    assert len(hits) == 5 and len({h.docid for h in hits}) == 5
+
+
+def test_index_layout_reads_like_pyserini(tmp_path):
+    """Pyserini's FaissSearcher: faiss.read_index(dir/index) and docids = lines of dir/docid, row by row."""
+    rng = np.random.default_rng(3)
+    docids, reps, mask = random_corpus(rng, 20, (1, 4))
+    build_index(write_shards(tmp_path, docids, reps, mask, 2), tmp_path / "idx")
+    index = faiss.read_index(str(tmp_path / "idx" / "index"))
+    rows = (tmp_path / "idx" / "docid").read_text().splitlines()
+    assert index.ntotal == len(rows) == int(mask.sum())
+    expected = [f"{d}#{j}" for d, m in zip(docids, mask) for j in range(int(m.sum()))]
+    assert rows == expected
+    np.testing.assert_allclose(index.reconstruct(5), reps[mask][5])
+    # Pyserini's --max-passage collapse over the raw hits gives our documents
+    q = rng.standard_normal((1, DIM)).astype(np.float32)
+    _, idx = index.search(q, index.ntotal)
+    collapsed = []
+    for i in idx[0]:
+        d = rows[i].split("#")[0]
+        if d not in collapsed:
+            collapsed.append(d)
+    ours = MultiVectorSearcher(tmp_path / "idx").search(q[0], k=10)
+    assert [h.docid for h in ours] == collapsed[:10]
+
+
+def test_single_vector_shard_is_tevatron_layout(tmp_path):
+    rng = np.random.default_rng(4)
+    docids, reps, mask = random_corpus(rng, 10, 1)
+    (path,) = write_shards(tmp_path, docids, reps, mask, 1, multi=False)
+    with open(path, "rb") as f:
+        arr, lookup = pickle.load(f)
+    assert isinstance(arr, np.ndarray) and arr.dtype == np.float32 and arr.shape == (10, DIM)
+    assert lookup == docids
+    build_index([path], tmp_path / "idx")
+    assert (tmp_path / "idx" / "docid").read_text().splitlines() == docids
+
+
+def test_shard_writer_resumes_and_never_exposes_partial_shards(tmp_path):
+    rng = np.random.default_rng(5)
+    docids, reps, mask = random_corpus(rng, 30, 3)
+    info = lambda: ShardInfo(model_name="t", dim=0, views_per_doc=0, dtype="float32", num_items=0,  # noqa: E731
+                             num_vectors=0)
+    w = ShardWriter(tmp_path / "s.pkl", info(), True)
+    w.add(docids[:10], reps[:10], mask[:10])
+    w.checkpoint()
+    w.add(docids[10:20], reps[10:20], mask[10:20])  # never checkpointed: lost in the "crash"
+    del w
+    assert not (tmp_path / "s.pkl").exists()  # nothing reads as complete
+    w = ShardWriter(tmp_path / "s.pkl", info(), True)
+    assert w.docs_done == 10
+    w.add(docids[10:], reps[10:], mask[10:])
+    w.close()
+    arr, lookup, meta = read_shard(tmp_path / "s.pkl")
+    assert lookup == [f"{d}#{j}" for d in docids for j in range(3)]
+    np.testing.assert_array_equal(arr, reps.reshape(-1, DIM))
+    assert meta.num_items == 30 and meta.views_per_doc == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.pkl", "s.pkl.json"]
+
+
+def test_bad_inputs(tmp_path):
+    rng = np.random.default_rng(6)
+    docids, reps, mask = random_corpus(rng, 10, 2)
+    paths = write_shards(tmp_path, docids, reps, mask, 2)
+    with pytest.raises(ShardFormatError, match="does not exist"):
+        build_index([tmp_path / "missing.pkl"], tmp_path / "x")
+    with pytest.raises(MultiViewError, match="docids already in an earlier shard"):
+        build_index([paths[0], paths[0]], tmp_path / "x")
+    build_index(paths, tmp_path / "idx")
+    with pytest.raises(ConfigError, match="already holds an index"):
+        build_index(paths, tmp_path / "idx")
+    searcher = MultiVectorSearcher(tmp_path / "idx")
+    with pytest.raises(ConfigError, match=r"query vectors have shape \(1, 7\), the index expects \(N, 16\)"):
+        searcher.search(np.ones(7, dtype=np.float32))
+    with pytest.raises(ConfigError, match="no query encoder"):
+        searcher.search("a text query")
+    (tmp_path / "trunc.pkl").write_bytes((tmp_path / "corpus.0.pkl").read_bytes()[:100])
+    with pytest.raises(ShardFormatError, match="cannot unpickle"):
+        read_shard(tmp_path / "trunc.pkl")
