@@ -118,7 +118,7 @@ def memory(args: argparse.Namespace) -> None:
     growth_anon = (large["anon_peak_kb"] - small["anon_peak_kb"]) / 1024
     growth_hwm = (large["vmhwm_kb"] - small["vmhwm_kb"]) / 1024
     shard_mb = large["shard_bytes"] / 2**20
-    print(f"\nmemory, MVR 8 views x dim 384 (1-layer random BERT), batch 64:")
+    print("\nmemory, MVR 8 views x dim 384 (1-layer random BERT), batch 64:")
     for r in results:
         print(f"{r['docs']:>6} docs: peak RssAnon {r['anon_peak_kb'] / 1024:.0f} MiB, peak RSS (VmHWM) "
               f"{r['vmhwm_kb'] / 1024:.0f} MiB, shard {r['shard_bytes'] / 2**20:.1f} MiB")
