@@ -23,6 +23,7 @@ setup(
         "ir-measures>=0.3.1",
         "bm25s>=0.2",
         "tqdm>=4.60",
+        "regex>=2022.1.18",
         "accelerate>=0.26",
     ],
     extras_require={
@@ -36,6 +37,11 @@ setup(
         "console_scripts": [
             "multiview-train=multiview_plugin.driver.train:main",
             "multiview-squad=multiview_plugin.data.squad:main",
+            "multiview-encode=multiview_plugin.driver.encode:main",
+            "multiview-index=multiview_plugin.driver.index:main",
+            "multiview-search=multiview_plugin.driver.search:main",
+            "multiview-evaluate=multiview_plugin.driver.evaluate:main",
+            "multiview-quickstart=multiview_plugin.quickstart.__main__:main",
         ],
         # Built-in methods register themselves by import; third-party packages add theirs here.
         "multiview_plugin.encoders": [],

@@ -50,7 +50,8 @@ def interleaved_timing(args: argparse.Namespace, data: dict) -> None:
     for name in ("dpr", "mvr"):
         margs, dargs = parse_dataclasses((ModelArguments, DataArguments), [
             "--model_name", name, "--model_name_or_path", "sentence-transformers/all-MiniLM-L6-v2",
-            "--passage_max_len", str(args.passage_max_len), "--query_max_len", "32", *MODEL_FLAGS[name]])
+            "--passage_max_len", str(args.passage_max_len), "--query_max_len", "32",
+            "--pad_to_multiple_of", str(args.pad_to_multiple_of), *MODEL_FLAGS[name]])
         torch.manual_seed(0)
         models[name] = get_encoder_class(name).build(margs, dargs).train()
         optims[name] = torch.optim.AdamW(models[name].parameters(), lr=2e-5)
@@ -71,7 +72,8 @@ def interleaved_timing(args: argparse.Namespace, data: dict) -> None:
                 tokens[name] += int(batch["passage"]["input_ids"].numel() + batch["query"]["input_ids"].numel())
     med = {n: statistics.median(t) for n, t in times.items()}
     print(f"\ninterleaved timing, {args.timing_steps} steps each, batch {args.batch_size} queries x group 2, "
-          f"passage_max_len {args.passage_max_len}, torch threads {torch.get_num_threads()}")
+          f"passage_max_len {args.passage_max_len}, pad_to_multiple_of {args.pad_to_multiple_of}, "
+          f"torch threads {torch.get_num_threads()}")
     for name in models:
         print(f"{name:4} median {med[name]:.3f} s/step (min {min(times[name]):.3f}, max {max(times[name]):.3f}); "
               f"padded tokens per step {tokens[name] / args.timing_steps:.0f}")
@@ -136,6 +138,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60, help="--finetune: training steps per model")
     parser.add_argument("--batch_size", type=int, default=16, help="queries per step (each with 2 passages)")
     parser.add_argument("--passage_max_len", type=int, default=192, help="passage positions (SPEC §6: 192)")
+    parser.add_argument("--pad_to_multiple_of", type=int, default=0,
+                        help="timing: batch padding multiple for both models (0 = none, the CPU default; "
+                        "16 = Tevatron's GPU default)")
     parser.add_argument("--eval", action="store_true", help="also report held-out gold-paragraph recall")
     args = parser.parse_args()
 

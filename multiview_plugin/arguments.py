@@ -136,7 +136,9 @@ class DataArguments:
         default=" ", metadata={"help": "String joining a passage's title and text."}
     )
     pad_to_multiple_of: int | None = field(
-        default=16, metadata={"help": "Pad batches to a multiple of this length (tensor-core friendly)."}
+        default=None,
+        metadata={"help": "Pad batches to a multiple of this length. Default: 16 when a GPU is present (Tevatron's "
+                  "default, tensor-core friendly), no rounding on CPU, where it only adds work; 0 = none."},
     )
     num_proc: int = field(default=1, metadata={"help": "Processes for dataset preparation."})
 

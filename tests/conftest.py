@@ -48,6 +48,15 @@ def make_tiny_bert(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 
 
 
 @pytest.fixture(scope="session")
+def real_data() -> Path:
+    """The real-data folder ($MULTIVIEW_SHARED_DATA or <repo>/../shared/data); skip when absent."""
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("real data not found at ../shared/data (set MULTIVIEW_SHARED_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 

@@ -52,6 +52,9 @@ def test_run_round_trip(tmp_path, fmt):
     run = sample_run()
     path = write_run(run, tmp_path / "sub" / f"run.{fmt}", fmt=fmt, tag="test")
     assert path.is_file() and not list(path.parent.glob(".*.tmp"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not a private temp-file mode
     for detected in (None, fmt):
         back = read_run(path, fmt=detected)
         assert list(back) == list(run)

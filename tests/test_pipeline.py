@@ -12,6 +12,8 @@ from multiview_plugin.driver.encode import encode_to_shard, shard_bounds
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.driver.index import main as index_main
 from multiview_plugin.driver.search import main as search_main
+from multiview_plugin.evaluation.metrics import evaluate_run, own_metrics
+from multiview_plugin.evaluation.runs import read_run
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher
@@ -98,6 +100,14 @@ def test_encode_index_search_round_trip(saved_models, corpus, tmp_path, name):
     searcher = MultiVectorSearcher(tmp_path / "idx", model_dir)
     hits = searcher.search("what is paris", k=3)
     assert len(hits) == 3 and hits[0].score >= hits[1].score
+
+    # our TREC run evaluates identically through ir_measures and through our own metric code
+    run = read_run(tmp_path / "run.trec")
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(8)}
+    theirs = evaluate_run(run, qrels, ["MRR@10", "R@1", "R@5", "nDCG@10"])
+    ours = own_metrics(run, qrels, ks=(1, 5, 10))
+    for name in ("MRR@10", "R@1", "R@5", "nDCG@10"):
+        assert theirs[name] == pytest.approx(ours[name], abs=1e-9), name
 
 
 def test_encode_skips_finished_and_resumes_killed(saved_models, corpus, tmp_path, caplog):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 from pathlib import Path
 
@@ -23,16 +22,6 @@ from multiview_plugin.data.readers import (
     load_queries,
     open_text,
 )
-
-
-@pytest.fixture(scope="module")
-def real_data() -> Path:
-    """The real-data folder ($MULTIVIEW_SHARED_DATA or <repo>/../shared/data); skip when absent."""
-    env = os.environ.get("MULTIVIEW_SHARED_DATA")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-    if not path.is_dir():
-        pytest.skip(f"real data not found at {path} (set MULTIVIEW_SHARED_DATA)")
-    return path
 
 
 def write(path: Path, text: str, newline: str = "\n") -> Path:

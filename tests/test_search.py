@@ -84,11 +84,12 @@ def test_widening_needed_for_variable_views():
     assert got == want
 
 
-def test_k_larger_than_corpus(tmp_path):
+def test_k_larger_than_corpus_and_nested_new_index_dir(tmp_path):
     rng = np.random.default_rng(2)
     docids, reps, mask = random_corpus(rng, 5, 3)
-    build_index(write_shards(tmp_path, docids, reps, mask, 1), tmp_path / "idx")
-    hits = MultiVectorSearcher(tmp_path / "idx").search(rng.standard_normal(DIM).astype(np.float32), k=10)
+    build_index(write_shards(tmp_path, docids, reps, mask, 1), tmp_path / "new" / "nested" / "idx")
+    assert sorted(p.name for p in (tmp_path / "new" / "nested").iterdir()) == ["idx"]  # no temp dir left
+    hits = MultiVectorSearcher(tmp_path / "new" / "nested" / "idx").search(rng.standard_normal(DIM).astype(np.float32), k=10)
     assert len(hits) == 5 and len({h.docid for h in hits}) == 5
 
 
@@ -146,6 +147,9 @@ def test_shard_writer_resumes_and_never_exposes_partial_shards(tmp_path):
     assert lookup == [f"{d}#{j}" for d in docids for j in range(3)]
     np.testing.assert_array_equal(arr, reps.reshape(-1, DIM))
     assert meta.num_items == 30 and meta.views_per_doc == 3
+    # the streamed pickle is byte-identical to pickling an ordinary (writable) array
+    assert (tmp_path / "s.pkl").read_bytes() == pickle.dumps((reps.reshape(-1, DIM), lookup), protocol=5)
+    assert arr.flags.writeable
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.pkl", "s.pkl.json"]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -24,16 +23,6 @@ from multiview_plugin.data.squad import (
     random_negatives,
     write_squad_split,
 )
-
-
-@pytest.fixture(scope="module")
-def real_data() -> Path:
-    """The real-data folder ($MULTIVIEW_SHARED_DATA or <repo>/../shared/data); skip when absent."""
-    env = os.environ.get("MULTIVIEW_SHARED_DATA")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-    if not path.is_dir():
-        pytest.skip(f"real data not found at {path} (set MULTIVIEW_SHARED_DATA)")
-    return path
 
 
 def qa(qid: str, question: str, *answers: str) -> dict:

@@ -29,7 +29,7 @@ from multiview_plugin.evaluation.answers import (
     retrieval_accuracy,
     write_retrieval_json,
 )
-from multiview_plugin.evaluation.metrics import DEFAULT_METRICS, evaluate_run
+from multiview_plugin.evaluation.metrics import DEFAULT_METRICS, evaluate_run, to_measure
 from multiview_plugin.evaluation.runs import RUN_FORMATS, Run, atomic_open, read_run
 
 logger = logging.getLogger("multiview_plugin.evaluate")
@@ -106,10 +106,6 @@ def load_passages(path: str, docids: set[str]) -> dict[str, tuple[str, str]]:
 
 def answer_accuracy(run: Run, args: argparse.Namespace) -> dict[str, float]:
     """Top-k accuracy of ``run`` for ``--answers`` (and the retrieval json when asked)."""
-    if not args.corpus:
-        raise ConfigError("--answers needs --corpus (the passages the run retrieved)")
-    if min(args.topk) < 1:
-        raise ConfigError(f"--topk values must be positive, got {args.topk}")
     questions, answers = load_qa(args.answers)
     if args.queries:
         questions = {**load_queries(args.queries), **questions}
@@ -145,6 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.qrels and not args.answers:
         raise ConfigError("nothing to evaluate: give --qrels (ranking metrics) and/or --answers with --corpus "
                           "(top-k answer accuracy)")
+    if args.answers and not args.corpus:
+        raise ConfigError("--answers needs --corpus (the passages the run retrieved)")
+    if min(args.topk) < 1:
+        raise ConfigError(f"--topk values must be positive, got {args.topk}")
+    if args.qrels:
+        for name in args.metrics:
+            to_measure(name, args.rel_level)  # unknown names fail before the (possibly long) reading
     for path, flag in ((args.run, "--run"), (args.qrels, "--qrels"), (args.answers, "--answers"),
                        (args.corpus, "--corpus"), (args.queries, "--queries")):
         _require_file(path, flag)
@@ -152,10 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = read_run(args.run, args.run_format)
     results: dict[str, float] = {}
     if args.qrels:
-        qrels = load_qrels(args.qrels)
-        if not any(qid in qrels for qid in run):
-            logger.warning("none of the run's query ids is in %s (e.g. run %s vs qrels %s): every metric is 0",
-                           args.qrels, list(run)[:3], list(qrels)[:3])
+        qrels = load_qrels(args.qrels)  # evaluate_run warns about run queries without judgments
         results.update(evaluate_run(run, qrels, args.metrics, rel_level=args.rel_level))
     if args.answers:
         results.update(answer_accuracy(run, args))

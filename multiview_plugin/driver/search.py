@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "top-k (exact: a document never spans shards); memory = one shard.")
     pys = p.add_argument_group("Pyserini style")
     pys.add_argument("--index", help="Index folder (index, docid, multiview.json).")
-    pys.add_argument("--topics", help="Queries: jsonl {query_id, query}, BEIR queries.jsonl or qid<TAB>text.")
+    pys.add_argument("--topics", help="Queries: jsonl {query_id, query}, BEIR queries.jsonl, qid<TAB>text, or a "
+                     "DPR QA file (qids = 0-based line numbers, as Pyserini).")
     pys.add_argument("--encoder", help="Saved model folder used to encode --topics.")
     pys.add_argument("--encoded_queries", "--encoded-queries", dest="encoded_queries",
                      help="Encoded query pickle instead of --encoder.")
@@ -66,6 +67,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the index's recorded aggregation, else max).")
     p.add_argument("--run_tag", default="multiview", help="Tag written in the last column of TREC runs.")
     return p
+
+
+def load_topics(path: str) -> dict[str, str]:
+    """Queries by qid. DPR QA files (``question<TAB>[answers]`` or jsonl ``{"question", "answer"}``) have no
+    ids: their qids are 0-based line numbers, as in Pyserini, so runs line up with their answers."""
+    from multiview_plugin.data.readers import open_text
+
+    with open_text(path) as f:
+        first = next((line for line in f if line.strip()), "")
+    cells = first.rstrip("\n").split("\t")
+    is_dpr = (len(cells) == 2 and cells[1].lstrip('"').startswith("[")) or (
+        first.lstrip().startswith("{") and '"question"' in first)
+    if is_dpr:
+        from multiview_plugin.evaluation.answers import load_qa
+
+        return load_qa(path)[0]
+    return load_queries(path)
 
 
 def load_query_reps(path: str) -> tuple[np.ndarray, list[str]]:
@@ -120,7 +138,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
     if args.encoded_queries:
         q_reps, q_ids = load_query_reps(args.encoded_queries)
     elif args.topics and args.encoder:
-        topics = load_queries(args.topics)
+        topics = load_topics(args.topics)
         q_ids = list(topics)
         q_reps = searcher.encode(list(topics.values()))
     else:

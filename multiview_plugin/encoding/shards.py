@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import pickle
 import tempfile
@@ -116,6 +117,32 @@ def split_lookup(lookup: list[str] | np.ndarray, multi_vector: bool) -> np.ndarr
     return np.array([x.rsplit(VIEW_DELIMITER, 1)[0] for x in arr], dtype=object)
 
 
+class _ReleasingWriter:
+    """File wrapper for pickling a memory-mapped array: pickle protocol 5 hands the array's whole buffer to
+    ``write`` at once; this writes it in chunks and drops each written chunk's pages from the process
+    (``MADV_DONTNEED``), so peak memory stays bounded instead of growing with the shard."""
+
+    CHUNK = 16 << 20
+
+    def __init__(self, f, mm: np.memmap):
+        self.f = f
+        self.mmap = getattr(mm, "_mmap", None)
+        self.nbytes = mm.nbytes
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        if view.nbytes != self.nbytes or self.mmap is None or not hasattr(self.mmap, "madvise"):
+            return self.f.write(view)
+        for start in range(0, view.nbytes, self.CHUNK):
+            end = min(start + self.CHUNK, view.nbytes)
+            self.f.write(view[start:end])
+            page = mmap.PAGESIZE
+            lo, hi = start // page * page, end // page * page
+            if hi > lo:
+                self.mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        return view.nbytes
+
+
 class ShardWriter:
     """Stream (docid, view vectors) batches into a shard; resumable; atomic at the end.
 
@@ -201,18 +228,18 @@ class ShardWriter:
         self._vec.close()
         self._ids.close()
         dim = self.info.dim
-        if self.rows_done:
-            mm = np.memmap(self._vec_path, dtype=self.dtype, mode="r", shape=(self.rows_done, dim))
-            reps = np.asarray(mm)  # a plain ndarray view: pickled zero-copy from the map (protocol 5)
-        else:
-            reps = np.zeros((0, dim), dtype=self.dtype)
         lookup = self._ids_path.read_text(encoding="utf-8").splitlines()
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            pickle.dump((reps, lookup), f, protocol=5)
+            if self.rows_done:
+                # Copy-on-write map: writable, so the pickle is byte-identical to pickling an ordinary array.
+                mm = np.memmap(self._vec_path, dtype=self.dtype, mode="c", shape=(self.rows_done, dim))
+                pickle.dump((np.asarray(mm), lookup), _ReleasingWriter(f, mm), protocol=5)
+                del mm
+            else:
+                pickle.dump((np.zeros((0, dim), dtype=self.dtype), lookup), f, protocol=5)
             f.flush()
             os.fsync(f.fileno())
-        del reps
         os.replace(tmp, self.path)
         counts = sorted(self.view_counts)
         self.info.num_items = self.docs_done

@@ -8,7 +8,11 @@ published numbers:
 * an answer matches when its token sequence occurs contiguously in the passage's tokens
   (``"art"`` does not match ``"party"``; ``"eiffel tower"`` matches ``"The Eiffel Tower!"``);
 * CuratedTREC answers are regular expressions, searched case-insensitively (``regex=True``);
-* only the passage **text** is matched, not its title (DPR and Pyserini do the same).
+* only the passage **text** is matched, not its title (DPR and Pyserini do the same);
+* one deliberate difference: an answer without tokens (``""``, ``"  "``) never matches, where DPR's loop
+  would match every passage. No question of anserini's ``topics.dpr.*`` files has such an answer.
+
+Unicode classes come from the ``regex`` package (a dependency of ``transformers``).
 
 ``lenient=True`` additionally drops punctuation tokens and the articles *a*, *an*, *the* from both sides
 before matching (SQuAD-style normalisation, see :func:`normalize_answer`). It matches a little more often

@@ -12,6 +12,7 @@ In memory a run is a :data:`Run`: ``{qid: [(docid, score), ...]}`` with each lis
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -136,20 +137,21 @@ def detect_run_format(path: PathLike) -> str:
     InputFormatError
         The file is empty or its first line has another number of columns.
     """
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) == 6:
-                return "trec"
-            if len(parts) == 3:
-                return "msmarco" if _INT.fullmatch(parts[2]) else "tevatron"
-            raise InputFormatError(str(path), lineno, None,
-                                   f"cannot tell the run format: expected 6 columns (trec: 'qid Q0 docid rank "
-                                   f"score tag') or 3 (msmarco 'qid docid rank', tevatron 'qid docid score'), "
-                                   f"got {len(parts)}")
-    raise InputFormatError(str(path), None, None, "the run file is empty")
+    try:
+        with open_text(path) as f:
+            first = next(((n, line.split()) for n, line in enumerate(f, 1) if line.strip()), None)
+    except UnicodeDecodeError as err:
+        raise InputFormatError(str(path), None, None, f"not valid UTF-8 ({err.reason})") from None
+    if first is None:
+        raise InputFormatError(str(path), None, None, "the run file is empty")
+    lineno, parts = first
+    if len(parts) == 6:
+        return "trec"
+    if len(parts) == 3:
+        return "msmarco" if _INT.fullmatch(parts[2]) else "tevatron"
+    raise InputFormatError(str(path), lineno, None,
+                           f"cannot tell the run format: expected 6 columns (trec: 'qid Q0 docid rank score tag') "
+                           f"or 3 (msmarco 'qid docid rank', tevatron 'qid docid score'), got {len(parts)}")
 
 
 def read_run(path: PathLike, fmt: str | None = None) -> Run:
@@ -172,9 +174,9 @@ def read_run(path: PathLike, fmt: str | None = None) -> Run:
     Raises
     ------
     InputFormatError
-        A line with the wrong number of columns, a non-numeric score, a rank that is not an integer
-        (``msmarco``: below 1), or a docid listed twice for the same query (``trec_eval`` refuses those too);
-        the error names file and line.
+        A line with the wrong number of columns, a non-numeric score, a rank that is not an integer (or is
+        negative; ``msmarco``: below 1), or a docid listed twice for the same query (``trec_eval`` refuses those
+        too); the error names file and line. Bad UTF-8.
     ConfigError
         Unknown ``fmt``.
     """
@@ -182,63 +184,90 @@ def read_run(path: PathLike, fmt: str | None = None) -> Run:
         fmt = detect_run_format(path)
     elif fmt not in RUN_FORMATS:
         raise ConfigError(f"unknown run format {fmt!r}; expected one of {', '.join(RUN_FORMATS)}")
-    # qid -> docid -> (sort key, score, line)
-    entries: dict[str, dict[str, tuple[tuple[float, int, int], float, int]]] = {}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of small tuples: the cyclic collector would add half to the reading time
     try:
-        _parse_run(path, fmt, entries)
+        entries = _parse_run(path, fmt)
+        run: Run = {}
+        for qid, rows in entries.items():
+            rows.sort()  # (-score or 0, rank, line): unique by line number
+            docids = [row[3] for row in rows]
+            if len(set(docids)) != len(docids):
+                _raise_duplicate(path, qid, rows)
+            run[qid] = [(row[3], row[4]) for row in rows]
     except UnicodeDecodeError as err:
         raise InputFormatError(str(path), None, None, f"not valid UTF-8 ({err.reason})") from None
-    run: Run = {}
-    for qid, ranking in entries.items():
-        ordered = sorted(ranking.items(), key=lambda item: item[1][0])
-        run[qid] = [(docid, score) for docid, (_, score, _) in ordered]
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     logger.info("read %s run %s: %d queries, %d lines", fmt, path, len(run), sum(map(len, run.values())))
     return run
 
 
-def _parse_run(path: PathLike, fmt: str, entries: dict[str, dict[str, tuple[tuple[float, int, int], float, int]]]
-               ) -> None:
-    """Parse the lines of a run file into ``entries`` (qid -> docid -> (sort key, score, line number))."""
+_Row = tuple[float, int, int, str, float]  # sort key (-score or 0, rank, line number), docid, score
+
+
+def _raise_duplicate(path: PathLike, qid: str, rows: list[_Row]) -> None:
+    first: dict[str, int] = {}
+    for _, _, lineno, docid, _ in sorted(rows, key=lambda row: row[2]):
+        if docid in first:
+            raise InputFormatError(str(path), lineno, None, f"docid {docid!r} is listed twice for query {qid!r} "
+                                   f"(first on line {first[docid]})")
+        first[docid] = lineno
+
+
+def _parse_run(path: PathLike, fmt: str) -> dict[str, list[_Row]]:
+    """Parse a run file's lines into ``qid -> [(-score or 0, rank, line, docid, score)]`` (file order)."""
     n_cols = 6 if fmt == "trec" else 3
     example = {"trec": "qid Q0 docid rank score tag", "msmarco": "qid<TAB>docid<TAB>rank",
                "tevatron": "qid<TAB>docid<TAB>score"}[fmt]
+    entries: dict[str, list[_Row]] = {}
     with open_text(path) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
-            if not parts:
-                continue
             if len(parts) != n_cols:
+                if not parts:
+                    continue
                 raise InputFormatError(str(path), lineno, None,
                                        f"expected {n_cols} columns ({fmt}: '{example}'), got {len(parts)}")
-            if fmt == "trec":
-                qid, _, docid, rank_s, score_s, _ = parts
-            elif fmt == "msmarco":
-                qid, docid, rank_s = parts
-                score_s = None
-            else:
-                qid, docid, score_s = parts
-                rank_s = None
-            rank = 0
-            if rank_s is not None:
-                try:
+            try:
+                if fmt == "trec":
+                    qid, _, docid, rank_s, score_s, _ = parts
                     rank = int(rank_s)
-                except ValueError:
-                    rank = -1
-                if rank < (1 if score_s is None else 0):  # msmarco ranks count from 1; trec_eval ignores ranks
-                    raise InputFormatError(str(path), lineno, "rank",
-                                           f"expected a {'positive' if score_s is None else 'non-negative'} "
-                                           f"integer, got {rank_s!r}")
-            if score_s is None:
-                score = 1.0 / rank
-            else:
-                try:
                     score = float(score_s)
-                except ValueError:
-                    raise InputFormatError(str(path), lineno, "score", f"expected a number, got {score_s!r}") from None
-            # sort key: best score first, then the rank column, then the file order
-            key = (-score if score_s is not None else 0.0, rank, lineno)
-            ranking = entries.setdefault(qid, {})
-            if docid in ranking:
-                raise InputFormatError(str(path), lineno, None, f"docid {docid!r} is listed twice for query "
-                                       f"{qid!r} (first on line {ranking[docid][2]})")
-            ranking[docid] = (key, score, lineno)
+                    row = (-score, rank, lineno, docid, score)
+                    if rank < 0:
+                        raise ValueError
+                elif fmt == "tevatron":
+                    qid, docid, score_s = parts
+                    score = float(score_s)
+                    row = (-score, 0, lineno, docid, score)
+                else:
+                    qid, docid, rank_s = parts
+                    rank = int(rank_s)
+                    row = (0.0, rank, lineno, docid, 1.0 / rank if rank > 0 else 0.0)
+                    if rank < 1:
+                        raise ValueError
+            except ValueError:
+                raise _bad_number(path, lineno, fmt, parts) from None
+            rows = entries.get(qid)
+            if rows is None:
+                entries[qid] = rows = []
+            rows.append(row)
+    return entries
+
+
+def _bad_number(path: PathLike, lineno: int, fmt: str, parts: list[str]) -> InputFormatError:
+    """The located error for a line whose rank or score does not parse."""
+    rank_s = {"trec": parts[3], "msmarco": parts[2]}.get(fmt)
+    if rank_s is not None:
+        minimum = 1 if fmt == "msmarco" else 0
+        try:
+            ok = int(rank_s) >= minimum
+        except ValueError:
+            ok = False
+        if not ok:
+            what = "a positive" if minimum else "a non-negative"
+            return InputFormatError(str(path), lineno, "rank", f"expected {what} integer, got {rank_s!r}")
+    score_s = parts[4] if fmt == "trec" else parts[2]
+    return InputFormatError(str(path), lineno, "score", f"expected a number, got {score_s!r}")

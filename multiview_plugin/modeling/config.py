@@ -33,7 +33,7 @@ class EncoderConfig:
     passage_max_len: int = 128
     query_prefix: str = ""
     passage_prefix: str = ""
-    pad_to_multiple_of: int | None = 16
+    pad_to_multiple_of: int | None = None  # None: 16 on GPU, none on CPU (decided when formatting)
     options: dict[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
 

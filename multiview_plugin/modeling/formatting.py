@@ -35,14 +35,16 @@ class InputFormatter:
         passage_max_len: int = 128,
         query_prefix: str = "",
         passage_prefix: str = "",
-        pad_to_multiple_of: int | None = 16,
+        pad_to_multiple_of: int | None = None,
     ):
         self.tokenizer = tokenizer
         self.query_max_len = query_max_len
         self.passage_max_len = passage_max_len
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
-        self.pad_to_multiple_of = pad_to_multiple_of
+        if pad_to_multiple_of is None:  # auto: Tevatron's 16 for GPU tensor cores; on CPU it only adds work
+            pad_to_multiple_of = 16 if torch.cuda.is_available() else 0
+        self.pad_to_multiple_of = pad_to_multiple_of or None
         self.uses_token_type_ids = "token_type_ids" in tokenizer.model_input_names
 
     def queries(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:

@@ -121,8 +121,9 @@ def build_index(
     multi = any(i is not None and i.multi_vector for i in infos)
 
     index: faiss.Index | None = None
-    tmp_dir = Path(tempfile.mkdtemp(dir=index_dir.parent if index_dir.parent.exists() else None,
-                                    prefix=f".{index_dir.name}.", suffix=".tmp"))
+    # Built beside the target so the final rename is atomic (same filesystem).
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Path(tempfile.mkdtemp(dir=index_dir.parent, prefix=f".{index_dir.name}.", suffix=".tmp"))
     seen: set[str] = set()
     num_docs = num_vectors = 0
     view_counts: list[np.ndarray] = []

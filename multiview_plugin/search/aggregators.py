@@ -35,35 +35,37 @@ class Aggregator:
         return max(k, int(math.ceil(k * mean_views)))
 
 
-def first_hits(scores: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each (query, doc) pair's first hit in rank order: (query, doc, score, position), vectorised.
+def first_occurrences(docs: np.ndarray) -> np.ndarray:
+    """(Q, F) bool mask of each (query, document) pair's first hit in rank order, vectorised.
 
-    With scores sorted descending per row, the first hit of a document is its best (max-sim) vector.
+    Sorting the composite keys ``doc * F + position`` within each row groups a document's hits with the
+    earliest one first; with Faiss rows sorted by score, a document's first hit is its best (max-sim) vector.
+    Entries with doc -1 (nothing fetched) are never marked.
     """
     q_count, fetched = docs.shape
-    n_docs = int(docs.max()) + 2 if docs.size else 1
-    keys = (np.arange(q_count, dtype=np.int64)[:, None] * n_docs + (docs.astype(np.int64) + 1)).ravel()
-    uniq, first = np.unique(keys, return_index=True)
-    doc = uniq % n_docs - 1
-    keep = doc >= 0
-    first = first[keep]
-    return uniq[keep] // n_docs, doc[keep], scores.ravel()[first], first
+    invalid = np.iinfo(np.int64).max
+    keys = np.where(docs >= 0, docs.astype(np.int64) * fetched + np.arange(fetched, dtype=np.int64), invalid)
+    keys.sort(axis=1)
+    doc_sorted = keys // fetched
+    start = np.ones(keys.shape, dtype=bool)
+    start[:, 1:] = doc_sorted[:, 1:] != doc_sorted[:, :-1]
+    start &= keys != invalid
+    first = np.zeros(keys.shape, dtype=bool)
+    rows = np.nonzero(start)[0]
+    first[rows, keys[start] % fetched] = True
+    return first
 
 
-def top_k_per_query(query: np.ndarray, doc: np.ndarray, score: np.ndarray, tiebreak: np.ndarray, q_count: int,
-                    k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Scatter (query, doc, score) triples into (Q, k) arrays ranked by score (ties by ``tiebreak``)."""
-    order = np.lexsort((tiebreak, -score, query))
-    query, doc, score = query[order], doc[order], score[order]
-    found = np.bincount(query, minlength=q_count)
-    starts = np.concatenate(([0], np.cumsum(found)[:-1]))
-    rank = np.arange(len(query)) - starts[query]
-    sel = rank < k
-    out_doc = np.full((q_count, k), -1, dtype=np.int64)
-    out_score = np.full((q_count, k), -np.inf, dtype=np.float32)
-    out_doc[query[sel], rank[sel]] = doc[sel]
-    out_score[query[sel], rank[sel]] = score[sel]
-    return out_doc, out_score, found
+def take_ranked(mask: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keep the first k masked entries of each row, in row order: (docs (Q, k), scores (Q, k), kept per row)."""
+    rank = np.cumsum(mask, axis=1) - 1
+    r, c = np.nonzero(mask & (rank < k))
+    out_doc = np.full((docs.shape[0], k), -1, dtype=np.int64)
+    out_score = np.full((docs.shape[0], k), -np.inf, dtype=np.float32)
+    out_doc[r, rank[r, c]] = docs[r, c]
+    out_score[r, rank[r, c]] = scores[r, c]
+    return out_doc, out_score, mask.sum(axis=1)
 
 
 class MaxAggregator(Aggregator):
@@ -73,8 +75,7 @@ class MaxAggregator(Aggregator):
     exact_with_distinct_k = True
 
     def aggregate(self, scores, docs, k):
-        q, d, s, pos = first_hits(scores, docs)
-        return top_k_per_query(q, d, s, pos, docs.shape[0], k)
+        return take_ranked(first_occurrences(docs), docs, scores, k)
 
 
 AGGREGATORS: dict[str, type[Aggregator]] = {"max": MaxAggregator}
