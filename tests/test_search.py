@@ -88,8 +88,10 @@ def test_k_larger_than_corpus_and_nested_new_index_dir(tmp_path):
     rng = np.random.default_rng(2)
     docids, reps, mask = random_corpus(rng, 5, 3)
     build_index(write_shards(tmp_path, docids, reps, mask, 1), tmp_path / "new" / "nested" / "idx")
-    assert sorted(p.name for p in (tmp_path / "new" / "nested").iterdir()) == ["idx"]  # no temp dir left
-    hits = MultiVectorSearcher(tmp_path / "new" / "nested" / "idx").search(rng.standard_normal(DIM).astype(np.float32), k=10)
+    # no temp dir left beside it
+    assert sorted(p.name for p in (tmp_path / "new" / "nested").iterdir()) == ["idx"]
+    searcher = MultiVectorSearcher(tmp_path / "new" / "nested" / "idx")
+    hits = searcher.search(rng.standard_normal(DIM).astype(np.float32), k=10)
     assert len(hits) == 5 and len({h.docid for h in hits}) == 5
 
 

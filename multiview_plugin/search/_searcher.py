@@ -90,11 +90,12 @@ class VectorStore:
         fetch = min(ntotal, aggregator.initial_fetch(k, self.mean_views))
         while len(todo):
             scores, rows = self.index.search(q_reps[todo], fetch)
-            docs = np.where(rows >= 0, self.row_doc[np.maximum(rows, 0)], -1)
+            exhausted = (rows < 0).any(axis=1)
+            docs = np.where(rows >= 0, self.row_doc[np.maximum(rows, 0)], -1) if exhausted.any() else self.row_doc[rows]
             doc, score, found = aggregator.aggregate(scores, docs, k)
             out_doc[todo], out_score[todo] = doc, score
             # Widen only where fewer than k distinct documents came back and the index had more to give.
-            exhausted = (rows < 0).any(axis=1) | (fetch >= ntotal)
+            exhausted |= fetch >= ntotal
             todo = todo[(found < k_docs) & ~exhausted] if aggregator.exact_with_distinct_k else todo[:0]
             fetch = min(ntotal, fetch * 2)
         return out_doc, out_score

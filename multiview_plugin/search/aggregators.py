@@ -38,34 +38,47 @@ class Aggregator:
 def first_occurrences(docs: np.ndarray) -> np.ndarray:
     """(Q, F) bool mask of each (query, document) pair's first hit in rank order, vectorised.
 
-    Sorting the composite keys ``doc * F + position`` within each row groups a document's hits with the
+    Sorting the composite keys ``doc << b | position`` within each row groups a document's hits with the
     earliest one first; with Faiss rows sorted by score, a document's first hit is its best (max-sim) vector.
     Entries with doc -1 (nothing fetched) are never marked.
     """
     q_count, fetched = docs.shape
-    invalid = np.iinfo(np.int64).max
-    keys = np.where(docs >= 0, docs.astype(np.int64) * fetched + np.arange(fetched, dtype=np.int64), invalid)
+    bits = max(1, (fetched - 1).bit_length())
+    missing = docs < 0
+    any_missing = bool(missing.any())
+    top_doc = int(docs.max()) + 1  # stands in for -1 so missing entries sort last
+    dtype = np.int32 if (top_doc + 1) << bits < 2**31 else np.int64
+    keys = docs.astype(dtype)
+    if any_missing:
+        keys[missing] = top_doc
+    keys <<= bits
+    keys |= np.arange(fetched, dtype=dtype)
     keys.sort(axis=1)
-    doc_sorted = keys // fetched
-    start = np.ones(keys.shape, dtype=bool)
-    start[:, 1:] = doc_sorted[:, 1:] != doc_sorted[:, :-1]
-    start &= keys != invalid
-    first = np.zeros(keys.shape, dtype=bool)
-    rows = np.nonzero(start)[0]
-    first[rows, keys[start] % fetched] = True
+    doc_sorted = keys >> bits
+    start = np.empty(keys.shape, dtype=bool)
+    start[:, 0] = True
+    np.not_equal(doc_sorted[:, 1:], doc_sorted[:, :-1], out=start[:, 1:])
+    if any_missing:
+        start &= doc_sorted != top_doc
+    # each row's positions form a permutation, so every cell of ``first`` is written exactly once
+    first = np.empty(keys.shape, dtype=bool)
+    np.put_along_axis(first, keys & ((1 << bits) - 1), start, axis=1)
     return first
 
 
 def take_ranked(mask: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Keep the first k masked entries of each row, in row order: (docs (Q, k), scores (Q, k), kept per row)."""
-    rank = np.cumsum(mask, axis=1) - 1
-    r, c = np.nonzero(mask & (rank < k))
+    """Keep the first k marked entries of each row, in row order: (docs (Q, k), scores (Q, k), marked per row)."""
+    found = mask.sum(axis=1)
+    width = min(k, mask.shape[1])
+    # a stable sort of "not marked" puts the marked positions first, in their original order
+    cols = np.argsort(~mask, axis=1, kind="stable")[:, :width]
+    valid = np.arange(width)[None, :] < found[:, None]
     out_doc = np.full((docs.shape[0], k), -1, dtype=np.int64)
     out_score = np.full((docs.shape[0], k), -np.inf, dtype=np.float32)
-    out_doc[r, rank[r, c]] = docs[r, c]
-    out_score[r, rank[r, c]] = scores[r, c]
-    return out_doc, out_score, mask.sum(axis=1)
+    out_doc[:, :width] = np.where(valid, np.take_along_axis(docs, cols, axis=1), -1)
+    out_score[:, :width] = np.where(valid, np.take_along_axis(scores, cols, axis=1), -np.inf)
+    return out_doc, out_score, found
 
 
 class MaxAggregator(Aggregator):
