@@ -26,11 +26,13 @@ from multiview_plugin.data.readers import load_corpus, load_qrels, load_queries
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.driver.encode import encode_to_shard
 from multiview_plugin.driver.train import main as train_main
+from multiview_plugin.encoding.shards import read_shard, split_lookup
 from multiview_plugin.evaluation.answers import build_retrieval, load_answers, retrieval_accuracy
 from multiview_plugin.evaluation.metrics import evaluate_run
 from multiview_plugin.evaluation.runs import write_run
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.scoring import local_variation, view_perplexity
 from multiview_plugin.search import MultiVectorSearcher, build_index
 
 logger = logging.getLogger("multiview_plugin.quickstart")
@@ -105,20 +107,35 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
     retrieval = build_retrieval(run, load_queries(files["eval_queries"]), load_answers(files["eval_answers"]),
                                 passages, depth=20)
     answer = retrieval_accuracy(retrieval, ks=(1, 5, 20))
-    return {"system": name, "views": searcher.meta.max_views, "vectors": searcher.meta.num_vectors,
+    diagnostics = view_diagnostics(emb / "corpus.0.pkl", q_reps, q_ids, load_qrels(files["eval_qrels"]))
+    return {"system": name, "views": searcher.meta.max_views, "vectors": searcher.meta.num_vectors, **diagnostics,
             "encode_s": encode_s, "search_ms_per_query": search_ms,
             **{k: 100.0 * v for k, v in metrics.items()},  # percentages, like the answer accuracies
             **{f"answer_{k}": v for k, v in answer.items()}}
 
 
 TABLE_COLUMNS = ["system", "steps", "train_s", "views", "MRR@10", "R@1", "R@5", "R@20",
-                 "answer_Top1", "answer_Top5", "answer_Top20"]
+                 "answer_Top1", "answer_Top5", "answer_Top20", "PPL", "LV"]
+
+
+def view_diagnostics(shard: Path, q_reps: np.ndarray, q_ids: list[str], qrels: dict) -> dict:
+    """MVR §5.2: Local Variation and view perplexity over (eval query, gold passage) pairs; {} for one view."""
+    reps, lookup, info = read_shard(shard)
+    if info is None or not info.multi_vector or info.views_per_doc == "variable":
+        return {}
+    k = int(info.views_per_doc)
+    doc_row = {d: i for i, d in enumerate(split_lookup(lookup, True)[::k])}
+    pairs = [(qi, doc_row[d]) for qi, qid in enumerate(q_ids) for d in qrels.get(qid, {}) if d in doc_row]
+    q_idx, d_idx = (torch.tensor(x) for x in zip(*pairs))
+    views = torch.from_numpy(np.asarray(reps, dtype=np.float32).reshape(-1, k, reps.shape[1]))[d_idx]
+    scores = torch.einsum("nd,nkd->nk", torch.from_numpy(q_reps)[q_idx], views)
+    return {"LV": float(local_variation(scores)), "PPL": float(view_perplexity(scores, d_idx))}
 
 
 def format_table(rows: list[dict]) -> str:
     """A Markdown table; metric values are percentages."""
     def cell(value) -> str:
-        return f"{value:.1f}" if isinstance(value, float) else str(value)
+        return (f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}") if isinstance(value, float) else str(value)
 
     lines = [" | ".join(TABLE_COLUMNS), " | ".join("---" for _ in TABLE_COLUMNS)]
     lines += [" | ".join(cell(r.get(c, "-")) for c in TABLE_COLUMNS) for r in rows]

@@ -1,0 +1,23 @@
+"""The quickstart runner end to end (train → encode → index → search → evaluate) on a tiny backbone."""
+
+import json
+
+from multiview_plugin.quickstart.__main__ import main
+
+
+def test_quickstart_runs_and_reports(tiny_bert, tmp_path, capsys):
+    out = tmp_path / "qs"
+    rc = main(["--backbone", str(tiny_bert), "--output_dir", str(out), "--steps", "2", "--batch_size", "4",
+               "--passage_max_len", "64"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "system | steps | train_s | views | MRR@10" in printed
+    rows = {r["system"]: r for r in json.loads((out / "results.json").read_text())}
+    assert set(rows) == {"minilm-zero-shot", "dpr", "mvr"}
+    assert rows["mvr"]["views"] == 8 and rows["mvr"]["vectors"] == 8 * 148
+    assert rows["dpr"]["views"] == 1 and "PPL" not in rows["dpr"]
+    assert 1.0 <= rows["mvr"]["PPL"] <= 8.0 and rows["mvr"]["LV"] >= 0.0
+    for r in rows.values():
+        assert 0.0 <= r["R@1"] <= r["R@5"] <= r["R@20"] <= 100.0
+        assert 0.0 <= r["answer_Top1"] <= r["answer_Top20"] <= 100.0
+    assert (out / "runs" / "mvr.trec").is_file() and (out / "indexes" / "mvr" / "multiview.json").is_file()
