@@ -23,12 +23,12 @@ class ModelArguments:
     model_name: str = field(
         default="dpr",
         metadata={"help": "Which multi-view method to train: a registered encoder name "
-                  "(built-in: dpr, mvr; more through the 'multiview_plugin.encoders' entry points)."},
+                  "(built-in: dpr, mvr, mlr, mebert; more through the 'multiview_plugin.encoders' entry points)."},
     )
     loss_name: str | None = field(
         default=None,
         metadata={"help": "Registered loss to train with; default: the model's own (dpr: contrastive, "
-                  "mvr: mvr_global_local)."},
+                  "mvr: mvr_global_local, mlr with self_contrastive pooling: mlr_self_contrastive)."},
     )
     config_name: str | None = field(
         default=None, metadata={"help": "Backbone config name or path, if not the same as model_name_or_path."}
@@ -78,6 +78,29 @@ class ModelArguments:
         default="random",
         metadata={"help": "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
                   "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding)."},
+    )
+    # --- MLR (multi-layer representations) ---
+    mlr_layers: str | None = field(
+        default=None,
+        metadata={"help": "MLR: comma-separated 1-based layers (0 = embeddings), must include the last; default "
+                  "scaled to the depth n: last four for --mlr_pooling max (BERT-base 12,11,10,9), n and "
+                  "round(10n/12) for the single-vector poolings (BERT-base 12,10)."},
+    )
+    mlr_pooling: str = field(
+        default="self_contrastive",
+        metadata={"help": "MLR: 'max' (multi-vector, every layer indexed), 'self_contrastive' (single-vector, "
+                  "the paper's best: last layer indexed), 'average' or 'scalar_mix' (learned layer weights)."},
+    )
+    mlr_lambda: float = field(
+        default=1.0, metadata={"help": "MLR self-contrastive: weight of the regulariser (paper: 1.0 for "
+                               "NQ/TriviaQA/SQuAD, 0.01 for MS MARCO)."},
+    )
+    mlr_reg_temperature: float | None = field(
+        default=None, metadata={"help": "MLR self-contrastive: regulariser temperature (default: --temperature)."}
+    )
+    # --- ME-BERT ---
+    mebert_num_vectors: int = field(
+        default=8, metadata={"help": "ME-BERT: number k of leading last-layer token states per document."}
     )
 
 

@@ -137,7 +137,7 @@ def encode_to_shard(
                 reps = model.encode_query(_to(formatter.queries(texts), device))
                 writer.add(ids, reps.float().cpu().numpy())
             else:
-                reps, mask = model.encode_passage(_to(formatter.passages(texts), device))
+                reps, mask = model.index_views(*model.encode_passage(_to(formatter.passages(texts), device)))
                 writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
             progress.update(len(batch))
             if n % checkpoint_every == 0:

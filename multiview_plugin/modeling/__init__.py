@@ -4,6 +4,8 @@ from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder, load
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.dpr import DenseEncoder
 from multiview_plugin.modeling.formatting import InputFormatter
+from multiview_plugin.modeling.mebert import MultiEmbeddingEncoder
+from multiview_plugin.modeling.mlr import MultiLayerEncoder
 from multiview_plugin.modeling.mvr import MultiViewerEncoder, ViewerFormatter
 
 __all__ = [
@@ -14,5 +16,7 @@ __all__ = [
     "load_encoder",
     "DenseEncoder",
     "MultiViewerEncoder",
+    "MultiEmbeddingEncoder",
+    "MultiLayerEncoder",
     "ViewerFormatter",
 ]

@@ -26,7 +26,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    T5EncoderModel,
+)
 
 from multiview_plugin import scoring
 from multiview_plugin.backbones import resolve_backbone
@@ -41,6 +48,16 @@ from multiview_plugin.training.temperature import temperature_at
 logger = logging.getLogger(__name__)
 
 EXTRA_WEIGHTS_NAME = "multiview_extra.safetensors"
+T5_MODEL_TYPES = ("t5", "mt5", "umt5")
+
+
+def load_backbone(path: str | os.PathLike, **kwargs: Any) -> PreTrainedModel:
+    """The encoder of a checkpoint: ``AutoModel``, or ``T5EncoderModel`` for T5-family models (their
+    ``AutoModel`` is the whole encoder-decoder)."""
+    config = AutoConfig.from_pretrained(path, **kwargs)
+    if config.model_type in T5_MODEL_TYPES:
+        return T5EncoderModel.from_pretrained(path, **kwargs)
+    return AutoModel.from_pretrained(path, **kwargs)
 QUERY_SUBDIR, PASSAGE_SUBDIR = "query_model", "passage_model"
 
 
@@ -137,8 +154,16 @@ class MultiViewEncoder(nn.Module):
         raise NotImplementedError
 
     def is_single_vector(self) -> bool:
-        """True when every passage gets exactly one vector: shards then use Tevatron's plain layout."""
+        """True when every passage gets exactly one vector in the index: shards then use Tevatron's layout."""
         return False
+
+    def index_views(self, reps: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The views that go into the index (default: all). MLR's self-contrastive pooling keeps one."""
+        return reps, mask
+
+    @property
+    def is_t5(self) -> bool:
+        return getattr(self.query_encoder.config, "model_type", "") in T5_MODEL_TYPES
 
     # ----------------------------------------------------------------- scoring
     def compute_view_scores(
@@ -230,7 +255,7 @@ class MultiViewEncoder(nn.Module):
             resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
             cache_dir=model_args.cache_dir,
         )
-        query_encoder = AutoModel.from_pretrained(backbone, cache_dir=model_args.cache_dir)
+        query_encoder = load_backbone(backbone, cache_dir=model_args.cache_dir)
         passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
         cls.prepare_backbone(config, tokenizer, query_encoder, passage_encoder)
         return cls(config, query_encoder, passage_encoder, tokenizer)
@@ -288,10 +313,10 @@ class MultiViewEncoder(nn.Module):
         folder = Path(folder)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         if config.untie_encoder:
-            query_encoder = AutoModel.from_pretrained(folder / QUERY_SUBDIR)
-            passage_encoder = AutoModel.from_pretrained(folder / PASSAGE_SUBDIR)
+            query_encoder = load_backbone(folder / QUERY_SUBDIR)
+            passage_encoder = load_backbone(folder / PASSAGE_SUBDIR)
         else:
-            query_encoder = passage_encoder = AutoModel.from_pretrained(folder)
+            query_encoder = passage_encoder = load_backbone(folder)
         model = cls(config, query_encoder, passage_encoder, tokenizer)
         extra_path = folder / EXTRA_WEIGHTS_NAME
         if extra_path.is_file():

@@ -25,6 +25,11 @@ class DenseEncoder(MultiViewEncoder):
         if config.pooling not in ("cls", "mean"):
             raise ConfigError(f"dpr: --pooling must be 'cls' or 'mean', got {config.pooling!r}")
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.is_t5 and self.config.pooling == "cls":
+            raise ConfigError("T5 encoders have no [CLS] token: use --pooling mean")
+
     def is_single_vector(self) -> bool:
         return True
 

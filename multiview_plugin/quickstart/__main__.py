@@ -39,12 +39,19 @@ logger = logging.getLogger("multiview_plugin.quickstart")
 
 BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
 # SPEC §6: MiniLM was trained with cosine similarity: normalised vectors and a small temperature.
+COSINE = ["--normalize", "--temperature", "0.05"]
 SYSTEMS = {
-    "minilm-zero-shot": ("dpr", ["--pooling", "mean", "--normalize", "--temperature", "0.05"], False),
-    "dpr": ("dpr", ["--pooling", "mean", "--normalize", "--temperature", "0.05"], True),
+    "minilm-zero-shot": ("dpr", ["--pooling", "mean", *COSINE], False),
+    "dpr": ("dpr", ["--pooling", "mean", *COSINE], True),
+    "dpr-cls": ("dpr", ["--pooling", "cls", *COSINE], True),
     "mvr": ("mvr", ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03",
                     "--mvr_num_views", "8"], True),
+    # MLR on a 6-layer MiniLM: layers 6,5 (BERT-base's 12,10 scaled), last layer first
+    "mlr-sc": ("mlr", ["--mlr_pooling", "self_contrastive", "--mlr_layers", "6,5", *COSINE], True),
+    "mlr-max": ("mlr", ["--mlr_pooling", "max", "--mlr_layers", "6,5", *COSINE], True),
+    "mebert": ("mebert", ["--mebert_num_vectors", "8", *COSINE], True),
 }
+DEFAULT_SYSTEMS = ["minilm-zero-shot", "dpr", "mvr"]
 
 
 def prepare_data(args: argparse.Namespace, data_dir: Path) -> dict[str, Path]:
@@ -149,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="'default': the embedded dataset; 'squad': the SPEC §4 SQuAD-dev protocol.")
     p.add_argument("--squad_path", help="SQuAD v1.1 dev json for --data squad.")
     p.add_argument("--output_dir", default="runs/quickstart", help="Where data, models, indexes and runs go.")
-    p.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS),
-                   help="Which systems to run (default: all).")
+    p.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS),
+                   help=f"Which systems to run (default: {' '.join(DEFAULT_SYSTEMS)}).")
     p.add_argument("--backbone", default=BACKBONE, help="Backbone (default all-MiniLM-L6-v2, offline package).")
     p.add_argument("--steps", type=int, default=40, help="Training steps per trained system.")
     p.add_argument("--batch_size", type=int, default=16, help="Queries per step (each with 1 positive + 1 negative).")
