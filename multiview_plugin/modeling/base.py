@@ -320,8 +320,8 @@ class MultiViewEncoder(nn.Module):
         model = cls(config, query_encoder, passage_encoder, tokenizer)
         extra_path = folder / EXTRA_WEIGHTS_NAME
         if extra_path.is_file():
-            missing, unexpected = model.load_state_dict(load_file(str(extra_path)), strict=False)
-            unexpected = [k for k in unexpected]
+            # strict=False: the backbone weights are not in this file (they were loaded above)
+            _, unexpected = model.load_state_dict(load_file(str(extra_path)), strict=False)
             if unexpected:
                 raise ConfigError(f"{extra_path}: unexpected weights {unexpected}")
         return model
