@@ -79,6 +79,13 @@ class ModelArguments:
         metadata={"help": "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
                   "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding)."},
     )
+    mvr_viewer_positions: str = field(
+        default="shared",
+        metadata={"help": "MVR: 'shared' (the paper: every viewer at position id 0, text from 1) or 'distinct' "
+                  "(viewers at 0..k-1, text from k). Backbones whose position 0 is an attention sink (e.g. "
+                  "all-MiniLM-L6-v2) map all shared-position viewers to one state (Local Variation ~ 0); "
+                  "'distinct' keeps the views apart."},
+    )
     # --- MLR (multi-layer representations) ---
     mlr_layers: str | None = field(
         default=None,

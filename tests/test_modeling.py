@@ -52,6 +52,17 @@ def test_mvr_position_ids(tiny_bert):
     assert q["input_ids"][0, -1] == model.tokenizer.sep_token_id
 
 
+def test_mvr_distinct_viewer_positions(tiny_bert):
+    model = build("mvr", tiny_bert, mvr_num_views=3, mvr_viewer_positions="distinct")
+    batch = model.formatter.passages(TEXTS)
+    for row, n in zip(batch["position_ids"], batch["attention_mask"].sum(1).tolist()):
+        assert row[:n].tolist() == list(range(n))  # viewers 0..2, text from 3
+    with pytest.raises(ConfigError, match="--mvr_viewer_positions must be 'shared' or 'distinct'"):
+        build("mvr", tiny_bert, mvr_viewer_positions="random")
+    with pytest.raises(ConfigError, match="needs 130 positions"):  # tiny BERT has 128
+        build("mvr", tiny_bert, {"passage_max_len": 128}, mvr_num_views=3, mvr_viewer_positions="distinct")
+
+
 def test_mvr_keeps_the_same_text_as_dpr(tiny_bert):
     long_text = " ".join(["paris is the capital of france"] * 30)
     mvr = build("mvr", tiny_bert, {"passage_max_len": 20}, mvr_num_views=8)

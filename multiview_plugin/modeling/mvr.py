@@ -2,7 +2,8 @@
 
 k new viewer tokens replace [CLS] in documents, ``[VIE1] ... [VIEk] d [SEP]``, and one query viewer replaces
 it in queries, ``[VIE] q [SEP]``. Every viewer sits at position id 0 and the document tokens keep positions
-1..n, "to avoid effect on the positional encoding of the original input" (paper §3.2). The last-layer
+1..n, "to avoid effect on the positional encoding of the original input" (paper §3.2); with
+``mvr_viewer_positions='distinct'`` they take positions 0..k-1 instead (see the option's help). The last-layer
 states of the k viewers are the document's views; the score is the max over views (eq. 4), trained with
 the global-local loss under an annealed temperature (eqs. 5-8).
 """
@@ -37,9 +38,11 @@ class ViewerFormatter(InputFormatter):
     tokens longer.
     """
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, num_views: int = 8, **kwargs: Any):
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, num_views: int = 8, viewer_positions: str = "shared",
+                 **kwargs: Any):
         super().__init__(tokenizer, **kwargs)
         self.num_views = num_views
+        self.viewer_positions = viewer_positions
         tokens = [QUERY_VIEWER, *viewer_tokens(num_views)]
         ids = tokenizer.convert_tokens_to_ids(tokens)
         missing = [t for t, i in zip(tokens, ids) if i is None or i == tokenizer.unk_token_id]
@@ -58,7 +61,10 @@ class ViewerFormatter(InputFormatter):
         body = self.tokenize_plain([self.passage_prefix + t for t in texts], self.passage_max_len - 2)
         k = self.num_views
         seqs = [[*self.viewer_ids, *ids, end] for ids in body]
-        positions = [[0] * k + list(range(1, len(ids) + 2)) for ids in body]
+        if self.viewer_positions == "distinct":
+            positions = [list(range(k + len(ids) + 1)) for ids in body]
+        else:
+            positions = [[0] * k + list(range(1, len(ids) + 2)) for ids in body]
         return self.assemble(seqs, positions)
 
 
@@ -78,7 +84,8 @@ class MultiViewerEncoder(MultiViewEncoder):
 
     @classmethod
     def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
-        return {"num_views": config.options["mvr_num_views"]}
+        return {"num_views": config.options["mvr_num_views"],
+                "viewer_positions": config.options.get("mvr_viewer_positions", "shared")}
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -88,6 +95,9 @@ class MultiViewerEncoder(MultiViewEncoder):
             raise ConfigError(f"--mvr_num_views must be >= 1, got {k}")
         if config.options.get("mvr_viewer_init", "random") not in ("random", "cls"):
             raise ConfigError(f"--mvr_viewer_init must be 'random' or 'cls', got {config.options['mvr_viewer_init']!r}")
+        if config.options.get("mvr_viewer_positions", "shared") not in ("shared", "distinct"):
+            raise ConfigError(f"--mvr_viewer_positions must be 'shared' or 'distinct', "
+                              f"got {config.options['mvr_viewer_positions']!r}")
         if config.passage_max_len < 3 or config.query_max_len < 3:
             raise ConfigError("mvr needs --query_max_len and --passage_max_len of at least 3")
 
@@ -122,6 +132,16 @@ class MultiViewerEncoder(MultiViewEncoder):
                     weight[new_ids] = weight[cls_id].unsqueeze(0) + 0.1 * noise.to(weight.dtype)
                 else:
                     weight[new_ids] = noise.to(weight.dtype)
+
+    def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any):
+        super().__init__(config, *args, **kwargs)
+        k = config.options["mvr_num_views"]
+        limit = getattr(self.p_encoder.config, "max_position_embeddings", None)
+        if config.options.get("mvr_viewer_positions") == "distinct" and limit is not None:
+            needed = config.passage_max_len - 1 + k  # positions 0..k-1 for viewers, then text and [SEP]
+            if needed > limit:
+                raise ConfigError(f"--mvr_viewer_positions distinct needs {needed} positions "
+                                  f"(--passage_max_len - 1 + k) but the backbone has {limit}")
 
     def encode_query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self._finish(self._last_hidden(self.query_encoder, batch)[:, 0])

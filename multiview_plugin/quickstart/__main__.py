@@ -46,6 +46,8 @@ SYSTEMS = {
     "dpr-cls": ("dpr", ["--pooling", "cls", *COSINE], True),
     "mvr": ("mvr", ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03",
                     "--mvr_num_views", "8"], True),
+    "mvr-distinct": ("mvr", ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03",
+                             "--mvr_num_views", "8", "--mvr_viewer_positions", "distinct"], True),
     # MLR on a 6-layer MiniLM: layers 6,5 (BERT-base's 12,10 scaled), last layer first
     "mlr-sc": ("mlr", ["--mlr_pooling", "self_contrastive", "--mlr_layers", "6,5", *COSINE], True),
     "mlr-max": ("mlr", ["--mlr_pooling", "max", "--mlr_layers", "6,5", *COSINE], True),
