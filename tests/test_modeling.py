@@ -53,7 +53,7 @@ def test_mvr_position_ids(tiny_bert):
 
 
 def test_mvr_distinct_viewer_positions(tiny_bert):
-    model = build("mvr", tiny_bert, mvr_num_views=3, mvr_viewer_positions="distinct")
+    model = build("mvr", tiny_bert, {"passage_max_len": 32}, mvr_num_views=3, mvr_viewer_positions="distinct")
     batch = model.formatter.passages(TEXTS)
     for row, n in zip(batch["position_ids"], batch["attention_mask"].sum(1).tolist()):
         assert row[:n].tolist() == list(range(n))  # viewers 0..2, text from 3
