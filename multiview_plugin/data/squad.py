@@ -16,12 +16,13 @@ import argparse
 import json
 import logging
 import os
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from multiview_plugin.atomic import atomic_open
 
 from .readers import InputFormatError, format_passage
 
@@ -244,15 +245,9 @@ def convert_squad(path: str | os.PathLike, train_articles: range = range(32),
 
 
 def _atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
-    """Write lines to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write newline-terminated lines to ``path`` atomically."""
+    with atomic_open(path) as f:
+        f.writelines(line + "\n" for line in lines)
 
 
 def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike) -> dict[str, Path]:

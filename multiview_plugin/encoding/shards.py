@@ -17,13 +17,13 @@ import logging
 import mmap
 import os
 import pickle
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.errors import MultiViewError
 
 logger = logging.getLogger(__name__)
@@ -64,12 +64,8 @@ def sidecar_path(shard: str | os.PathLike) -> Path:
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    with atomic_open(path, fsync=True) as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def shard_is_complete(path: str | os.PathLike) -> bool:
@@ -229,8 +225,7 @@ class ShardWriter:
         self._ids.close()
         dim = self.info.dim
         lookup = self._ids_path.read_text(encoding="utf-8").splitlines()
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
+        with atomic_open(self.path, "wb", fsync=True) as f:
             if self.rows_done:
                 # Copy-on-write map: writable, so the pickle is byte-identical to pickling an ordinary array.
                 mm = np.memmap(self._vec_path, dtype=self.dtype, mode="c", shape=(self.rows_done, dim))
@@ -238,9 +233,6 @@ class ShardWriter:
                 del mm
             else:
                 pickle.dump((np.zeros((0, dim), dtype=self.dtype), lookup), f, protocol=5)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
         counts = sorted(self.view_counts)
         self.info.num_items = self.docs_done
         self.info.num_vectors = self.rows_done

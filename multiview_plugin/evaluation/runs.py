@@ -11,16 +11,13 @@ In memory a run is a :data:`Run`: ``{qid: [(docid, score), ...]}`` with each lis
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import os
 import re
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
 
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import InputFormatError, open_text
 from multiview_plugin.errors import ConfigError
 
@@ -33,40 +30,6 @@ Run = dict[str, list[tuple[str, float]]]
 RUN_FORMATS = ("trec", "msmarco", "tevatron")
 _WHITESPACE = re.compile(r"\s")
 _INT = re.compile(r"[+-]?\d+")
-
-
-@contextlib.contextmanager
-def atomic_open(path: PathLike, encoding: str = "utf-8") -> Iterator[TextIO]:
-    """Open ``path`` for writing text so that it appears complete or not at all.
-
-    Writes to a temporary file in the same folder and moves it over ``path`` (:func:`os.replace`) when the
-    ``with`` block ends without an exception; on an exception the temporary file is removed and ``path``
-    is left untouched. Parent folders are created.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Final file name.
-    encoding : str
-        Text encoding.
-
-    Yields
-    ------
-    TextIO
-        The stream to write to.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # not tempfile.mkstemp: its files are private (0600); this one gets the usual umask permissions
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        with open(tmp, "x", encoding=encoding, newline="\n") as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _check_token(value: str, what: str) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.errors import ConfigError
 
 CONFIG_NAME = "multiview_config.json"
@@ -39,14 +39,10 @@ class EncoderConfig:
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write ``multiview_config.json`` atomically into ``folder``."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / CONFIG_NAME
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{CONFIG_NAME}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        target = Path(folder) / CONFIG_NAME
+        with atomic_open(target) as f:
             json.dump(asdict(self), f, indent=2, sort_keys=True)
             f.write("\n")
-        os.replace(tmp, target)
         return target
 
     @classmethod

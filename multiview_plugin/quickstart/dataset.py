@@ -38,14 +38,14 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from multiview_plugin.atomic import atomic_open
 
 __all__ = ["QuickstartData", "build_quickstart_data", "write_quickstart_data", "FILE_NAMES", "KIND_NAMES"]
 
@@ -1155,18 +1155,10 @@ def build_quickstart_data(num_entities: int = 60, seed: int = 13) -> QuickstartD
 
 
 def _write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
-    """Write ``lines`` (newline-terminated, UTF-8) to ``path`` via a temporary file in the same folder."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """Write ``lines`` (newline-terminated, UTF-8) to ``path`` atomically."""
+    with atomic_open(path) as f:
+        for line in lines:
+            f.write(line + "\n")
 
 
 def _json(obj: dict) -> str:

@@ -1,0 +1,40 @@
+"""Writing files so that they appear complete or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str = "utf-8", fsync: bool = False
+                ) -> Iterator[IO]:
+    """Open ``path`` for writing (``mode`` ``"w"`` or ``"wb"``) so that it appears complete or not at all.
+
+    Writes to a temporary file in the same folder and moves it over ``path`` (:func:`os.replace`) when the
+    ``with`` block ends without an exception; on an exception the temporary file is removed and ``path`` is
+    left untouched. Parent folders are created. ``fsync`` flushes the data to disk before the rename (for files
+    a resumed job relies on).
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open writes with mode 'w' or 'wb', not {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # not tempfile.mkstemp: its files are private (0600); this one gets the usual umask permissions
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    text = mode == "w"
+    try:
+        with open(tmp, "x" if text else "xb", encoding=encoding if text else None, newline="\n" if text else None) as f:
+            yield f
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
