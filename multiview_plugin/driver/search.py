@@ -25,12 +25,13 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_queries
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
-from multiview_plugin.search import MultiVectorSearcher, VectorStore, get_aggregator, search_shards
+from multiview_plugin.search import MultiVectorSearcher, VectorStore, get_aggregator, search_batched, search_shards
 from multiview_plugin.search.aggregators import AGGREGATORS
 
 logger = logging.getLogger("multiview_plugin.search")
@@ -106,26 +107,17 @@ def search_tevatron(args: argparse.Namespace) -> None:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
     q_reps, q_ids = load_query_reps(args.query_reps)
     aggregation = args.aggregation or "max"
-    all_ids, all_scores = [], []
     if args.shard_search:
-        for i in tqdm(range(0, len(q_reps), args.batch_size), desc="search", unit="batch"):
-            ids, scores = search_shards(q_reps[i:i + args.batch_size], shard_paths, args.depth, aggregation)
-            all_ids.append(ids)
-            all_scores.append(scores)
+        ids, scores = search_shards(q_reps, tqdm(shard_paths, desc="search", unit="shard"), args.depth,
+                                    aggregation, args.batch_size)
     else:
-        store = VectorStore.from_shards(shard_paths)
-        aggregator = get_aggregator(aggregation)
-        for i in tqdm(range(0, len(q_reps), args.batch_size), desc="search", unit="batch"):
-            doc, scores = store.search(q_reps[i:i + args.batch_size], args.depth, aggregator)
-            all_ids.append(np.where(doc >= 0, store.docids[np.maximum(doc, 0)], None))
-            all_scores.append(scores)
-    ids, scores = np.concatenate(all_ids), np.concatenate(all_scores)
+        ids, scores = search_batched(VectorStore.from_shards(shard_paths), q_reps, args.depth,
+                                     get_aggregator(aggregation), args.batch_size, progress=True)
     out = Path(args.save_ranking_to)
     if args.save_text:
         write_run(to_run(q_ids, ids, scores), out, fmt="tevatron")
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("wb") as f:
+        with atomic_open(out, "wb") as f:
             pickle.dump((scores, [[d for d in row if d is not None] for row in ids.tolist()]), f)
     logger.info("wrote %s (%d queries, depth %d)", out, len(q_ids), args.depth)
 
@@ -145,12 +137,9 @@ def search_pyserini(args: argparse.Namespace) -> None:
         raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
     if args.threads > 0:
         faiss.omp_set_num_threads(args.threads)
-    all_ids, all_scores = [], []
-    for i in tqdm(range(0, len(q_reps), args.batch_size), desc="search", unit="batch"):
-        ids, scores = searcher.search_vectors(q_reps[i:i + args.batch_size], args.hits)
-        all_ids.append(ids)
-        all_scores.append(scores)
-    run = to_run(q_ids, np.concatenate(all_ids), np.concatenate(all_scores))
+    ids, scores = search_batched(searcher.store, q_reps, args.hits, searcher.aggregator, args.batch_size,
+                                 progress=True)
+    run = to_run(q_ids, ids, scores)
     write_run(run, args.output, fmt=args.output_format, tag=args.run_tag)
     logger.info("wrote %s (%d queries, %d hits each)", args.output, len(run), args.hits)
 

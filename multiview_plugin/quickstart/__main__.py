@@ -22,9 +22,11 @@ import numpy as np
 import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_corpus, load_qrels, load_queries
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.driver.encode import encode_to_shard
+from multiview_plugin.driver.search import load_query_reps, to_run
 from multiview_plugin.driver.train import main as train_main
 from multiview_plugin.encoding.shards import read_shard, split_lookup
 from multiview_plugin.evaluation.answers import build_retrieval, load_answers, retrieval_accuracy
@@ -102,8 +104,6 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
     index_dir = out / "indexes" / name
     build_index([emb / "corpus.0.pkl"], index_dir, overwrite=True)
     searcher = MultiVectorSearcher(index_dir)
-    from multiview_plugin.driver.search import load_query_reps, to_run
-
     q_reps, q_ids = load_query_reps(str(emb / "queries.pkl"))
     start = time.perf_counter()
     docids, scores = searcher.search_vectors(q_reps, 20)
@@ -190,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         row = evaluate_system(name, model_dir, files, out)
         row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s)
         rows.append(row)
-    (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
+    with atomic_open(out / "results.json") as f:
+        f.write(json.dumps(rows, indent=2) + "\n")
     print(f"\n{args.data} data: {n_corpus} passages, {n_train} train / {n_eval} eval questions, backbone "
           f"{Path(args.backbone).name}, batch {args.batch_size}, lr {args.learning_rate}\n")
     print(format_table(rows))

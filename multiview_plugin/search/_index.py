@@ -74,7 +74,8 @@ def contiguous_docs(row_docids: np.ndarray, where: str) -> tuple[np.ndarray, np.
 
 
 def _sample_for_training(shards: list[Path], size: int, seed: int) -> np.ndarray:
-    sizes = [read_info(p).num_vectors if read_info(p) else read_shard(p)[0].shape[0] for p in shards]
+    infos = [read_info(p) for p in shards]
+    sizes = [info.num_vectors if info else read_shard(p)[0].shape[0] for p, info in zip(shards, infos)]
     total = sum(sizes)
     rng = np.random.default_rng(seed)
     parts = []

@@ -20,6 +20,7 @@ from typing import Any
 import faiss
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
 from multiview_plugin.errors import ConfigError
@@ -100,6 +101,11 @@ class VectorStore:
             fetch = min(ntotal, fetch * 2)
         return out_doc, out_score
 
+    def search_docids(self, q_reps: np.ndarray, k: int, aggregator: Aggregator) -> tuple[np.ndarray, np.ndarray]:
+        """Like :meth:`search`, with docids: (object array (Q, k), None padded; scores (Q, k))."""
+        doc, score = self.search(q_reps, k, aggregator)
+        return np.where(doc >= 0, self.docids[np.maximum(doc, 0)], None), score
+
 
 class MultiVectorSearcher:
     """Search an index folder written by :func:`multiview_plugin.search.build_index`.
@@ -167,9 +173,7 @@ class MultiVectorSearcher:
 
     def search_vectors(self, q_reps: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised core: (docids (Q, k) object array with None padding, scores (Q, k))."""
-        doc, score = self.store.search(q_reps, k, self.aggregator)
-        docids = np.where(doc >= 0, self.store.docids[np.maximum(doc, 0)], None)
-        return docids, score
+        return self.store.search_docids(q_reps, k, self.aggregator)
 
     def search(self, query: str | np.ndarray, k: int = 10) -> list[Hit]:
         q = self.encode([query]) if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
@@ -191,11 +195,24 @@ class MultiVectorSearcher:
                 for row_d, row_s in zip(docids.tolist(), scores.tolist())]
 
 
+def search_batched(store: VectorStore, q_reps: np.ndarray, k: int, aggregator: Aggregator,
+                   batch_size: int | None = None, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`VectorStore.search_docids` over ``batch_size`` queries at a time (bounds the fetch arrays)."""
+    step = batch_size or max(1, len(q_reps))
+    starts = tqdm(range(0, len(q_reps), step), desc="search", unit="batch", disable=not progress)
+    parts = [store.search_docids(q_reps[i:i + step], k, aggregator) for i in starts]
+    if not parts:
+        return np.empty((0, k), dtype=object), np.empty((0, k), dtype=np.float32)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def search_shards(
-    q_reps: np.ndarray, shard_paths: Sequence[str | os.PathLike], k: int, aggregation: str = "max"
+    q_reps: np.ndarray, shard_paths: Sequence[str | os.PathLike], k: int, aggregation: str = "max",
+    batch_size: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Tevatron's ``--shard_search``: search each shard alone, then merge the per-shard top-k.
 
+    Each shard is loaded once (memory: one shard) and searched for all queries, ``batch_size`` at a time.
     Exact for max aggregation because a document's vectors never span shards. Returns (docids, scores).
     """
     aggregator = get_aggregator(aggregation)
@@ -206,8 +223,8 @@ def search_shards(
         if dup:
             raise ShardFormatError(f"{path}: docids also in an earlier shard: {sorted(dup)[:5]}")
         seen.update(store.docids.tolist())
-        doc, score = store.search(q_reps, k, aggregator)
-        all_ids.append(np.where(doc >= 0, store.docids[np.maximum(doc, 0)], None))
+        ids, score = search_batched(store, q_reps, k, aggregator, batch_size)
+        all_ids.append(ids)
         all_scores.append(score)
     ids, scores = np.concatenate(all_ids, axis=1), np.concatenate(all_scores, axis=1)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
