@@ -22,6 +22,7 @@ setup(
         "faiss-cpu>=1.8",
         "ir-measures>=0.3.1",
         "bm25s>=0.2",
+        "pysbd>=0.3.4",  # rule-based sentence splitter for dcsr (no model downloads)
         "tqdm>=4.60",
         "regex>=2022.1.18",
         "accelerate>=0.26",
@@ -41,6 +42,7 @@ setup(
             "multiview-index=multiview_plugin.driver.index:main",
             "multiview-search=multiview_plugin.driver.search:main",
             "multiview-evaluate=multiview_plugin.driver.evaluate:main",
+            "multiview-mine-negatives=multiview_plugin.driver.mine_negatives:main",
             "multiview-quickstart=multiview_plugin.quickstart.__main__:main",
         ],
         # Built-in methods register themselves by import; third-party packages add theirs here.

@@ -23,7 +23,8 @@ class ModelArguments:
     model_name: str = field(
         default="dpr",
         metadata={"help": "Which multi-view method to train: a registered encoder name "
-                  "(built-in: dpr, mvr, mlr, mebert; more through the 'multiview_plugin.encoders' entry points)."},
+                  "(built-in: dpr, mvr, mlr, mebert, dcsr; more through the 'multiview_plugin.encoders' entry "
+                  "points)."},
     )
     loss_name: str | None = field(
         default=None,
@@ -39,8 +40,9 @@ class ModelArguments:
     cache_dir: str | None = field(default=None, metadata={"help": "Where hub downloads are cached."})
     pooling: str = field(
         default="cls",
-        metadata={"help": "Single-vector pooling for dpr: 'cls' (first token) or 'mean' (masked mean of the "
-                  "last layer). Multi-vector models define their own vectors (mvr: viewer tokens)."},
+        metadata={"help": "Single-vector pooling for dpr (and dcsr's queries): 'cls' (first token) or 'mean' "
+                  "(masked mean of the last layer). Multi-vector models define their own document vectors "
+                  "(mvr: viewer tokens, dcsr: <sent> markers)."},
     )
     normalize: bool = field(
         default=False,
@@ -104,6 +106,24 @@ class ModelArguments:
     )
     mlr_reg_temperature: float | None = field(
         default=None, metadata={"help": "MLR self-contrastive: regulariser temperature (default: --temperature)."}
+    )
+    # --- DCSR (dense contextual sentence representations) ---
+    dcsr_in_passage_negatives: int = field(
+        default=1,
+        metadata={"help": "DCSR: in-passage negatives per query, sentences of the positive passage without an "
+                  "answer (a hard-negative passage's sentences stand in when there are too few). Paper: 1."},
+    )
+    dcsr_bm25_negatives: int = field(
+        default=1,
+        metadata={"help": "DCSR: hard-negative sentences per query, one random sentence from each of this many "
+                  "hard-negative passages of the train file (paper: 1; Table 4 also tries 2 with no in-passage). "
+                  "Positives are answer sentences; for datasets without answers (MS MARCO, BEIR) the sentence "
+                  "sharing the most content words with the query. --train_group_size is not used by dcsr."},
+    )
+    dcsr_marker_init: str = field(
+        default="random",
+        metadata={"help": "DCSR: how the new <sent> marker embedding starts: 'random' (at the backbone's "
+                  "embedding scale) or 'cls' (a copy of the [CLS] embedding)."},
     )
     # --- ME-BERT ---
     mebert_num_vectors: int = field(

@@ -101,7 +101,8 @@ def test_legacy_train_round_trip(tmp_path):
     first, second = iter_train_records(path, passage_field_separator=" | ")
     assert first == {"query_id": "7", "query": "q?", "answers": ["a"],
                      "positive_docids": ["d1"], "positives": ["T1 | one"],
-                     "negative_docids": ["d2"], "negatives": ["two"], "source": "train.jsonl.gz:1"}
+                     "negative_docids": ["d2"], "negatives": ["two"], "negative_sentences": [-1],
+                     "source": "train.jsonl.gz:1"}
     assert second["positive_docids"] == [""] and second["negatives"] == [] and second["answers"] == []
     assert second["source"] == "train.jsonl.gz:2"
 

@@ -35,6 +35,7 @@ RECORD_FEATURES = datasets.Features({
     "positives": datasets.Sequence(datasets.Value("string")),
     "negative_docids": datasets.Sequence(datasets.Value("string")),
     "negatives": datasets.Sequence(datasets.Value("string")),
+    "negative_sentences": datasets.Sequence(datasets.Value("int32")),
     "source": datasets.Value("string"),
 })
 

@@ -228,6 +228,19 @@ def _first_key(obj: Mapping, keys: Iterable[str]) -> str:
 # ----------------------------------------------------------------------------- train files
 
 
+def _sentence_indices(ctx: _Ctx, obj: Mapping, key: str) -> list[int]:
+    """The optional ``sentence`` of each legacy passage (the hard sentence a miner chose; -1 when absent)."""
+    out = []
+    for i, passage in enumerate(ctx.list_of(obj, key)):
+        value = passage.get("sentence", -1) if isinstance(passage, dict) else -1
+        if value is None:
+            value = -1
+        if not isinstance(value, int) or isinstance(value, bool) or value < -1:
+            raise ctx.error(f"{key}[{i}].sentence", f"expected a sentence index >= 0, got {_describe(value)}")
+        out.append(value)
+    return out
+
+
 def _passages(ctx: _Ctx, obj: Mapping, key: str, separator: str) -> tuple[list[str], list[str]]:
     """Docids and formatted texts of a legacy ``positive_passages`` / ``negative_passages`` list."""
     docids, texts = [], []
@@ -275,8 +288,10 @@ def iter_train_records(path: PathLike, corpus: Mapping[str, str] | None = None,
     dict
         ``{"query_id": str, "query": str, "answers": list[str], "positive_docids": list[str],
         "positives": list[str], "negative_docids": list[str], "negatives": list[str],
-        "source": "train.jsonl:17"}``. A missing ``query_id`` becomes the ``source`` string; a
-        missing legacy ``docid`` becomes ``""``.
+        "negative_sentences": list[int], "source": "train.jsonl:17"}``. ``negative_sentences`` holds a
+        legacy negative passage's optional ``"sentence"`` (the index of a mined hard sentence, see
+        ``multiview_plugin.driver.mine_negatives``), -1 where absent. A missing ``query_id`` becomes the
+        ``source`` string; a missing legacy ``docid`` becomes ``""``.
 
     Raises
     ------
@@ -314,11 +329,13 @@ def parse_train_record(obj: Mapping, path: PathLike, line: int | None, corpus: M
         pos_key = "positive_passages"
         pos_ids, positives = _passages(ctx, obj, pos_key, passage_field_separator)
         neg_ids, negatives = _passages(ctx, obj, "negative_passages", passage_field_separator)
+    neg_sentences = [-1] * len(negatives) if new_format else _sentence_indices(ctx, obj, "negative_passages")
     if not positives:
         raise ctx.error(pos_key, f"expected at least one positive {'id' if new_format else 'passage'}")
     return {"query_id": query_id, "query": query, "answers": list(answers),
             "positive_docids": pos_ids, "positives": positives,
-            "negative_docids": neg_ids, "negatives": negatives, "source": source}
+            "negative_docids": neg_ids, "negatives": negatives, "negative_sentences": neg_sentences,
+            "source": source}
 
 
 # ----------------------------------------------------------------------------- corpus

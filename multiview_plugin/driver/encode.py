@@ -104,9 +104,17 @@ def encode_to_shard(
     info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
                      dtype="float16" if fp16 else "float32", num_items=0, num_vectors=0, is_query=is_query,
                      shard_index=shard_index, num_shards=num_shards, source=str(path))
+    if not is_query:
+        # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
+        info.extra["temperature"] = float(model.temperature)
     writer = ShardWriter(output, info, multi_vector=multi)
     device = next(model.parameters()).device
     formatter = model.formatter
+    stats = getattr(formatter, "stats", None) if not is_query else None  # e.g. dcsr's sentence counts
+    resumed_stats = dict(writer.info.extra.get("sentences", {}))
+
+    def stats_total() -> dict[str, int]:  # counts of a resumed run plus this one's
+        return {k: int(resumed_stats.get(k, 0) + stats.get(k, 0)) for k in {*resumed_stats, *stats}}
     items = iter_items(path, is_query, separator)
     skip = start + writer.docs_done
     progress = tqdm(total=end - start, initial=writer.docs_done, unit="query" if is_query else "doc",
@@ -141,11 +149,20 @@ def encode_to_shard(
                 writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
             progress.update(len(batch))
             if n % checkpoint_every == 0:
+                if stats is not None:
+                    writer.info.extra["sentences"] = stats_total()
                 writer.checkpoint()
     progress.close()
     if writer.docs_done != end - start:
         raise MultiViewError(f"{path}: expected {end - start} items in shard {shard_index}, got "
                              f"{writer.docs_done}; did the file change while encoding?")
+    if stats is not None:
+        writer.info.extra["sentences"] = totals = stats_total()
+        if totals.get("sentences"):
+            logger.info("%s: %d sentences in %d passages (%.2f per passage); %d dropped past --passage_max_len "
+                        "(%.2f%%), %d kept but cut short", output, totals["sentences"], totals.get("passages", 0),
+                        totals["sentences"] / max(1, totals.get("passages", 0)), totals.get("dropped", 0),
+                        100.0 * totals.get("dropped", 0) / totals["sentences"], totals.get("truncated", 0))
     info = writer.close()
     logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
                 "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)

@@ -28,10 +28,11 @@ from tqdm import tqdm
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_queries
 from multiview_plugin.driver.common import cli, setup_logging
-from multiview_plugin.encoding.shards import ShardFormatError, read_shard
+from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
 from multiview_plugin.search import MultiVectorSearcher, VectorStore, get_aggregator, search_batched, search_shards
+from multiview_plugin.search._index import DEFAULT_AGGREGATION
 from multiview_plugin.search.aggregators import AGGREGATORS
 
 logger = logging.getLogger("multiview_plugin.search")
@@ -66,6 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     pys.add_argument("--ef_search", "--efSearch", dest="ef_search", type=int, help="HNSW indexes: efSearch.")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="How a document's vector scores combine "
                    "(default: the index's recorded aggregation, else max).")
+    has = p.add_argument_group("HasAns aggregation (dcsr; DCSR paper eq. 2)")
+    has.add_argument("--hasans_temperature", type=float, help="Softmax temperature over the fetched sentence "
+                     "scores (default: the model's training temperature recorded with the index or shards, else 1, "
+                     "the paper's raw softmax).")
+    has.add_argument("--hasans_fetch_docs", type=int, default=100, help="Fetch max(hits, this) x mean sentences "
+                     "per passage sentences before normalising (paper: top 100 x s̄). Default 100.")
+    has.add_argument("--hasans_mean_sentences", type=float, help="s̄, sentences per passage (default: the "
+                     "index's recorded mean).")
     p.add_argument("--run_tag", default="multiview", help="Tag written in the last column of TREC runs.")
     return p
 
@@ -106,13 +115,19 @@ def search_tevatron(args: argparse.Namespace) -> None:
     if not shard_paths:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
     q_reps, q_ids = load_query_reps(args.query_reps)
-    aggregation = args.aggregation or "max"
+    info = read_info(shard_paths[0])
+    aggregation = args.aggregation or DEFAULT_AGGREGATION.get(info.model_name if info else "", "max")
     if args.shard_search:
+        if aggregation != "max":
+            raise ConfigError(f"--shard_search merges per-shard top-k, which is exact only for max aggregation; "
+                              f"{aggregation} normalises over the whole collection's top vectors: search without "
+                              "--shard_search or build an index")
         ids, scores = search_shards(q_reps, tqdm(shard_paths, desc="search", unit="shard"), args.depth,
                                     aggregation, args.batch_size)
     else:
+        aggregator = get_aggregator(aggregation, **aggregation_options(args, info.extra if info else {}))
         ids, scores = search_batched(VectorStore.from_shards(shard_paths), q_reps, args.depth,
-                                     get_aggregator(aggregation), args.batch_size, progress=True)
+                                     aggregator, args.batch_size, progress=True)
     out = Path(args.save_ranking_to)
     if args.save_text:
         write_run(to_run(q_ids, ids, scores), out, fmt="tevatron")
@@ -122,11 +137,20 @@ def search_tevatron(args: argparse.Namespace) -> None:
     logger.info("wrote %s (%d queries, depth %d)", out, len(q_ids), args.depth)
 
 
+def aggregation_options(args: argparse.Namespace, extra: dict) -> dict:
+    """Aggregator options from the command line, defaulting to what the index or shards recorded."""
+    temperature = args.hasans_temperature if args.hasans_temperature is not None else extra.get("temperature")
+    return {"temperature": temperature, "fetch_docs": args.hasans_fetch_docs,
+            "mean_sentences": args.hasans_mean_sentences}
+
+
 def search_pyserini(args: argparse.Namespace) -> None:
     if not args.output:
         raise ConfigError("--index needs --output")
     searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
-                                   ef_search=args.ef_search)
+                                   ef_search=args.ef_search, aggregation_options={
+                                       "temperature": args.hasans_temperature, "fetch_docs": args.hasans_fetch_docs,
+                                       "mean_sentences": args.hasans_mean_sentences})
     if args.encoded_queries:
         q_reps, q_ids = load_query_reps(args.encoded_queries)
     elif args.topics and args.encoder:

@@ -14,13 +14,14 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
-from multiview_plugin.data.dataset import TrainCollator, TrainDataset, load_train_records
+from multiview_plugin.data.dataset import TrainDataset, load_train_records
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
@@ -43,7 +44,9 @@ def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiVi
     return cls.build(model_args, data_args)
 
 
-def load_training_data(data_args: DataArguments, training_args: MultiViewTrainingArguments) -> TrainDataset:
+def load_training_data(data_args: DataArguments, training_args: MultiViewTrainingArguments,
+                       model: MultiViewEncoder | None = None) -> tuple[Any, Any]:
+    """(dataset, collator) for ``model`` (its :meth:`~MultiViewEncoder.train_data`; passage groups when None)."""
     if data_args.dataset_name != "json":
         from multiview_plugin.data.dataset import load_hub_train_records
 
@@ -53,9 +56,12 @@ def load_training_data(data_args: DataArguments, training_args: MultiViewTrainin
             raise ConfigError("--dataset_path is required with --dataset_name json")
         records = load_train_records(data_args.dataset_path, data_args.corpus_path,
                                      data_args.passage_field_separator, data_args.dataset_cache_dir)
-    return TrainDataset(records, group_size=data_args.train_group_size, seed=training_args.seed,
-                        positive_no_shuffle=data_args.positive_passage_no_shuffle,
-                        negative_no_shuffle=data_args.negative_passage_no_shuffle)
+    options = dict(group_size=data_args.train_group_size, seed=training_args.seed,
+                   positive_no_shuffle=data_args.positive_passage_no_shuffle,
+                   negative_no_shuffle=data_args.negative_passage_no_shuffle)
+    if model is None:
+        return TrainDataset(records, **options), None
+    return model.train_data(records, num_proc=data_args.num_proc, **options)
 
 
 @cli
@@ -68,16 +74,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         training_args.dataloader_pin_memory = False  # nothing to pin to; avoids a warning per epoch
 
     model = build_model(model_args, data_args)
-    dataset = load_training_data(data_args, training_args)
-    logger.info("training %s (%s loss, temperature schedule %s) on %d queries, group size %d",
+    dataset, collator = load_training_data(data_args, training_args, model)
+    logger.info("training %s (%s loss, temperature schedule %s) on %d queries",
                 model.config.model_name, model.config.loss_name or model.default_loss,
-                model.config.temperature_schedule, len(dataset), data_args.train_group_size)
+                model.config.temperature_schedule, len(dataset))
 
     trainer = MultiViewTrainer(
         model=model,
         args=training_args,
         train_dataset=dataset,
-        data_collator=TrainCollator(model.formatter),
+        data_collator=collator,
         callbacks=[EpochCallback(dataset)],
     )
     resume = training_args.resume_from_checkpoint

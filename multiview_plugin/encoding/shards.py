@@ -174,6 +174,7 @@ class ShardWriter:
         self.docs_done, self.rows_done = state["docs"], state["rows"]
         self.info.dim = state["dim"]
         self.view_counts = set(state["view_counts"])
+        self.info.extra = {**state.get("extra", {}), **self.info.extra}
         # drop anything written after the last recorded flush
         with self._vec_path.open("r+b") as f:
             f.truncate(self.rows_done * self.info.dim * self.dtype.itemsize)
@@ -215,7 +216,7 @@ class ShardWriter:
         os.fsync(self._vec.fileno())
         os.fsync(self._ids.fileno())
         state = {"docs": self.docs_done, "rows": self.rows_done, "dim": self.info.dim,
-                 "ids_bytes": self._ids.tell(), "view_counts": sorted(self.view_counts)}
+                 "ids_bytes": self._ids.tell(), "view_counts": sorted(self.view_counts), "extra": self.info.extra}
         _atomic_write_text(self._state_path, json.dumps(state))
 
     def close(self) -> ShardInfo:

@@ -190,7 +190,11 @@ class MultiViewEncoder(nn.Module):
         p_reps, p_mask = self.encode_passage(passage) if passage is not None else (None, None)
         if q_reps is None or p_reps is None or not self.training:
             return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask)
+        return self.contrastive_step(q_reps, p_reps, p_mask)
 
+    def contrastive_step(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor) -> EncoderOutput:
+        """The training loss of queries (B, D) against their candidate groups (B·G, K, D): candidate
+        ``i·G`` is query i's positive, every other candidate of the (gathered) batch a negative."""
         world_size = 1
         if self.negatives_x_device and dist.is_available() and dist.is_initialized():
             world_size = dist.get_world_size()
@@ -209,6 +213,17 @@ class MultiViewEncoder(nn.Module):
         # slice; DDP averages gradients over processes, so scale back up (as Tevatron does).
         loss = out.loss * world_size
         return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask, loss=loss, parts=out.parts)
+
+    # ------------------------------------------------------------ training data
+    def train_data(self, records: Any, group_size: int, seed: int = 42, positive_no_shuffle: bool = False,
+                   negative_no_shuffle: bool = False, num_proc: int = 1) -> tuple[Any, Any]:
+        """The training dataset and collator for validated train records (default: passage groups,
+        :class:`~multiview_plugin.data.dataset.TrainDataset`). Methods with another training unit override it."""
+        from multiview_plugin.data.dataset import TrainCollator, TrainDataset
+
+        dataset = TrainDataset(records, group_size=group_size, seed=seed, positive_no_shuffle=positive_no_shuffle,
+                               negative_no_shuffle=negative_no_shuffle)
+        return dataset, TrainCollator(self.formatter)
 
     # ------------------------------------------------------------ temperature
     def set_epoch(self, epoch: int) -> None:

@@ -20,6 +20,7 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter
+from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
 
 QUERY_VIEWER = "[VIE]"
@@ -43,11 +44,7 @@ class ViewerFormatter(InputFormatter):
         super().__init__(tokenizer, **kwargs)
         self.num_views = num_views
         self.viewer_positions = viewer_positions
-        tokens = [QUERY_VIEWER, *viewer_tokens(num_views)]
-        ids = tokenizer.convert_tokens_to_ids(tokens)
-        missing = [t for t, i in zip(tokens, ids) if i is None or i == tokenizer.unk_token_id]
-        if missing:
-            raise ConfigError(f"tokenizer lacks MVR viewer tokens {missing}: was the model built with mvr?")
+        ids = token_ids(tokenizer, [QUERY_VIEWER, *viewer_tokens(num_views)], "mvr")
         self.query_viewer_id, self.viewer_ids = ids[0], ids[1:]
 
     def queries(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
@@ -110,28 +107,9 @@ class MultiViewerEncoder(MultiViewEncoder):
         passage_encoder: PreTrainedModel,
     ) -> None:
         tokens = [QUERY_VIEWER, *viewer_tokens(config.options["mvr_num_views"])]
-        present = [t for t in tokens if t in tokenizer.get_vocab()]
-        if present:
-            raise ConfigError(f"backbone tokenizer already has viewer tokens {present}")
-        tokenizer.add_tokens(tokens, special_tokens=True)
-        new_ids = torch.tensor(tokenizer.convert_tokens_to_ids(tokens))
-        encoders = [query_encoder] if passage_encoder is query_encoder else [query_encoder, passage_encoder]
-        generator = torch.Generator().manual_seed(0)
-        for encoder in encoders:
-            old_rows = encoder.get_input_embeddings().weight.shape[0]
-            encoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
-            weight = encoder.get_input_embeddings().weight
-            # "Randomly initialised" (paper §3.2) at the scale of the backbone's own word embeddings, so a
-            # viewer is as loud as an ordinary token (MiniLM rows have std 0.056, not the 0.02 init range).
-            std = float(weight[:old_rows].detach().float().std())
-            noise = torch.randn(len(new_ids), weight.shape[1], generator=generator) * std
-            with torch.no_grad():
-                if config.options.get("mvr_viewer_init", "random") == "cls":
-                    cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-                    # a small perturbation only breaks the symmetry between identical copies
-                    weight[new_ids] = weight[cls_id].unsqueeze(0) + 0.1 * noise.to(weight.dtype)
-                else:
-                    weight[new_ids] = noise.to(weight.dtype)
+        # "Randomly initialised" (paper §3.2), at the scale of the backbone's own word embeddings
+        add_marker_tokens(tokenizer, [query_encoder, passage_encoder], tokens,
+                          init=config.options.get("mvr_viewer_init", "random"))
 
     def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any):
         super().__init__(config, *args, **kwargs)

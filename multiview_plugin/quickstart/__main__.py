@@ -54,6 +54,8 @@ SYSTEMS = {
     "mlr-sc": ("mlr", ["--mlr_pooling", "self_contrastive", "--mlr_layers", "6,5", *COSINE], True),
     "mlr-max": ("mlr", ["--mlr_pooling", "max", "--mlr_layers", "6,5", *COSINE], True),
     "mebert": ("mebert", ["--mebert_num_vectors", "8", *COSINE], True),
+    # DCSR: mean-pooled queries like dpr; 1 in-passage + 1 hard-negative sentence per query (paper best)
+    "dcsr": ("dcsr", ["--pooling", "mean", *COSINE], True),
 }
 DEFAULT_SYSTEMS = ["minilm-zero-shot", "dpr", "mvr"]
 
@@ -93,7 +95,8 @@ def train_system(name: str, args: argparse.Namespace, files: dict[str, Path], ou
     return model_dir, time.perf_counter() - start
 
 
-def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Path) -> dict:
+def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Path) -> list[dict]:
+    """One row per aggregation: the index's own, plus max where that is something else (dcsr: HasAns)."""
     model = load_encoder(model_dir).eval()
     emb = out / "emb" / name
     start = time.perf_counter()
@@ -102,28 +105,33 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
                     overwrite=True)
     encode_s = time.perf_counter() - start
     index_dir = out / "indexes" / name
-    build_index([emb / "corpus.0.pkl"], index_dir, overwrite=True)
-    searcher = MultiVectorSearcher(index_dir)
+    meta = build_index([emb / "corpus.0.pkl"], index_dir, overwrite=True)
     q_reps, q_ids = load_query_reps(str(emb / "queries.pkl"))
-    start = time.perf_counter()
-    docids, scores = searcher.search_vectors(q_reps, 20)
-    search_ms = 1000 * (time.perf_counter() - start) / max(1, len(q_ids))
-    run = to_run(q_ids, docids, scores)
-    write_run(run, out / "runs" / f"{name}.trec", tag=name)
-    metrics = evaluate_run(run, load_qrels(files["eval_qrels"]), ["MRR@10", "R@1", "R@5", "R@20"])
+    diagnostics = view_diagnostics(emb / "corpus.0.pkl", q_reps, q_ids, load_qrels(files["eval_qrels"]))
     corpus = [json.loads(line) for line in files["corpus"].read_text(encoding="utf-8").splitlines()]
     passages = {c["docid"]: (c.get("title", ""), c["text"]) for c in corpus}
-    retrieval = build_retrieval(run, load_queries(files["eval_queries"]), load_answers(files["eval_answers"]),
-                                passages, depth=20)
-    answer = retrieval_accuracy(retrieval, ks=(1, 5, 20))
-    diagnostics = view_diagnostics(emb / "corpus.0.pkl", q_reps, q_ids, load_qrels(files["eval_qrels"]))
-    return {"system": name, "views": searcher.meta.max_views, "vectors": searcher.meta.num_vectors, **diagnostics,
-            "encode_s": encode_s, "search_ms_per_query": search_ms,
-            **{k: 100.0 * v for k, v in metrics.items()},  # percentages, like the answer accuracies
-            **{f"answer_{k}": v for k, v in answer.items()}}
+    rows = []
+    for aggregation in dict.fromkeys([meta.aggregation, "max"]):
+        label = name if aggregation == meta.aggregation else f"{name} ({aggregation})"
+        searcher = MultiVectorSearcher(index_dir, aggregation=aggregation)
+        start = time.perf_counter()
+        docids, scores = searcher.search_vectors(q_reps, 20)
+        search_ms = 1000 * (time.perf_counter() - start) / max(1, len(q_ids))
+        run = to_run(q_ids, docids, scores)
+        write_run(run, out / "runs" / f"{label.replace(' ', '')}.trec", tag=name)
+        metrics = evaluate_run(run, load_qrels(files["eval_qrels"]), ["MRR@10", "R@1", "R@5", "R@20"])
+        retrieval = build_retrieval(run, load_queries(files["eval_queries"]), load_answers(files["eval_answers"]),
+                                    passages, depth=20)
+        answer = retrieval_accuracy(retrieval, ks=(1, 5, 20))
+        rows.append({"system": label, "aggregation": aggregation, "views": meta.max_views,
+                     "views_per_doc": round(meta.mean_views, 2), "vectors": meta.num_vectors, **diagnostics,
+                     **meta.extra, "encode_s": encode_s, "search_ms_per_query": search_ms,
+                     **{k: 100.0 * v for k, v in metrics.items()},  # percentages, like the answer accuracies
+                     **{f"answer_{k}": v for k, v in answer.items()}})
+    return rows
 
 
-TABLE_COLUMNS = ["system", "steps", "train_s", "views", "MRR@10", "R@1", "R@5", "R@20",
+TABLE_COLUMNS = ["system", "steps", "train_s", "views_per_doc", "MRR@10", "R@1", "R@5", "R@20",
                  "answer_Top1", "answer_Top5", "answer_Top20", "PPL", "LV"]
 
 
@@ -187,9 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.info("== %s: train", name)
         model_dir, train_s = train_system(name, args, files, out)
         logger.info("== %s: encode, index, search, evaluate", name)
-        row = evaluate_system(name, model_dir, files, out)
-        row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s)
-        rows.append(row)
+        for row in evaluate_system(name, model_dir, files, out):
+            row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s)
+            rows.append(row)
     with atomic_open(out / "results.json") as f:
         f.write(json.dumps(rows, indent=2) + "\n")
     print(f"\n{args.data} data: {n_corpus} passages, {n_train} train / {n_eval} eval questions, backbone "

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 INDEX_FILE, DOCID_FILE, META_FILE = "index", "docid", "multiview.json"
 FORMAT_VERSION = 1
-# Default aggregation per model (DCSR's HasAns arrives with that model).
+# Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
 
 
@@ -45,6 +45,8 @@ class IndexMeta:
     index_factory: str = "Flat"
     metric: str = "inner_product"
     shards: list[str] = field(default_factory=list)
+    # model facts searchers use: "temperature" (HasAns' default softmax scale), "sentences" (dcsr counts)
+    extra: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
 
     @classmethod
@@ -165,7 +167,7 @@ def build_index(
             mean_views=float(counts.mean()),
             views_per_doc=int(counts[0]) if (counts == counts[0]).all() else "variable",
             aggregation=aggregation or DEFAULT_AGGREGATION.get(model_name, "max"), model_name=model_name,
-            index_factory=index_factory, shards=[str(p) for p in paths])
+            index_factory=index_factory, shards=[str(p) for p in paths], extra=_merge_extra(infos))
         if not multi and meta.max_views > 1:
             raise ShardFormatError("single-vector shards hold several rows for one docid")
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
@@ -178,6 +180,19 @@ def build_index(
     logger.info("index %s: %d documents, %d vectors (max %d views), %s", index_dir, meta.num_docs,
                 meta.num_vectors, meta.max_views, index_factory)
     return meta
+
+
+def _merge_extra(infos: list) -> dict:
+    """Shard sidecar facts for the index: the model temperature (when all shards agree), summed counts."""
+    extras = [i.extra for i in infos if i is not None and i.extra]
+    out: dict = {}
+    temps = {e.get("temperature") for e in extras} - {None}
+    if len(temps) == 1:
+        out["temperature"] = temps.pop()
+    sentence_counts = [e["sentences"] for e in extras if "sentences" in e]
+    if sentence_counts:
+        out["sentences"] = {k: sum(c.get(k, 0) for c in sentence_counts) for k in sentence_counts[0]}
+    return out
 
 
 def _to_gpu(index: faiss.Index) -> faiss.Index:

@@ -115,7 +115,10 @@ class MultiVectorSearcher:
     index_dir : the folder (``index``, ``docid``, ``multiview.json``).
     query_encoder : a saved model folder or a loaded :class:`MultiViewEncoder`, used to encode query strings;
         None when searching with pre-encoded query vectors only.
-    aggregation : ``max`` (default: the index's recorded aggregation) or an :class:`Aggregator`.
+    aggregation : ``max``, ``hasans`` or an :class:`Aggregator` (default: the index's recorded aggregation:
+        ``hasans`` for dcsr indexes, else ``max``).
+    aggregation_options : keyword arguments of the aggregator, e.g. ``{"temperature": 0.05, "fetch_docs": 100}``
+        for ``hasans`` (its temperature defaults to the model's, recorded in the index).
     nprobe, ef_search : search-time knobs of IVF / HNSW indexes.
 
     Examples
@@ -134,6 +137,7 @@ class MultiVectorSearcher:
         ef_search: int | None = None,
         device: str | None = None,
         query_batch_size: int = 64,
+        aggregation_options: dict[str, Any] | None = None,
     ):
         index_dir = Path(index_dir)
         self.meta = IndexMeta.load(index_dir)
@@ -145,7 +149,9 @@ class MultiVectorSearcher:
         lookup = (index_dir / DOCID_FILE).read_text(encoding="utf-8").splitlines()
         multi = self.meta.max_views > 1 or self.meta.views_per_doc == "variable"
         self.store = VectorStore.from_lookup(index, lookup, multi, str(index_dir / DOCID_FILE))
-        self.aggregator = get_aggregator(aggregation or self.meta.aggregation)
+        options = {k: v for k, v in (aggregation_options or {}).items() if v is not None}
+        options.setdefault("temperature", self.meta.extra.get("temperature"))
+        self.aggregator = get_aggregator(aggregation or self.meta.aggregation, **options)
         self.query_batch_size = query_batch_size
         self.encoder = None
         if query_encoder is not None:
@@ -216,6 +222,9 @@ def search_shards(
     Exact for max aggregation because a document's vectors never span shards. Returns (docids, scores).
     """
     aggregator = get_aggregator(aggregation)
+    if not aggregator.exact_with_distinct_k:
+        raise ConfigError(f"shard-by-shard search merges per-shard top-k, exact only for max aggregation, not "
+                          f"{aggregator.name}")
     all_ids, all_scores, seen = [], [], set()
     for path in shard_paths:
         store = VectorStore.from_shards([path])

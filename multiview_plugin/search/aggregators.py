@@ -91,12 +91,133 @@ class MaxAggregator(Aggregator):
         return take_ranked(first_occurrences(docs), docs, scores, k)
 
 
-AGGREGATORS: dict[str, type[Aggregator]] = {"max": MaxAggregator}
+def _group_by_doc(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row-wise groups of equal documents, in a per-row sorted order.
+
+    Returns (group-start mask (Q, F), document of each sorted entry, its original position — also the order
+    to gather other (Q, F) arrays by). Missing entries (-1) sort last and start no group; within a group the
+    earliest position (the best-scored hit) comes first.
+    """
+    fetched = docs.shape[1]
+    bits = max(1, (fetched - 1).bit_length())
+    missing = docs < 0
+    top_doc = int(docs.max()) + 1 if docs.size else 1
+    keys = np.where(missing, top_doc, docs).astype(np.int64) << bits
+    keys |= np.arange(fetched, dtype=np.int64)
+    keys.sort(axis=1)
+    doc_sorted, pos_sorted = keys >> bits, keys & ((1 << bits) - 1)
+    start = np.ones(keys.shape, dtype=bool)
+    np.not_equal(doc_sorted[:, 1:], doc_sorted[:, :-1], out=start[:, 1:])
+    start &= doc_sorted != top_doc
+    return start, doc_sorted, pos_sorted
 
 
-def get_aggregator(name: str | Aggregator) -> Aggregator:
+def log_one_minus_softmax(scores: np.ndarray, valid: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """``log(1 − p)`` for ``p = softmax(scores / temperature)`` over each row's valid entries (0 elsewhere).
+
+    Stable in float64: ``log1p(−p)`` where p ≤ 1/2, and for a row's top entry (the only one that can exceed
+    1/2) ``log(Σ_{others} e^{s}) − log(Σ e^{s})`` with the sum of the others taken directly, not as
+    ``1 − p`` (which would round to 0 when one score dominates).
+
+    >>> out = log_one_minus_softmax(np.array([[0.0, 0.0]]), np.array([[True, True]]))
+    >>> np.allclose(out, np.log(0.5))
+    True
+    """
+    s = np.where(valid, scores.astype(np.float64) / temperature, -np.inf)
+    top = s.max(axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.exp(s - top)  # 0 where invalid
+    z = e.sum(axis=1, keepdims=True)
+    z = np.where(z > 0, z, 1.0)
+    with np.errstate(divide="ignore"):
+        out = np.log1p(-e / z)
+        arg = np.argmax(s, axis=1)[:, None]
+        others = e.copy()
+        np.put_along_axis(others, arg, 0.0, axis=1)
+        top_value = np.log(others.sum(axis=1, keepdims=True)) - np.log(z)
+    big = np.take_along_axis(e / z, arg, axis=1) > 0.5
+    np.put_along_axis(out, arg, np.where(big, top_value, np.take_along_axis(out, arg, axis=1)), axis=1)
+    return np.where(valid, out, 0.0)
+
+
+class HasAnsAggregator(Aggregator):
+    """DCSR's passage score (Wu et al., 2022, eq. 2): ``HasAns(P) = 1 − Π_{s∈P} (1 − p_s)``.
+
+    The fetched sentence scores of a query are softmax-normalised into ``p`` (with ``temperature``: 1 is
+    the paper's; a cosine-trained model's own τ makes ``p`` its training distribution), and passages are ranked
+    by ``Σ_s log(1 − p_s)`` (log space: a product of hundreds of factors does not underflow, and passages
+    whose HasAns rounds to 1 stay ordered; ties go to the better best sentence). Scores returned are HasAns.
+
+    The fetch is ``ceil(max(k, fetch_docs) · mean_sentences)`` sentences, fixed (the softmax depends on it):
+    the paper's top ``100 · s̄`` for 100 passages. ``mean_sentences`` defaults to the index's mean views.
+
+    Examples
+    --------
+    >>> agg = HasAnsAggregator()
+    >>> scores = np.log(np.array([[4.0, 2.0, 1.0, 1.0]]))     # p = .5, .25, .125, .125
+    >>> docs = np.array([[0, 1, 1, 2]])
+    >>> doc, has, found = agg.aggregate(scores, docs, 3)
+    >>> doc.tolist(), [round(float(x), 4) for x in has[0]]    # 1-(1-.25)(1-.125) = .34375 < .5
+    ([[0, 1, 2]], [0.5, 0.3438, 0.125])
+    """
+
+    name = "hasans"
+    exact_with_distinct_k = False
+
+    def __init__(self, temperature: float = 1.0, fetch_docs: int = 100, mean_sentences: float | None = None):
+        if temperature <= 0:
+            raise ConfigError(f"hasans temperature must be > 0, got {temperature}")
+        if fetch_docs < 1:
+            raise ConfigError(f"hasans fetch_docs must be >= 1, got {fetch_docs}")
+        self.temperature = temperature
+        self.fetch_docs = fetch_docs
+        self.mean_sentences = mean_sentences
+
+    def initial_fetch(self, k: int, mean_views: float) -> int:
+        return int(math.ceil(max(k, self.fetch_docs) * (self.mean_sentences or mean_views)))
+
+    def aggregate(self, scores, docs, k):
+        q_count, fetched = docs.shape
+        log1m = log_one_minus_softmax(scores, docs >= 0, self.temperature)
+        start, doc_sorted, pos_sorted = _group_by_doc(docs)
+        values = np.take_along_axis(log1m, pos_sorted, axis=1).ravel()
+        flat_start = start.ravel()
+        group = np.maximum(np.cumsum(flat_start) - 1, 0)  # entries before a row's first group add 0
+        n_groups = int(flat_start.sum())
+        sums = np.bincount(group, weights=values, minlength=n_groups)[:n_groups]
+        where = np.flatnonzero(flat_start)
+        rows = where // max(fetched, 1)
+        found = start.sum(axis=1)
+        col = np.arange(n_groups) - np.concatenate([[0], np.cumsum(found)[:-1]])[rows]
+        width = max(int(found.max()) if q_count else 0, 1)
+        table_sum = np.full((q_count, width), np.inf)
+        table_pos = np.full((q_count, width), fetched, dtype=np.int64)
+        table_doc = np.full((q_count, width), -1, dtype=np.int64)
+        table_sum[rows, col] = sums
+        table_pos[rows, col] = pos_sorted.ravel()[where]
+        table_doc[rows, col] = doc_sorted.ravel()[where]
+        ranked = np.lexsort((table_pos, table_sum), axis=1)[:, :k]
+        out_doc = np.full((q_count, k), -1, dtype=np.int64)
+        out_score = np.full((q_count, k), -np.inf, dtype=np.float32)
+        top_doc = np.take_along_axis(table_doc, ranked, axis=1)
+        top_sum = np.take_along_axis(table_sum, ranked, axis=1)
+        ok = top_doc >= 0
+        out_doc[:, :ranked.shape[1]] = np.where(ok, top_doc, -1)
+        with np.errstate(invalid="ignore"):
+            out_score[:, :ranked.shape[1]] = np.where(ok, -np.expm1(np.where(ok, top_sum, 0.0)), -np.inf)
+        return out_doc, out_score, found
+
+
+AGGREGATORS: dict[str, type[Aggregator]] = {"max": MaxAggregator, "hasans": HasAnsAggregator}
+
+
+def get_aggregator(name: str | Aggregator, **options: float | int | None) -> Aggregator:
+    """An aggregator by name; ``options`` go to its constructor (e.g. ``temperature`` for ``hasans``)."""
     if isinstance(name, Aggregator):
         return name
     if name not in AGGREGATORS:
         raise ConfigError(f"unknown aggregation {name!r}; known: {', '.join(sorted(AGGREGATORS))}")
-    return AGGREGATORS[name]()
+    cls = AGGREGATORS[name]
+    if cls is MaxAggregator:
+        return cls()
+    return cls(**{k: v for k, v in options.items() if v is not None})

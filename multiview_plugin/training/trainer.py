@@ -48,7 +48,7 @@ class MultiViewTrainer(Trainer):
         self._parts_count = 0
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
-        out = model(query=inputs["query"], passage=inputs["passage"])
+        out = model(**inputs)  # query, passage, and any method-specific inputs its collator adds
         for name, value in out.parts.items():
             self._parts_sum[name] = self._parts_sum.get(name, 0.0) + float(value)
         self._parts_count += 1

@@ -1,0 +1,110 @@
+"""Mine hard negatives with a trained checkpoint into a new train file (DCSR-hard, ANCE-style).
+
+    python -m multiview_plugin.driver.mine_negatives --model_name_or_path runs/dcsr --index indexes/dcsr \
+        --dataset_path train.jsonl --corpus_path corpus.jsonl --output train.dcsr-hard.jsonl
+
+Each train query is searched in the index at the vector level: a passage ranks by its best vector (for dcsr,
+its best *sentence*). Positives are left out, and so are passages whose text contains an answer
+(DPR's matching; queries without answers only lose their positives). The first ``--num_negatives`` remain.
+For dcsr every mined negative passage also records ``"sentence"``: the index of its top-scoring sentence,
+which dcsr training then uses as that passage's negative sentence (paper §4.4: sentence-specific hard
+negatives beat passage-specific ones). The output is a legacy Tevatron train file; passages are written as
+``{"docid", "text"}`` with the title already joined into the text (by ``--passage_field_separator``), so
+training reads back the exact same passage strings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from multiview_plugin.atomic import atomic_open
+from multiview_plugin.data.readers import iter_train_records, load_corpus
+from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.evaluation.answers import has_answer
+from multiview_plugin.search import MultiVectorSearcher
+from multiview_plugin.search.aggregators import first_occurrences, take_ranked
+
+logger = logging.getLogger("multiview_plugin.mine_negatives")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m multiview_plugin.driver.mine_negatives", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model_name_or_path", required=True, help="Trained model folder (encodes the train queries).")
+    p.add_argument("--index", required=True, help="Index folder of the corpus built with that model.")
+    p.add_argument("--dataset_path", required=True, help="Train file (Tevatron jsonl, legacy or new format).")
+    p.add_argument("--corpus_path", required=True, help="Corpus jsonl/tsv the index was built from (passage texts).")
+    p.add_argument("--output", required=True, help="New train file to write (atomically).")
+    p.add_argument("--depth", type=int, default=100, help="Passages retrieved per query before filtering "
+                   "(default 100).")
+    p.add_argument("--num_negatives", type=int, default=30, help="Hard negatives kept per query (default 30).")
+    p.add_argument("--batch_size", type=int, default=128, help="Queries encoded and searched at once.")
+    p.add_argument("--passage_field_separator", default=" ", help="Joins a passage's title and text.")
+    p.add_argument("--device", help="cpu, cuda ... (default: cuda if available).")
+    return p
+
+
+def mine(searcher: MultiVectorSearcher, q_reps: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``depth`` passages per query by their best vector: (document indices (Q, depth), -1 padded;
+    the view index of each passage's best vector (Q, depth))."""
+    store = searcher.store
+    fetch = min(store.index.ntotal, int(np.ceil(depth * store.mean_views)) * 2)
+    scores, rows = store.index.search(np.ascontiguousarray(q_reps, dtype=np.float32), fetch)
+    docs = np.where(rows >= 0, store.row_doc[np.maximum(rows, 0)], -1)
+    best_rows, _, _ = take_ranked(first_occurrences(docs), rows, scores, depth)
+    first_row = np.searchsorted(store.row_doc, np.arange(len(store.docids)))  # rows of a doc are contiguous
+    doc = np.where(best_rows >= 0, store.row_doc[np.maximum(best_rows, 0)], -1)
+    view = np.where(best_rows >= 0, best_rows - first_row[np.maximum(doc, 0)], -1)
+    return doc, view
+
+
+@cli
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    if args.num_negatives < 1 or args.depth < 1:
+        raise ConfigError("--depth and --num_negatives must be >= 1")
+    searcher = MultiVectorSearcher(args.index, args.model_name_or_path, aggregation="max", device=args.device)
+    sentences = searcher.encoder.config.model_name == "dcsr"
+    corpus = load_corpus(args.corpus_path, args.passage_field_separator)
+    missing = [d for d in searcher.store.docids[:1000].tolist() if d not in corpus]
+    if missing:
+        raise ConfigError(f"{args.corpus_path} lacks docids of the index, e.g. {missing[:3]}: is it the same corpus?")
+    records = list(iter_train_records(args.dataset_path, corpus, args.passage_field_separator))
+    written = short = 0
+    with atomic_open(args.output) as out:
+        for start in tqdm(range(0, len(records), args.batch_size), desc="mine", unit="batch"):
+            batch = records[start:start + args.batch_size]
+            doc, view = mine(searcher, searcher.encode([r["query"] for r in batch]), args.depth)
+            for rec, row_doc, row_view in zip(batch, doc.tolist(), view.tolist()):
+                positives = set(rec["positive_docids"])
+                negatives = []
+                for d, j in zip(row_doc, row_view):
+                    if d < 0 or len(negatives) == args.num_negatives:
+                        break
+                    docid = str(searcher.store.docids[d])
+                    if docid in positives or (rec["answers"] and has_answer(rec["answers"], corpus[docid])):
+                        continue
+                    negatives.append({"docid": docid, "text": corpus[docid], **({"sentence": j} if sentences else {})})
+                short += len(negatives) < args.num_negatives
+                line = {"query_id": rec["query_id"], "query": rec["query"], "answers": rec["answers"],
+                        "positive_passages": [{"docid": d, "text": t}
+                                              for d, t in zip(rec["positive_docids"], rec["positives"])],
+                        "negative_passages": negatives}
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                written += 1
+    logger.info("wrote %s: %d queries (%d with fewer than %d negatives)%s", args.output, written, short,
+                args.num_negatives, "; negatives carry their top sentence" if sentences else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

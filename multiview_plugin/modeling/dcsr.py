@@ -1,0 +1,169 @@
+"""DCSR (Wu et al., 2022, "Sentence-aware Contrastive Learning for Open-Domain Passage Retrieval").
+
+A passage is split into sentences and encoded as a whole, ``[CLS] <sent> s1 <sent> s2 ... [SEP]``; the
+last-layer state of each ``<sent>`` marker is one contextual sentence vector, so documents have a variable
+number of views. Queries are encoded like DPR's. Training is at the sentence level (see
+:mod:`multiview_plugin.data.sentence_dataset`); retrieval ranks passages by HasAns (paper eq. 2, the
+``hasans`` aggregator) or by their best sentence (``max``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from multiview_plugin.data.sentences import split_sentences
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
+from multiview_plugin.modeling.config import EncoderConfig
+from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
+from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
+from multiview_plugin.registry import register_encoder
+
+logger = logging.getLogger(__name__)
+
+SENT_MARKER = "<sent>"
+# Where sentence counts go in encoded shards' sidecars and the index's multiview.json.
+SENTENCE_STATS = ("passages", "sentences", "kept", "dropped", "truncated")
+
+
+class SentenceFormatter(InputFormatter):
+    """Builds ``[CLS] <sent> s1 <sent> s2 ... [SEP]`` within ``passage_max_len`` positions.
+
+    A sentence is kept when its marker and at least one of its tokens fit; the last kept sentence may be cut
+    short (*truncated*, still one vector) and the sentences after it are *dropped* (no vector). Both are
+    counted in :attr:`stats` by :meth:`passages`, so the encode driver can report them.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, **kwargs: Any):
+        super().__init__(tokenizer, **kwargs)
+        (self.marker_id,) = token_ids(tokenizer, [SENT_MARKER], "dcsr")
+        self.start_ids = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
+        if self.passage_max_len < len(self.start_ids) + 3:
+            raise ConfigError(f"dcsr needs --passage_max_len >= {len(self.start_ids) + 3} "
+                              "(start, one marker, one token, end)")
+        self.stats: Counter[str] = Counter()
+
+    def split(self, text: str) -> tuple[str, ...]:
+        return split_sentences(self.passage_prefix + text)
+
+    def plan(self, sentence_lists: Sequence[Sequence[str]]) -> list[list[list[int]]]:
+        """For each passage, the token ids of each kept sentence (a cut sentence holds its kept prefix).
+
+        One batched tokenizer call for all sentences of all passages.
+        """
+        return self._plan(sentence_lists)[0]
+
+    def _plan(self, sentence_lists: Sequence[Sequence[str]]) -> tuple[list[list[list[int]]], int]:
+        flat = [s for sentences in sentence_lists for s in sentences]
+        ids = self.tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
+        # room for markers and tokens: the start and end tokens take the other positions
+        budget = self.passage_max_len - len(self.start_ids) - 1
+        plans, pos, truncated = [], 0, 0
+        for sentences in sentence_lists:
+            used, kept = 0, []
+            for tokens in ids[pos:pos + len(sentences)]:
+                if not tokens:
+                    tokens = [self.tokenizer.unk_token_id or 0]  # a sentence the tokenizer drops entirely
+                room = budget - used - 1
+                if room < 1:
+                    break
+                kept.append(tokens[:room])
+                truncated += len(tokens) > room
+                used += 1 + len(kept[-1])
+            plans.append(kept)
+            pos += len(sentences)
+        return plans, truncated
+
+    def build(self, plans: Sequence[Sequence[Sequence[int]]]) -> dict[str, torch.Tensor]:
+        """Model inputs plus ``sentence_positions`` (B, S) (where each ``<sent>`` sits) and ``sentence_mask``."""
+        sequences, positions = [], []
+        for kept in plans:
+            seq, where = list(self.start_ids), []
+            for tokens in kept:
+                where.append(len(seq))
+                seq.append(self.marker_id)
+                seq.extend(tokens)
+            seq.append(self.end_token_id())
+            sequences.append(seq)
+            positions.append(where)
+        batch = self.assemble(sequences)
+        batch["sentence_positions"] = pad_sequences(positions, 0)
+        lengths = torch.tensor([len(p) for p in positions])
+        batch["sentence_mask"] = torch.arange(batch["sentence_positions"].shape[1])[None, :] < lengths[:, None]
+        return batch
+
+    def passages(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        sentence_lists = [self.split(t) for t in texts]
+        plans, truncated = self._plan(sentence_lists)
+        total, kept = sum(map(len, sentence_lists)), sum(map(len, plans))
+        self.stats.update(passages=len(texts), sentences=total, kept=kept, dropped=total - kept, truncated=truncated)
+        return self.build(plans)
+
+
+@register_encoder("dcsr")
+class ContextualSentenceEncoder(MultiViewEncoder):
+    """DCSR: one vector per ``<sent>`` marker of the whole-passage encoding; queries pooled like DPR.
+
+    Options: ``dcsr_in_passage_negatives`` and ``dcsr_bm25_negatives`` (sentence negatives per query, paper
+    best 1 and 1), ``dcsr_marker_init`` ('random' or 'cls').
+    """
+
+    default_loss = "contrastive"
+    option_prefix = "dcsr_"
+    formatter_class = SentenceFormatter
+
+    @classmethod
+    def validate_config(cls, config: EncoderConfig) -> None:
+        super().validate_config(config)
+        if config.pooling not in ("cls", "mean"):
+            raise ConfigError(f"dcsr: --pooling (of queries) must be 'cls' or 'mean', got {config.pooling!r}")
+        for key in ("dcsr_in_passage_negatives", "dcsr_bm25_negatives"):
+            if config.options.get(key, 0) < 0:
+                raise ConfigError(f"--{key} must be >= 0, got {config.options[key]}")
+
+    @classmethod
+    def prepare_backbone(cls, config: EncoderConfig, tokenizer: PreTrainedTokenizerBase,
+                         query_encoder: PreTrainedModel, passage_encoder: PreTrainedModel) -> None:
+        add_marker_tokens(tokenizer, [query_encoder, passage_encoder], [SENT_MARKER],
+                          init=config.options.get("dcsr_marker_init", "random"))
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if self.is_t5 and self.config.pooling == "cls":
+            raise ConfigError("T5 encoders have no [CLS] token: use --pooling mean for dcsr queries")
+
+    def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = dict(batch)
+        positions, mask = batch.pop("sentence_positions"), batch.pop("sentence_mask")
+        hidden = self._last_hidden(self.p_encoder, batch)
+        reps = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+        return self._finish(reps), mask.bool()
+
+    def forward(self, query: dict[str, torch.Tensor] | None = None, passage: dict[str, torch.Tensor] | None = None,
+                sentence_selection: torch.Tensor | None = None) -> EncoderOutput:
+        """With ``sentence_selection`` (B, C, 2) of (passage row, sentence) pairs — each query's positive
+        sentence first, then its negatives — the loss runs over the selected sentence vectors: every query
+        scores all B·C selected sentences of the batch (its own negatives and the in-batch ones)."""
+        if sentence_selection is None or not self.training or query is None or passage is None:
+            return super().forward(query, passage)
+        q_reps = self.encode_query(query)
+        p_reps, _ = self.encode_passage(passage)
+        rows, sents = sentence_selection[..., 0].reshape(-1), sentence_selection[..., 1].reshape(-1)
+        candidates = p_reps[rows, sents].unsqueeze(1)  # (B·C, 1, D)
+        return self.contrastive_step(q_reps, candidates, torch.ones(candidates.shape[:2], dtype=torch.bool,
+                                                                      device=candidates.device))
+
+    def train_data(self, records: Any, group_size: int, seed: int = 42, positive_no_shuffle: bool = False,
+                   negative_no_shuffle: bool = False, num_proc: int = 1) -> tuple[Any, Any]:
+        from multiview_plugin.data.sentence_dataset import SentenceTrainCollator, SentenceTrainDataset
+
+        opts = self.config.options
+        dataset = SentenceTrainDataset(records, self.formatter, in_passage_negatives=opts["dcsr_in_passage_negatives"],
+                                       bm25_negatives=opts["dcsr_bm25_negatives"], seed=seed, num_proc=num_proc)
+        return dataset, SentenceTrainCollator(self.formatter)
