@@ -23,7 +23,7 @@ class ModelArguments:
     model_name: str = field(
         default="dpr",
         metadata={"help": "Which multi-view method to train: a registered encoder name "
-                  "(built-in: dpr, mvr, mlr, mebert, dcsr; more through the 'multiview_plugin.encoders' entry "
+                  "(built-in: dpr, mvr, mlr, mebert, dcsr, dce; more through the 'multiview_plugin.encoders' entry "
                   "points)."},
     )
     loss_name: str | None = field(
@@ -144,6 +144,12 @@ class DataArguments:
         metadata={"help": "Local train file(s) in Tevatron jsonl (legacy: query/positive_passages/"
                   "negative_passages, or new: query_text/positive_document_ids with --corpus_path); "
                   "comma-separated for several files, .gz accepted."},
+    )
+    pseudo_queries_path: str | None = field(
+        default=None,
+        metadata={"help": "Warm-up mode (DCE): train on generated pseudo-queries instead of --dataset_path, each "
+                  "query with its own document (from --corpus_path) as the positive and in-batch negatives only "
+                  "(--train_group_size becomes 1). Then fine-tune the result on the real train set."},
     )
     dataset_split: str = field(default="train", metadata={"help": "Split to load from a hub dataset."})
     dataset_cache_dir: str | None = field(default=None, metadata={"help": "Cache folder for datasets."})

@@ -53,6 +53,10 @@ class EncodeArguments:
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 ... (default: cuda if any)."})
     overwrite: bool = field(default=False, metadata={"help": "Re-encode even if the shard is complete."})
     checkpoint_every: int = field(default=50, metadata={"help": "Flush to disk every N batches (resume point)."})
+    pseudo_queries: str | None = field(
+        default=None, metadata={"help": "dce: the documents' pseudo-queries, one view each: jsonl {docid, queries} "
+                                "(from multiview_plugin.driver.generate_queries) or docTTTTTquery-style .txt "
+                                "predictions aligned by line to the corpus (comma-separate several files)."})
 
 
 def shard_bounds(total: int, num_shards: int, index: int) -> tuple[int, int]:
@@ -88,6 +92,7 @@ def encode_to_shard(
     separator: str = " ",
     overwrite: bool = False,
     checkpoint_every: int = 50,
+    pseudo_queries: str | None = None,
 ) -> ShardInfo:
     """Encode one shard of ``path`` into ``output``; returns its sidecar info. Skips a complete shard."""
     output = Path(output)
@@ -100,6 +105,12 @@ def encode_to_shard(
             stale.unlink(missing_ok=True)
     total = count_items(path, is_query, separator)
     start, end = shard_bounds(total, num_shards, shard_index)
+    views = None
+    if pseudo_queries and not is_query:
+        from multiview_plugin.data.pseudo_queries import load_pseudo_queries
+
+        docids = [d for d, _ in iter_items(path, is_query, separator)]
+        views = load_pseudo_queries(pseudo_queries, docids, keep=set(docids[start:end]))
     multi = not is_query and not model.is_single_vector()
     info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
                      dtype="float16" if fp16 else "float32", num_items=0, num_vectors=0, is_query=is_query,
@@ -145,7 +156,8 @@ def encode_to_shard(
                 reps = model.encode_query(_to(formatter.queries(texts), device))
                 writer.add(ids, reps.float().cpu().numpy())
             else:
-                reps, mask = model.index_views(*model.encode_passage(_to(formatter.passages(texts), device)))
+                inputs = model.passage_inputs(formatter, ids, texts, views)
+                reps, mask = model.index_views(*model.encode_passage(_to(inputs, device)))
                 writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
             progress.update(len(batch))
             if n % checkpoint_every == 0:
@@ -190,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     num_shards=args.dataset_number_of_shards, shard_index=args.dataset_shard_index,
                     batch_size=args.per_device_eval_batch_size, fp16=args.fp16,
                     separator=args.passage_field_separator, overwrite=args.overwrite,
-                    checkpoint_every=args.checkpoint_every)
+                    checkpoint_every=args.checkpoint_every, pseudo_queries=args.pseudo_queries)
     return 0
 
 

@@ -47,7 +47,15 @@ def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiVi
 def load_training_data(data_args: DataArguments, training_args: MultiViewTrainingArguments,
                        model: MultiViewEncoder | None = None) -> tuple[Any, Any]:
     """(dataset, collator) for ``model`` (its :meth:`~MultiViewEncoder.train_data`; passage groups when None)."""
-    if data_args.dataset_name != "json":
+    if data_args.pseudo_queries_path:
+        from multiview_plugin.data.pseudo_queries import warmup_records
+
+        records = warmup_records(data_args.pseudo_queries_path, data_args.corpus_path,
+                                 data_args.passage_field_separator, data_args.dataset_cache_dir)
+        if data_args.train_group_size != 1:
+            logger.info("warm-up on pseudo-queries: in-batch negatives only (--train_group_size 1)")
+            data_args.train_group_size = 1
+    elif data_args.dataset_name != "json":
         from multiview_plugin.data.dataset import load_hub_train_records
 
         records = load_hub_train_records(data_args)

@@ -2,6 +2,7 @@
 
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder, load_encoder
 from multiview_plugin.modeling.config import EncoderConfig
+from multiview_plugin.modeling.dce import DualCrossEncoder, PairFormatter
 from multiview_plugin.modeling.dcsr import ContextualSentenceEncoder, SentenceFormatter
 from multiview_plugin.modeling.dpr import DenseEncoder
 from multiview_plugin.modeling.formatting import InputFormatter
@@ -22,4 +23,6 @@ __all__ = [
     "ViewerFormatter",
     "ContextualSentenceEncoder",
     "SentenceFormatter",
+    "DualCrossEncoder",
+    "PairFormatter",
 ]

@@ -153,6 +153,12 @@ class MultiViewEncoder(nn.Module):
         """Passage view vectors (B, K, D) and view mask (B, K)."""
         raise NotImplementedError
 
+    def passage_inputs(self, formatter: InputFormatter, docids: list[str], texts: list[str],
+                       views: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+        """Model inputs for a batch of documents at encoding time; ``views`` holds per-document extra inputs
+        (DCE's pseudo-queries, by docid). Default: the texts alone."""
+        return formatter.passages(texts)
+
     def is_single_vector(self) -> bool:
         """True when every passage gets exactly one vector in the index: shards then use Tevatron's layout."""
         return False

@@ -56,6 +56,8 @@ SYSTEMS = {
     "mebert": ("mebert", ["--mebert_num_vectors", "8", *COSINE], True),
     # DCSR: mean-pooled queries like dpr; 1 in-passage + 1 hard-negative sentence per query (paper best)
     "dcsr": ("dcsr", ["--pooling", "mean", *COSINE], True),
+    # DCE: views E(pseudo-query + d); pseudo-queries = each passage's sentences (no doc2query model offline)
+    "dce": ("dce", ["--pooling", "mean", *COSINE], True),
 }
 DEFAULT_SYSTEMS = ["minilm-zero-shot", "dpr", "mvr"]
 
@@ -100,7 +102,13 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
     model = load_encoder(model_dir).eval()
     emb = out / "emb" / name
     start = time.perf_counter()
-    encode_to_shard(model, str(files["corpus"]), emb / "corpus.0.pkl", batch_size=32, overwrite=True)
+    pseudo_queries = None
+    if model.config.model_name == "dce":
+        from multiview_plugin.data.pseudo_queries import write_sentence_queries
+
+        pseudo_queries = str(write_sentence_queries(str(files["corpus"]), out / "data" / "sentence_queries.jsonl"))
+    encode_to_shard(model, str(files["corpus"]), emb / "corpus.0.pkl", batch_size=32, overwrite=True,
+                    pseudo_queries=pseudo_queries)
     encode_to_shard(model, str(files["eval_queries"]), emb / "queries.pkl", is_query=True, batch_size=64,
                     overwrite=True)
     encode_s = time.perf_counter() - start

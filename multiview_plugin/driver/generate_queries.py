@@ -1,0 +1,136 @@
+"""Generate pseudo-queries for every document with a local seq2seq doc2query model (DCE's views).
+
+    python -m multiview_plugin.driver.generate_queries --model_name_or_path castorini/doc2query-t5-base-msmarco \
+        --corpus_path corpus.jsonl --output queries.0.jsonl --num_queries 10 --top_k 10 \
+        [--dataset_number_of_shards 4 --dataset_shard_index 0]
+
+Writes jsonl ``{"docid", "queries": [...]}`` in corpus order. Sampling is top-k (k = 10, as docTTTTTquery)
+with a seed derived from ``--seed`` and the batch's position, so a run is reproducible and a resumed run
+writes what an uninterrupted one would have (keep ``--batch_size``). Lines go to ``<output>.partial`` and are
+flushed every ``--checkpoint_every`` batches; a rerun resumes after the last complete line, and the file is
+renamed to ``<output>`` only when the shard is complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from multiview_plugin.backbones import resolve_backbone
+from multiview_plugin.data.pseudo_queries import format_query_record
+from multiview_plugin.data.readers import iter_corpus
+from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
+from multiview_plugin.driver.encode import shard_bounds
+from multiview_plugin.errors import ConfigError
+
+logger = logging.getLogger("multiview_plugin.generate_queries")
+
+
+@dataclass
+class GenerateArguments:
+    model_name_or_path: str = field(metadata={"help": "Local seq2seq doc2query checkpoint (T5 family, any "
+                                              "transformers AutoModelForSeq2SeqLM)."})
+    corpus_path: str = field(metadata={"help": "Corpus jsonl ({docid, title?, text}) or DPR psgs tsv."})
+    output: str = field(metadata={"help": "Output jsonl of {docid, queries} (one shard)."})
+    num_queries: int = field(default=10, metadata={"help": "Queries sampled per document (DCE: 10)."})
+    top_k: int = field(default=10, metadata={"help": "Top-k sampling: sample from the k likeliest tokens."})
+    max_query_length: int = field(default=64, metadata={"help": "Maximum generated tokens per query."})
+    passage_max_len: int = field(default=512, metadata={"help": "Document tokens given to the generator."})
+    passage_field_separator: str = field(default=" ", metadata={"help": "Joins a document's title and text."})
+    batch_size: int = field(default=16, metadata={"help": "Documents per generate() call."})
+    seed: int = field(default=42, metadata={"help": "Sampling seed (with the batch position)."})
+    dataset_number_of_shards: int = field(default=1, metadata={"help": "Split the corpus into this many contiguous "
+                                          "shards (like the encode driver)."})
+    dataset_shard_index: int = field(default=0, metadata={"help": "Which shard this run generates."})
+    checkpoint_every: int = field(default=10, metadata={"help": "Flush to disk every N batches (resume point)."})
+    device: str | None = field(default=None, metadata={"help": "cpu, cuda ... (default: cuda if available)."})
+    fp16: bool = field(default=False, metadata={"help": "Generate in float16 on GPU."})
+
+
+def _resume_point(partial: Path) -> int:
+    """Complete lines in ``partial`` (a torn last line is cut off)."""
+    if not partial.is_file():
+        return 0
+    data = partial.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep != len(data):
+        with partial.open("r+b") as f:
+            f.truncate(keep)
+    return data[:keep].count(b"\n")
+
+
+def generate_queries(args: GenerateArguments) -> Path:
+    """Generate one shard (see the module docstring); returns the output path."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    if args.num_queries < 1 or args.top_k < 1 or args.batch_size < 1:
+        raise ConfigError("--num_queries, --top_k and --batch_size must be >= 1")
+    output = Path(args.output)
+    if output.is_file():
+        logger.info("%s is complete; skipping (delete it to regenerate)", output)
+        return output
+    total = sum(1 for _ in iter_corpus(args.corpus_path, args.passage_field_separator))
+    start, end = shard_bounds(total, args.dataset_number_of_shards, args.dataset_shard_index)
+    partial = output.with_name(output.name + ".partial")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    done = _resume_point(partial)
+    if done:
+        logger.info("resuming %s after %d documents", output, done)
+    path = resolve_backbone(args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = AutoModelForSeq2SeqLM.from_pretrained(path).to(device).eval()
+    if args.fp16 and device.type == "cuda":
+        model = model.half()
+    docs = islice(iter_corpus(args.corpus_path, args.passage_field_separator), start + done, end)
+    progress = tqdm(total=end - start, initial=done, unit="doc", desc=f"generate {output.name}")
+    with partial.open("a", encoding="utf-8") as out, torch.inference_mode():
+        batch_no = done // args.batch_size
+        while True:
+            batch = list(islice(docs, args.batch_size))
+            if not batch:
+                break
+            enc = tokenizer([t for _, t in batch], max_length=args.passage_max_len, truncation=True, padding=True,
+                            return_tensors="pt").to(device)
+            # the seed depends only on (seed, shard, batch position): reruns and resumed runs sample the same
+            torch.manual_seed(args.seed * 1_000_003 + args.dataset_shard_index * 7919 + batch_no)
+            generated = model.generate(**enc, do_sample=True, top_k=args.top_k, max_new_tokens=args.max_query_length,
+                                       num_return_sequences=args.num_queries)
+            texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+            for i, (docid, _) in enumerate(batch):
+                queries = [q.strip() for q in texts[i * args.num_queries:(i + 1) * args.num_queries]]
+                out.write(format_query_record(docid, queries))
+            batch_no += 1
+            progress.update(len(batch))
+            if batch_no % args.checkpoint_every == 0:
+                out.flush()
+                os.fsync(out.fileno())
+        out.flush()
+        os.fsync(out.fileno())
+    progress.close()
+    written = _resume_point(partial)
+    if written != end - start:
+        raise ConfigError(f"{partial}: expected {end - start} documents, found {written}; did the corpus change?")
+    os.replace(partial, output)
+    logger.info("wrote %s: %d documents x %d queries", output, written, args.num_queries)
+    return output
+
+
+@cli
+def main(argv: Sequence[str] | None = None) -> int:
+    (args,) = parse_dataclasses((GenerateArguments,), argv)
+    setup_logging()
+    generate_queries(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

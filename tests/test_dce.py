@@ -1,0 +1,224 @@
+"""DCE: pseudo-query generation and files, (q, q+d) training inputs, variable views, and the CLI end to end."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+from multiview_plugin.arguments import DataArguments, ModelArguments
+from multiview_plugin.data.pseudo_queries import load_pseudo_queries
+from multiview_plugin.data.readers import InputFormatError
+from multiview_plugin.driver.encode import main as encode_main
+from multiview_plugin.driver.evaluate import main as evaluate_main
+from multiview_plugin.driver.generate_queries import main as generate_main
+from multiview_plugin.driver.index import main as index_main
+from multiview_plugin.driver.search import main as search_main
+from multiview_plugin.driver.train import main as train_main
+from multiview_plugin.encoding.shards import read_shard
+from multiview_plugin.modeling.dce import QueryPairCollator
+from multiview_plugin.registry import get_encoder_class
+
+from .conftest import TOPICS, WORDS
+
+
+@pytest.fixture(scope="module")
+def tiny_doc2query(tmp_path_factory):
+    """A tiny random T5 seq2seq model with a word-level tokenizer (stands in for a doc2query checkpoint)."""
+    folder = tmp_path_factory.mktemp("tiny_doc2query")
+    vocab = {t: i for i, t in enumerate(["<pad>", "</s>", "<unk>", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
+                            unk_token="<unk>").save_pretrained(folder)
+    torch.manual_seed(0)
+    T5ForConditionalGeneration(T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                        num_decoder_layers=2, num_heads=4, decoder_start_token_id=0,
+                                        pad_token_id=0, eos_token_id=1)).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"docid": f"d{i}", "title": a, "text": t}) + "\n"
+                            for i, (a, _, t) in enumerate(TOPICS)))
+    return path
+
+
+def build_dce(tiny_bert, **kw):
+    torch.manual_seed(0)
+    return get_encoder_class("dce").build(
+        ModelArguments(model_name_or_path=str(tiny_bert), model_name="dce", **kw),
+        DataArguments(pad_to_multiple_of=None, query_max_len=8, passage_max_len=24))
+
+
+def generate(model, corpus, out, *extra):
+    return generate_main(["--model_name_or_path", str(model), "--corpus_path", str(corpus), "--output", str(out),
+                          "--num_queries", "3", "--max_query_length", "5", "--batch_size", "3", *extra])
+
+
+# ----------------------------------------------------------------------------- generation and files
+
+
+def test_generation_is_seeded_resumable_and_sharded(tiny_doc2query, corpus, tmp_path):
+    assert generate(tiny_doc2query, corpus, tmp_path / "a.jsonl") == 0
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    records = [json.loads(x) for x in lines]
+    assert [r["docid"] for r in records] == [f"d{i}" for i in range(len(TOPICS))]
+    assert all(len(r["queries"]) == 3 for r in records)
+    assert len({q for r in records for q in r["queries"]}) > 3  # sampled, not one repeated string
+    # same seed, same queries; another seed, other queries
+    assert generate(tiny_doc2query, corpus, tmp_path / "b.jsonl") == 0
+    assert (tmp_path / "b.jsonl").read_text().splitlines() == lines
+    assert generate(tiny_doc2query, corpus, tmp_path / "c.jsonl", "--seed", "7") == 0
+    assert (tmp_path / "c.jsonl").read_text().splitlines() != lines
+    # an interrupted run (two batches flushed, a torn third line) resumes without duplicating documents
+    partial = tmp_path / "r.jsonl.partial"
+    partial.write_text("\n".join(lines[:6]) + "\n" + lines[6][:10])
+    assert generate(tiny_doc2query, corpus, tmp_path / "r.jsonl") == 0
+    assert (tmp_path / "r.jsonl").read_text().splitlines() == lines and not partial.exists()
+    # shards cover the corpus in order
+    for s in range(2):
+        assert generate(tiny_doc2query, corpus, tmp_path / f"s{s}.jsonl", "--dataset_number_of_shards", "2",
+                        "--dataset_shard_index", str(s)) == 0
+    shards = [json.loads(x)["docid"] for s in range(2) for x in (tmp_path / f"s{s}.jsonl").read_text().splitlines()]
+    assert shards == [r["docid"] for r in records]
+
+
+def test_query_files_load_and_misalignment_fails(tmp_path):
+    docids = ["d0", "d1", "d2"]
+    jsonl = tmp_path / "q.jsonl"
+    jsonl.write_text('{"docid": "d1", "queries": ["a", "b"]}\n{"docid": "d0", "queries": []}\n')
+    assert load_pseudo_queries(jsonl, docids) == {"d1": ["a", "b"], "d0": []}
+    assert load_pseudo_queries(jsonl, docids, keep={"d1"}) == {"d1": ["a", "b"]}
+    s0, s1 = tmp_path / "sample000.txt", tmp_path / "sample001.txt"
+    s0.write_text("x0\nx1\nx2\n")
+    s1.write_text("y0\ny1\ty1b\ny2\n")
+    assert load_pseudo_queries(f"{s0},{s1}", docids) == {"d0": ["x0", "y0"], "d1": ["x1", "y1", "y1b"],
+                                                           "d2": ["x2", "y2"]}
+    short = tmp_path / "short.txt"
+    short.write_text("x0\nx1\n")
+    with pytest.raises(InputFormatError, match="2 lines but the corpus has 3 documents"):
+        load_pseudo_queries(short, docids)
+    long = tmp_path / "long.txt"
+    long.write_text("a\nb\nc\nd\n")
+    with pytest.raises(InputFormatError, match="long.txt line 4: more lines than the corpus"):
+        load_pseudo_queries(long, docids)
+    with pytest.raises(InputFormatError, match="aligned by line to a corpus"):
+        load_pseudo_queries(short)
+    unknown = tmp_path / "u.jsonl"
+    unknown.write_text('{"docid": "d9", "queries": ["a"]}\n')
+    with pytest.raises(InputFormatError, match="u.jsonl line 1.*'d9' is not in the corpus"):
+        load_pseudo_queries(unknown, docids)
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text('{"docid": "d1", "queries": ["a"]}\n{"docid": "d1", "queries": ["b"]}\n')
+    with pytest.raises(InputFormatError, match="dup.jsonl line 2.*duplicate docid"):
+        load_pseudo_queries(dup, docids)
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def test_training_inputs_pair_each_passage_with_its_own_query(tiny_bert):
+    model = build_dce(tiny_bert, normalize=True, temperature=0.5)
+    fmt = model.formatter
+    features = [{"query": "where is paris", "passages": [TOPICS[0][2], TOPICS[1][2]]},
+                {"query": "what is the moon", "passages": [TOPICS[4][2], TOPICS[5][2]]}]
+    batch = QueryPairCollator(fmt)(features)
+    tok = fmt.tokenizer
+    assert batch["passage"]["view_counts"].tolist() == [1, 1, 1, 1]
+    for row, (query, text) in enumerate([(f["query"], p) for f in features for p in f["passages"]]):
+        ids = batch["passage"]["input_ids"][row][batch["passage"]["attention_mask"][row].bool()].tolist()
+        q = tok(query, add_special_tokens=False)["input_ids"][:8 - 2]
+        d = tok(text, add_special_tokens=False)["input_ids"][:24 - 1]
+        assert ids == [tok.cls_token_id, *q, tok.sep_token_id, *d, tok.sep_token_id]
+        types = batch["passage"]["token_type_ids"][row][: len(ids)].tolist()
+        assert types == [0] * (len(q) + 2) + [1] * (len(d) + 1)
+    # the loss scores every query against every (q' + d') of the batch: other queries' pairs are negatives.
+    # Same seed, same dropout draws: the forward pass and the hand computation see identical vectors.
+    model.train()
+    torch.manual_seed(0)
+    out = model(**batch)
+    torch.manual_seed(0)
+    q = model.encode_query(batch["query"])
+    reps, mask = model.encode_passage(batch["passage"])
+    assert reps.shape[:2] == (4, 1) and mask.all()
+    want = F.cross_entropy(q @ reps[:, 0].T / 0.5, torch.tensor([0, 2]))
+    torch.testing.assert_close(out.loss, want)
+    model.eval()
+    with torch.no_grad():
+        reps, _ = model.encode_passage(batch["passage"])
+    # pairing matters: the same passages with swapped queries give other vectors
+    swapped = QueryPairCollator(fmt)([{**features[0], "query": features[1]["query"]}, features[1]])
+    with torch.no_grad():
+        other, _ = model.encode_passage(swapped["passage"])
+    assert not torch.allclose(other[0], reps[0])
+
+
+def test_views_equal_pseudo_query_counts(tiny_bert, corpus, tmp_path):
+    model_dir = tmp_path / "dce"
+    build_dce(tiny_bert).save(model_dir)
+    queries = tmp_path / "q.jsonl"
+    counts = [i % 4 for i in range(len(TOPICS))]  # 0..3 queries per document
+    queries.write_text("".join(json.dumps({"docid": f"d{i}", "queries": [f"what is {TOPICS[i][0]} {j}"
+                                                                           for j in range(c)]}) + "\n"
+                               for i, c in enumerate(counts)))
+    shard = tmp_path / "emb.pkl"
+    assert encode_main(["--model_name_or_path", str(model_dir), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(shard), "--pseudo_queries", str(queries),
+                        "--per_device_eval_batch_size", "3"]) == 0
+    reps, lookup, info = read_shard(shard)
+    got = [sum(1 for x in lookup if x.split("#")[0] == f"d{i}") for i in range(len(TOPICS))]
+    assert got == [max(c, 1) for c in counts]  # a document without queries is encoded once, alone
+    assert info.views_per_doc == "variable" and reps.shape[0] == sum(got)
+
+
+def test_encoding_without_queries_fails_clearly(tiny_bert, corpus, tmp_path, capsys):
+    model_dir = tmp_path / "dce"
+    build_dce(tiny_bert).save(model_dir)
+    assert encode_main(["--model_name_or_path", str(model_dir), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(tmp_path / "x.pkl")]) == 2
+    assert "pass --pseudo_queries" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def test_generate_warmup_finetune_encode_search_evaluate(tiny_doc2query, tiny_bert, corpus, tmp_path):
+    queries = tmp_path / "pseudo.jsonl"
+    assert generate(tiny_doc2query, corpus, queries) == 0
+    common = ["--model_name", "dce", "--query_max_len", "8", "--passage_max_len", "24", "--report_to", "none",
+              "--save_strategy", "no", "--dataloader_num_workers", "0", "--use_cpu", "--max_steps", "2",
+              "--per_device_train_batch_size", "4", "--learning_rate", "1e-3"]
+    warm = tmp_path / "warm"
+    assert train_main([*common, "--model_name_or_path", str(tiny_bert), "--pseudo_queries_path", str(queries),
+                       "--corpus_path", str(corpus), "--output_dir", str(warm)]) == 0
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({
+        "query_id": f"t{i}", "query": f"what is {a}", "answers": [a],
+        "positive_passages": [{"docid": f"d{i}", "title": a, "text": t}],
+        "negative_passages": [{"docid": f"d{(i + 1) % 8}", "title": TOPICS[(i + 1) % 8][0],
+                               "text": TOPICS[(i + 1) % 8][2]}]}) + "\n" for i, (a, _, t) in enumerate(TOPICS)))
+    tuned = tmp_path / "tuned"
+    assert train_main([*common, "--model_name_or_path", str(warm), "--dataset_path", str(train),
+                       "--train_group_size", "2", "--output_dir", str(tuned)]) == 0
+    shard = tmp_path / "emb" / "corpus.0.pkl"
+    assert encode_main(["--model_name_or_path", str(tuned), "--dataset_path", str(corpus), "--encode_output_path",
+                        str(shard), "--pseudo_queries", str(queries)]) == 0
+    assert read_shard(shard)[0].shape[0] == 3 * len(TOPICS)
+    assert index_main(["--passage_reps", str(shard), "--index_dir", str(tmp_path / "idx")]) == 0
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join(f"q{i}\twhat is {a}\n" for i, (a, _, _) in enumerate(TOPICS)))
+    run = tmp_path / "run.trec"
+    assert search_main(["--index", str(tmp_path / "idx"), "--topics", str(topics), "--encoder", str(tuned),
+                        "--output", str(run), "--hits", "5"]) == 0
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(len(TOPICS))))
+    out = tmp_path / "metrics.json"
+    assert evaluate_main(["--run", str(run), "--qrels", str(qrels), "--metrics", "R@5",
+                          "--output_json", str(out)]) == 0
+    assert 0.0 <= json.loads(out.read_text())["R@5"] <= 1.0
