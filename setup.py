@@ -43,6 +43,7 @@ setup(
             "multiview-search=multiview_plugin.driver.search:main",
             "multiview-evaluate=multiview_plugin.driver.evaluate:main",
             "multiview-mine-negatives=multiview_plugin.driver.mine_negatives:main",
+            "multiview-generate-queries=multiview_plugin.driver.generate_queries:main",
             "multiview-quickstart=multiview_plugin.quickstart.__main__:main",
         ],
         # Built-in methods register themselves by import; third-party packages add theirs here.

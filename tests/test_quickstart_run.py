@@ -8,12 +8,13 @@ from multiview_plugin.quickstart.__main__ import main
 def test_quickstart_runs_and_reports(tiny_bert, tmp_path, capsys):
     out = tmp_path / "qs"
     rc = main(["--backbone", str(tiny_bert), "--output_dir", str(out), "--steps", "2", "--batch_size", "4",
-               "--passage_max_len", "64", "--systems", "minilm-zero-shot", "dpr", "mvr", "dcsr"])
+               "--passage_max_len", "64", "--systems", "minilm-zero-shot", "dpr", "mvr", "dcsr",
+               "dce"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "system | steps | train_s | views_per_doc | MRR@10" in printed
     rows = {r["system"]: r for r in json.loads((out / "results.json").read_text())}
-    assert set(rows) == {"minilm-zero-shot", "dpr", "mvr", "dcsr", "dcsr (max)"}
+    assert set(rows) == {"minilm-zero-shot", "dpr", "mvr", "dcsr", "dcsr (max)", "dce"}
     assert rows["mvr"]["views"] == 8 and rows["mvr"]["vectors"] == 8 * 148
     assert rows["dpr"]["views"] == 1 and "PPL" not in rows["dpr"]
     assert 1.0 <= rows["mvr"]["PPL"] <= 8.0 and rows["mvr"]["LV"] >= 0.0
@@ -21,6 +22,10 @@ def test_quickstart_runs_and_reports(tiny_bert, tmp_path, capsys):
     assert rows["dcsr"]["aggregation"] == "hasans" and rows["dcsr (max)"]["aggregation"] == "max"
     assert rows["dcsr"]["views_per_doc"] > 1 and rows["dcsr"]["sentences"]["passages"] == 148
     assert (out / "runs" / "dcsr(max).trec").is_file()
+    # dce: one view per pseudo-query (here each passage's first sentences)
+    lines = (out / "data" / "sentence_queries.jsonl").read_text().splitlines()
+    assert len(lines) == 148 and rows["dce"]["vectors"] == sum(len(json.loads(x)["queries"]) for x in lines)
+    assert rows["dce"]["views_per_doc"] > 1
     for r in rows.values():
         assert 0.0 <= r["R@1"] <= r["R@5"] <= r["R@20"] <= 100.0
         assert 0.0 <= r["answer_Top1"] <= r["answer_Top20"] <= 100.0
