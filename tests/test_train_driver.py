@@ -112,7 +112,7 @@ def run_error(capsys, argv):
 def test_unknown_model_name(tiny_bert, train_file, tmp_path, capsys):
     err = run_error(capsys, ["--model_name", "colbertv9", "--model_name_or_path", str(tiny_bert),
                              "--dataset_path", str(train_file), "--output_dir", str(tmp_path / "x"), *COMMON])
-    assert "error: unknown model 'colbertv9'; known models: dpr, mebert, mlr, mvr" in err
+    assert "error: unknown model 'colbertv9'; known models: dce, dcsr, dpr, mebert, mlr, mvr" in err
 
 
 @pytest.mark.parametrize("line, expected", [
