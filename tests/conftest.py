@@ -47,6 +47,35 @@ def make_tiny_bert(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 
     return folder
 
 
+def make_tiny_t5(folder: Path, seq2seq: bool = False, seed: int = 0) -> Path:
+    """A tiny random T5 with a word-level tokenizer: the encoder only, or (``seq2seq``) a whole
+    encoder-decoder that stands in for a doc2query generator."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast, T5Config, T5EncoderModel, T5ForConditionalGeneration
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {t: i for i, t in enumerate(["<pad>", "</s>", "<unk>", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
+                            unk_token="<unk>").save_pretrained(folder)
+    torch.manual_seed(seed)
+    layers = 2 if seq2seq else 3
+    config = T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=64, num_layers=layers, num_decoder_layers=2,
+                      num_heads=4, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    (T5ForConditionalGeneration if seq2seq else T5EncoderModel)(config).save_pretrained(folder)
+    return folder
+
+
+def write_topics_corpus(path: Path) -> Path:
+    """The TOPICS passages as a corpus jsonl (docids d0..d7)."""
+    path.write_text("".join(json.dumps({"docid": f"d{i}", "title": a, "text": t}) + "\n"
+                            for i, (a, _, t) in enumerate(TOPICS)))
+    return path
+
+
 @pytest.fixture(scope="session")
 def real_data() -> Path:
     """The real-data folder ($MULTIVIEW_SHARED_DATA or <repo>/../shared/data); skip when absent."""

@@ -5,8 +5,6 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.data.pseudo_queries import load_pseudo_queries
@@ -21,32 +19,18 @@ from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.modeling.dce import QueryPairCollator
 from multiview_plugin.registry import get_encoder_class
 
-from .conftest import TOPICS, WORDS
+from .conftest import TOPICS, make_tiny_t5, write_topics_corpus
 
 
 @pytest.fixture(scope="module")
 def tiny_doc2query(tmp_path_factory):
-    """A tiny random T5 seq2seq model with a word-level tokenizer (stands in for a doc2query checkpoint)."""
-    folder = tmp_path_factory.mktemp("tiny_doc2query")
-    vocab = {t: i for i, t in enumerate(["<pad>", "</s>", "<unk>", *WORDS])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
-    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
-                            unk_token="<unk>").save_pretrained(folder)
-    torch.manual_seed(0)
-    T5ForConditionalGeneration(T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=64, num_layers=2,
-                                        num_decoder_layers=2, num_heads=4, decoder_start_token_id=0,
-                                        pad_token_id=0, eos_token_id=1)).save_pretrained(folder)
-    return folder
+    """A tiny random T5 seq2seq model (stands in for a doc2query checkpoint)."""
+    return make_tiny_t5(tmp_path_factory.mktemp("tiny_doc2query"), seq2seq=True)
 
 
 @pytest.fixture
 def corpus(tmp_path):
-    path = tmp_path / "corpus.jsonl"
-    path.write_text("".join(json.dumps({"docid": f"d{i}", "title": a, "text": t}) + "\n"
-                            for i, (a, _, t) in enumerate(TOPICS)))
-    return path
+    return write_topics_corpus(tmp_path / "corpus.jsonl")
 
 
 def build_dce(tiny_bert, **kw):

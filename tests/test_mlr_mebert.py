@@ -5,8 +5,6 @@ import pickle
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import PreTrainedTokenizerFast, T5Config, T5EncoderModel
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.driver.encode import encode_to_shard
@@ -16,7 +14,7 @@ from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.mlr import default_layers, parse_layers
 from multiview_plugin.registry import get_encoder_class
 
-from .conftest import TOPICS, WORDS
+from .conftest import TOPICS, make_tiny_t5
 
 TEXTS = ["paris is the capital of france", "the moon", "a cat is a small animal and a dog is a large one"]
 
@@ -29,17 +27,7 @@ def build(name, path, **kw):
 
 @pytest.fixture(scope="module")
 def tiny_t5(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny_t5")
-    vocab = {t: i for i, t in enumerate(["<pad>", "</s>", "<unk>", *WORDS])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
-    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
-                            unk_token="<unk>").save_pretrained(folder)
-    torch.manual_seed(0)
-    T5EncoderModel(T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=64, num_layers=3, num_heads=4,
-                            decoder_start_token_id=0)).save_pretrained(folder)
-    return folder
+    return make_tiny_t5(tmp_path_factory.mktemp("tiny_t5"))
 
 
 def test_default_and_validated_layers():

@@ -18,7 +18,7 @@ from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher
 
-from .conftest import TOPICS
+from .conftest import TOPICS, write_topics_corpus
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,7 @@ def saved_models(tiny_bert, tmp_path_factory):
 
 @pytest.fixture
 def corpus(tmp_path):
-    path = tmp_path / "corpus.jsonl"
-    path.write_text("".join(json.dumps({"docid": f"d{i}", "title": a, "text": t}) + "\n"
-                            for i, (a, _, t) in enumerate(TOPICS)))
+    path = write_topics_corpus(tmp_path / "corpus.jsonl")
     queries = tmp_path / "queries.tsv"
     queries.write_text("".join(f"q{i}\twhat is {a}\n" for i, (a, _, _) in enumerate(TOPICS)))
     return path, queries
