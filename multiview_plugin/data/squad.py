@@ -24,6 +24,7 @@ import numpy as np
 
 from multiview_plugin.atomic import atomic_open
 
+from .bm25 import bm25_negatives
 from .readers import InputFormatError, format_passage
 
 logger = logging.getLogger(__name__)
@@ -112,39 +113,6 @@ def _unique(texts: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(t.strip() for t in texts if t.strip()))
 
 
-def bm25_negatives(passages: Sequence[str], queries: Sequence[str], gold: Sequence[int] | np.ndarray,
-                   num_negatives: int) -> np.ndarray:
-    """Top BM25-ranked non-gold passages for each query, in one vectorised retrieval.
-
-    Parameters
-    ----------
-    passages : sequence of str
-        The whole corpus (title and text).
-    queries : sequence of str
-        One query per row.
-    gold : sequence of int
-        Index of each query's gold passage (excluded from its negatives).
-    num_negatives : int
-        Negatives per query.
-
-    Returns
-    -------
-    np.ndarray
-        ``[len(queries), num_negatives]`` passage indices, best-ranked first.
-    """
-    import bm25s
-
-    if not len(queries) or num_negatives == 0:
-        return np.zeros((len(queries), num_negatives), dtype=np.int64)
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(list(passages), stopwords="en", show_progress=False), show_progress=False)
-    query_tokens = bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
-    ranked, _ = retriever.retrieve(query_tokens, k=num_negatives + 1, show_progress=False)
-    not_gold = ranked != np.asarray(gold)[:, None]
-    keep = np.argsort(~not_gold, axis=1, kind="stable")[:, :num_negatives]  # non-gold first, rank order kept
-    return np.take_along_axis(ranked, keep, axis=1).astype(np.int64)
-
-
 def random_negatives(num_passages: int, gold: Sequence[int] | np.ndarray, num_negatives: int,
                      seed: int) -> np.ndarray:
     """Distinct random non-gold passage indices per query, ``[len(gold), num_negatives]``."""
@@ -226,7 +194,8 @@ def convert_squad(path: str | os.PathLike, train_articles: range = range(32),
     gold = np.array([index[d] for _, d in train_qas], dtype=np.int64)
     if negatives_from == "bm25":
         passages = [format_passage(p["title"], p["text"]) for p in split.corpus.values()]
-        negatives = bm25_negatives(passages, [qa["question"] for qa, _ in train_qas], gold, num_negatives)
+        negatives = np.array(bm25_negatives(passages, [qa["question"] for qa, _ in train_qas], gold.tolist(),
+                                            num_negatives), dtype=np.int64)
     else:
         negatives = random_negatives(len(docids), gold, num_negatives, seed)
     for (qa, docid), negs in zip(train_qas, negatives.tolist()):

@@ -59,6 +59,8 @@ SYSTEMS = {
     # DCE: views E(pseudo-query + d); pseudo-queries = each passage's sentences (no doc2query model offline)
     "dce": ("dce", ["--pooling", "mean", *COSINE], True),
 }
+# lexical baseline (bm25s), no model
+BM25 = "bm25"
 DEFAULT_SYSTEMS = ["minilm-zero-shot", "dpr", "mvr"]
 
 
@@ -67,6 +69,12 @@ def prepare_data(args: argparse.Namespace, data_dir: Path) -> dict[str, Path]:
         from multiview_plugin.quickstart.dataset import build_quickstart_data, write_quickstart_data
 
         files = write_quickstart_data(build_quickstart_data(), data_dir)
+    elif args.data == "scifact":
+        from multiview_plugin.data.beir import convert_beir
+
+        if not args.beir_dir:
+            raise SystemExit("--data scifact needs --beir_dir (e.g. ../shared/data/beir/scifact)")
+        files = convert_beir(args.beir_dir, data_dir, dev_size=args.dev_size)
     else:
         from multiview_plugin.data.squad import convert_squad, write_squad_split
 
@@ -97,7 +105,42 @@ def train_system(name: str, args: argparse.Namespace, files: dict[str, Path], ou
     return model_dir, time.perf_counter() - start
 
 
-def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Path) -> list[dict]:
+METRICS = ["MRR@10", "nDCG@10", "R@1", "R@5", "R@20"]
+
+
+def score_run(run: dict, files: dict[str, Path], passages: dict) -> dict:
+    """Ranking metrics (%), and DPR answer accuracy where the data has answers."""
+    metrics = evaluate_run(run, load_qrels(files["eval_qrels"]), METRICS)
+    row = {k: 100.0 * v for k, v in metrics.items()}  # percentages, like the answer accuracies
+    if "eval_answers" in files:
+        retrieval = build_retrieval(run, load_queries(files["eval_queries"]), load_answers(files["eval_answers"]),
+                                    passages, depth=20)
+        row.update({f"answer_{k}": v for k, v in retrieval_accuracy(retrieval, ks=(1, 5, 20)).items()})
+    return row
+
+
+def load_passages(files: dict[str, Path]) -> dict:
+    corpus = [json.loads(line) for line in files["corpus"].read_text(encoding="utf-8").splitlines()]
+    return {c["docid"]: (c.get("title", ""), c["text"]) for c in corpus}
+
+
+def evaluate_bm25(files: dict[str, Path], out: Path) -> list[dict]:
+    from multiview_plugin.data.bm25 import bm25_search
+
+    corpus = load_corpus(files["corpus"])
+    docids = np.array(list(corpus), dtype=object)
+    queries = load_queries(files["eval_queries"])
+    start = time.perf_counter()
+    idx, scores = bm25_search(list(corpus.values()), list(queries.values()), 20)
+    search_ms = 1000 * (time.perf_counter() - start) / max(1, len(queries))
+    run = to_run(list(queries), docids[idx], scores)
+    write_run(run, out / "runs" / "bm25.trec", tag=BM25)
+    return [{"system": BM25, "views_per_doc": 0, "search_ms_per_query": search_ms,
+             **score_run(run, files, load_passages(files))}]
+
+
+def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Path, dce_max_queries: int = 10
+                    ) -> list[dict]:
     """One row per aggregation: the index's own, plus max where that is something else (dcsr: HasAns)."""
     model = load_encoder(model_dir).eval()
     emb = out / "emb" / name
@@ -106,7 +149,8 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
     if model.config.model_name == "dce":
         from multiview_plugin.data.pseudo_queries import write_sentence_queries
 
-        pseudo_queries = str(write_sentence_queries(str(files["corpus"]), out / "data" / "sentence_queries.jsonl"))
+        pseudo_queries = str(write_sentence_queries(str(files["corpus"]), out / "data" / "sentence_queries.jsonl",
+                                                    max_queries=dce_max_queries))
     encode_to_shard(model, str(files["corpus"]), emb / "corpus.0.pkl", batch_size=32, overwrite=True,
                     pseudo_queries=pseudo_queries)
     encode_to_shard(model, str(files["eval_queries"]), emb / "queries.pkl", is_query=True, batch_size=64,
@@ -116,8 +160,7 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
     meta = build_index([emb / "corpus.0.pkl"], index_dir, overwrite=True)
     q_reps, q_ids = load_query_reps(str(emb / "queries.pkl"))
     diagnostics = view_diagnostics(emb / "corpus.0.pkl", q_reps, q_ids, load_qrels(files["eval_qrels"]))
-    corpus = [json.loads(line) for line in files["corpus"].read_text(encoding="utf-8").splitlines()]
-    passages = {c["docid"]: (c.get("title", ""), c["text"]) for c in corpus}
+    passages = load_passages(files)
     rows = []
     for aggregation in dict.fromkeys([meta.aggregation, "max"]):
         label = name if aggregation == meta.aggregation else f"{name} ({aggregation})"
@@ -127,19 +170,14 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
         search_ms = 1000 * (time.perf_counter() - start) / max(1, len(q_ids))
         run = to_run(q_ids, docids, scores)
         write_run(run, out / "runs" / f"{label.replace(' ', '')}.trec", tag=name)
-        metrics = evaluate_run(run, load_qrels(files["eval_qrels"]), ["MRR@10", "R@1", "R@5", "R@20"])
-        retrieval = build_retrieval(run, load_queries(files["eval_queries"]), load_answers(files["eval_answers"]),
-                                    passages, depth=20)
-        answer = retrieval_accuracy(retrieval, ks=(1, 5, 20))
         rows.append({"system": label, "aggregation": aggregation, "views": meta.max_views,
                      "views_per_doc": round(meta.mean_views, 2), "vectors": meta.num_vectors, **diagnostics,
                      **meta.extra, "encode_s": encode_s, "search_ms_per_query": search_ms,
-                     **{k: 100.0 * v for k, v in metrics.items()},  # percentages, like the answer accuracies
-                     **{f"answer_{k}": v for k, v in answer.items()}})
+                     **score_run(run, files, passages)})
     return rows
 
 
-TABLE_COLUMNS = ["system", "steps", "train_s", "views_per_doc", "MRR@10", "R@1", "R@5", "R@20",
+TABLE_COLUMNS = ["system", "steps", "train_s", "views_per_doc", "MRR@10", "nDCG@10", "R@1", "R@5", "R@20",
                  "answer_Top1", "answer_Top5", "answer_Top20", "PPL", "LV"]
 
 
@@ -170,11 +208,17 @@ def format_table(rows: list[dict]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m multiview_plugin.quickstart", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", choices=["default", "squad"], default="default",
-                   help="'default': the embedded dataset; 'squad': the SPEC §4 SQuAD-dev protocol.")
+    p.add_argument("--data", choices=["default", "squad", "scifact"], default="default",
+                   help="'default': the embedded dataset; 'squad': the SPEC §4 SQuAD-dev protocol; 'scifact': "
+                   "SPEC §4's SciFact protocol (train on qrels/train.tsv minus a carved dev set, report on it).")
     p.add_argument("--squad_path", help="SQuAD v1.1 dev json for --data squad.")
+    p.add_argument("--beir_dir", help="BEIR folder with qrels/train.tsv for --data scifact.")
+    p.add_argument("--dev_size", type=int, default=200, help="--data scifact: judged train queries carved out as "
+                   "the dev (evaluation) set (default 200).")
+    p.add_argument("--dce_max_queries", type=int, default=10, help="dce: pseudo-queries (= views) per passage; "
+                   "offline they are the passage's first sentences (default 10, the paper's N).")
     p.add_argument("--output_dir", default="runs/quickstart", help="Where data, models, indexes and runs go.")
-    p.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=list(SYSTEMS),
+    p.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=[BM25, *SYSTEMS],
                    help=f"Which systems to run (default: {' '.join(DEFAULT_SYSTEMS)}).")
     p.add_argument("--backbone", default=BACKBONE, help="Backbone (default all-MiniLM-L6-v2, offline package).")
     p.add_argument("--steps", type=int, default=40, help="Training steps per trained system.")
@@ -199,13 +243,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_train = sum(1 for _ in files["train"].open(encoding="utf-8"))
     logger.info("data: %d passages, %d train questions, %d eval questions", n_corpus, n_train, n_eval)
     rows = []
+    setting = {"data": args.data, "backbone": Path(args.backbone).name, "batch_size": args.batch_size,
+               "learning_rate": args.learning_rate, "passage_max_len": args.passage_max_len,
+               "train_queries": n_train, "eval_queries": n_eval, "corpus": n_corpus}
     for name in args.systems:
-        logger.info("== %s: train", name)
-        model_dir, train_s = train_system(name, args, files, out)
-        logger.info("== %s: encode, index, search, evaluate", name)
-        for row in evaluate_system(name, model_dir, files, out):
-            row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s)
-            rows.append(row)
+        start = time.perf_counter()
+        if name == BM25:
+            logger.info("== bm25: search, evaluate")
+            found = evaluate_bm25(files, out)
+            for row in found:
+                row.update(steps=0, train_s=0.0, backbone="bm25s")
+        else:
+            logger.info("== %s: train", name)
+            model_dir, train_s = train_system(name, args, files, out)
+            logger.info("== %s: encode, index, search, evaluate", name)
+            found = evaluate_system(name, model_dir, files, out, args.dce_max_queries)
+            for row in found:
+                row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s)
+        for row in found:
+            rows.append({**setting, **row, "wall_s": time.perf_counter() - start})
     with atomic_open(out / "results.json") as f:
         f.write(json.dumps(rows, indent=2) + "\n")
     print(f"\n{args.data} data: {n_corpus} passages, {n_train} train / {n_eval} eval questions, backbone "
