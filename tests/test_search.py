@@ -174,3 +174,17 @@ def test_bad_inputs(tmp_path):
     (tmp_path / "trunc.pkl").write_bytes((tmp_path / "corpus.0.pkl").read_bytes()[:100])
     with pytest.raises(ShardFormatError, match="cannot unpickle"):
         read_shard(tmp_path / "trunc.pkl")
+
+
+def test_multi_vector_layout_with_one_view_per_doc(tmp_path):
+    """A multi-vector model's shard keeps docid#j lookups even if every document got one view (e.g. dcsr on
+    one-sentence passages); index and searcher must still map rows back to plain docids."""
+    rng = np.random.default_rng(3)
+    docids, reps, mask = random_corpus(rng, 20, 1)
+    paths = write_shards(tmp_path, docids, reps, mask, 2, multi=True)
+    assert read_shard(paths[0])[1][0] == "doc0#0"
+    build_index(paths, tmp_path / "idx")
+    ids, _ = MultiVectorSearcher(tmp_path / "idx").search_vectors(reps[:3, 0], 1)
+    assert ids[:, 0].tolist() == ["doc0", "doc1", "doc2"]
+    store_ids, _ = VectorStore.from_shards(paths).search_docids(reps[:3, 0], 1, MaxAggregator())
+    assert store_ids[:, 0].tolist() == ["doc0", "doc1", "doc2"]

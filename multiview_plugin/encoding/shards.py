@@ -53,9 +53,14 @@ class ShardInfo:
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     format: str = "tevatron-pickle"
+    # whether lookups are ``docid#j``: a multi-vector model's shard keeps that layout even when every
+    # document happens to have one view (None in sidecars written before this field: inferred from counts)
+    view_ids: bool | None = None
 
     @property
     def multi_vector(self) -> bool:
+        if self.view_ids is not None:
+            return self.view_ids
         return self.max_views > 1 or self.views_per_doc == "variable"
 
 
@@ -154,6 +159,7 @@ class ShardWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.info = info
         self.multi_vector = multi_vector
+        self.info.view_ids = multi_vector
         self.dtype = np.dtype(info.dtype)
         self._vec_path = self.path.with_name(self.path.name + ".vectors.partial")
         self._ids_path = self.path.with_name(self.path.name + ".lookup.partial")

@@ -48,6 +48,13 @@ class IndexMeta:
     # model facts searchers use: "temperature" (HasAns' default softmax scale), "sentences" (dcsr counts)
     extra: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    view_ids: bool | None = None  # docid file lines are docid#j (None in older folders: inferred from counts)
+
+    @property
+    def multi_vector(self) -> bool:
+        if self.view_ids is not None:
+            return self.view_ids
+        return self.max_views > 1 or self.views_per_doc == "variable"
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> IndexMeta:
@@ -167,7 +174,7 @@ def build_index(
             mean_views=float(counts.mean()),
             views_per_doc=int(counts[0]) if (counts == counts[0]).all() else "variable",
             aggregation=aggregation or DEFAULT_AGGREGATION.get(model_name, "max"), model_name=model_name,
-            index_factory=index_factory, shards=[str(p) for p in paths], extra=_merge_extra(infos))
+            index_factory=index_factory, shards=[str(p) for p in paths], extra=_merge_extra(infos), view_ids=multi)
         if not multi and meta.max_views > 1:
             raise ShardFormatError("single-vector shards hold several rows for one docid")
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")

@@ -147,8 +147,7 @@ class MultiVectorSearcher:
         if ef_search is not None:
             faiss.downcast_index(index).hnsw.efSearch = ef_search
         lookup = (index_dir / DOCID_FILE).read_text(encoding="utf-8").splitlines()
-        multi = self.meta.max_views > 1 or self.meta.views_per_doc == "variable"
-        self.store = VectorStore.from_lookup(index, lookup, multi, str(index_dir / DOCID_FILE))
+        self.store = VectorStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE))
         options = {k: v for k, v in (aggregation_options or {}).items() if v is not None}
         options.setdefault("temperature", self.meta.extra.get("temperature"))
         self.aggregator = get_aggregator(aggregation or self.meta.aggregation, **options)

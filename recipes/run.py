@@ -1,0 +1,397 @@
+#!/usr/bin/env python
+"""Run a recipe: data preparation → (pseudo-queries, warm-up) → train → encode in shards → index → search → evaluate.
+
+    python recipes/run.py squad mvr --data_dir /data/dpr --output_dir runs/squad-mvr     # full scale (GPUs)
+    python recipes/run.py squad mvr --smoke                                              # tiny slice, tiny model
+    python recipes/run.py --all --smoke                                                  # every recipe (CI)
+    python recipes/run.py beir dpr --checkpoint runs/msmarco-dpr --beir_dir beir/scifact beir/nfcorpus
+    python recipes/run.py msmarco dce --dry_run          # print the exact driver commands, run nothing
+
+A recipe is ``recipes/<benchmark>/<method>.json``: the paper's settings for each stage, given as the
+drivers' own flags. Every stage runs the package's drivers in this process and prints the equivalent
+``python -m multiview_plugin...`` command first, so a log is a script. Outputs go to ``--output_dir``
+(data/, models/, emb/, index/, runs/, results.json); a finished stage is not redone when its output exists
+(training resumes from its last checkpoint, encoding from its last flushed batch).
+
+``--smoke`` keeps every stage and swaps in a tiny random BERT (and a tiny T5 doc2query model), a tiny slice
+of data in the benchmark's official file formats, 2 training steps and 2 encode shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RECIPES = Path(__file__).resolve().parent
+BENCHMARKS = ("squad", "nq", "triviaqa", "msmarco", "beir")
+# DPR's release names (https://github.com/facebookresearch/DPR, data/download_data.py)
+DPR_FILES = {"nq": ("biencoder-nq-train.json", "nq-test.qa.csv"),
+             "triviaqa": ("biencoder-trivia-train.json", "trivia-test.qa.csv"),
+             "squad": ("biencoder-squad1-train.json", "squad1-test.qa.csv")}
+# Tevatron's hub copies of the same data, used when no --data_dir is given (needs network)
+TEVATRON_HUB = {"nq": "Tevatron/wikipedia-nq", "triviaqa": "Tevatron/wikipedia-trivia",
+                "squad": "Tevatron/wikipedia-squad"}
+SHARED = RECIPES.parent.parent / "shared" / "data"
+
+logger = logging.getLogger("recipes")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def methods_of(benchmark: str) -> list[str]:
+    return sorted(p.stem for p in (RECIPES / benchmark).glob("*.json"))
+
+
+def load_recipe(benchmark: str, method: str) -> dict:
+    path = RECIPES / benchmark / f"{method}.json"
+    if not path.is_file():
+        raise SystemExit(f"no recipe {path}; {benchmark} has: {', '.join(methods_of(benchmark))}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def flags(options: dict[str, Any]) -> list[str]:
+    """``{"a": 1, "b": True, "c": False, "d": [1, 2]}`` → ``--a 1 --b --d 1 2``."""
+    out: list[str] = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        out.append(f"--{key}")
+        if value is True:
+            continue
+        out.extend(str(v) for v in value) if isinstance(value, list) else out.append(str(value))
+    return out
+
+
+class Runner:
+    """Runs driver ``main(argv)`` functions in this process, printing each as a shell command."""
+
+    def __init__(self, dry_run: bool = False):
+        self.dry_run = dry_run
+        self.commands: list[str] = []
+
+    def __call__(self, module: str, argv: list[str]) -> None:
+        command = f"python -m {module} " + " ".join(shlex.quote(a) for a in argv)
+        self.commands.append(command)
+        print(f"$ {command}", flush=True)
+        if self.dry_run:
+            return
+        rc = importlib.import_module(module).main(argv)
+        if rc not in (0, None):
+            raise SystemExit(f"step failed (exit {rc}): {command}")
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def _write_jsonl(path: Path, rows) -> Path:
+    from multiview_plugin.atomic import atomic_open
+
+    with atomic_open(path) as f:
+        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    return path
+
+
+def _write_lines(path: Path, lines) -> Path:
+    from multiview_plugin.atomic import atomic_open
+
+    with atomic_open(path) as f:
+        f.writelines(line + "\n" for line in lines)
+    return path
+
+
+def smoke_source():
+    """The embedded quickstart data: the tiny slice every smoke run writes in its benchmark's formats."""
+    from multiview_plugin.quickstart.dataset import build_quickstart_data
+
+    return build_quickstart_data(num_entities=18, seed=3)
+
+
+def smoke_dpr_files(folder: Path, benchmark: str) -> None:
+    """DPR's release formats: biencoder json, psgs_w100.tsv (id, text, title), qa.csv (question, [answers])."""
+    data = smoke_source()
+    train_name, qa_name = DPR_FILES[benchmark]
+
+    def ctx(p: dict) -> dict:
+        return {"title": p["title"], "text": p["text"], "passage_id": p["docid"]}
+
+    records = [{"question": r["query"], "answers": r["answers"],
+                "positive_ctxs": [ctx(p) for p in r["positive_passages"]], "negative_ctxs": [],
+                "hard_negative_ctxs": [ctx(p) for p in r["negative_passages"]]} for r in data.train]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / train_name).write_text(json.dumps(records), encoding="utf-8")
+    _write_lines(folder / "psgs_w100.tsv", ["id\ttext\ttitle"] + [f"{p['docid']}\t{p['text']}\t{p['title']}"
+                                                                  for p in data.corpus.values()])
+    _write_lines(folder / qa_name, [f"{data.eval_queries[q]}\t{json.dumps(a)}" for q, a in data.eval_answers.items()])
+
+
+def smoke_msmarco_files(folder: Path) -> None:
+    """MS MARCO's formats: collection.tsv, queries.*.tsv, TREC qrels (dev subset and DL-style graded)."""
+    data = smoke_source()
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_lines(folder / "collection.tsv", [f"{d}\t{p['title']} {p['text']}" for d, p in data.corpus.items()])
+    _write_lines(folder / "queries.train.tsv", [f"{r['query_id']}\t{r['query']}" for r in data.train])
+    _write_lines(folder / "qrels.train.tsv", [f"{r['query_id']} 0 {r['positive_passages'][0]['docid']} 1"
+                                              for r in data.train])
+    _write_lines(folder / "topics.msmarco-passage.dev-subset.txt", [f"{q}\t{t}" for q, t in data.eval_queries.items()])
+    _write_lines(folder / "qrels.msmarco-passage.dev-subset.txt", [f"{q} 0 {d} 1" for q, j in data.eval_qrels.items()
+                                                                   for d in j])
+
+
+def smoke_beir_dir(folder: Path) -> Path:
+    """A BEIR folder (corpus.jsonl, queries.jsonl, qrels/{train,test}.tsv with a header)."""
+    data = smoke_source()
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    _write_jsonl(folder / "corpus.jsonl", [{"_id": d, "title": p["title"], "text": p["text"]}
+                                           for d, p in data.corpus.items()])
+    queries = {r["query_id"]: r["query"] for r in data.train} | data.eval_queries
+    _write_jsonl(folder / "queries.jsonl", [{"_id": q, "text": t} for q, t in queries.items()])
+    _write_lines(folder / "qrels" / "train.tsv", ["query-id\tcorpus-id\tscore"] + [
+        f"{r['query_id']}\t{r['positive_passages'][0]['docid']}\t1" for r in data.train])
+    _write_lines(folder / "qrels" / "test.tsv", ["query-id\tcorpus-id\tscore"] + [
+        f"{q}\t{d}\t1" for q, j in data.eval_qrels.items() for d in j])
+    return folder
+
+
+def prepare_dpr(benchmark: str, args: argparse.Namespace, data: Path, run: Runner) -> dict:
+    """NQ / TriviaQA / SQuAD with DPR's data: train file, Wikipedia passages, test questions with answers."""
+    train_name, qa_name = DPR_FILES[benchmark]
+    src = Path(args.data_dir) if args.data_dir else None
+    if args.smoke:
+        src = data / "raw"
+        smoke_dpr_files(src, benchmark)
+    if src is None:
+        raise SystemExit(f"{benchmark}: pass --data_dir with DPR's {train_name}, psgs_w100.tsv and {qa_name} "
+                         f"(or use Tevatron's copies: {TEVATRON_HUB[benchmark]}, see recipes/{benchmark}/README.md)")
+    train = data / "train.jsonl"
+    if not train.is_file():
+        run("multiview_plugin.data.dpr", [str(src / train_name), str(train), "--negatives", "hard"])
+    qa = src / qa_name
+    return {"train": train, "corpus": src / "psgs_w100.tsv",
+            "evals": [{"name": f"{benchmark}-test", "topics": qa, "answers": qa, "topk": [5, 20, 100]}]}
+
+
+def prepare_msmarco(args: argparse.Namespace, data: Path, run: Runner) -> dict:
+    src = Path(args.data_dir) if args.data_dir else None
+    topics = Path(args.topics_dir) if args.topics_dir else SHARED / "anserini"
+    if args.smoke:
+        src = topics = data / "raw"
+        smoke_msmarco_files(src)
+    if src is None:
+        raise SystemExit("msmarco: pass --data_dir with collection.tsv, queries.train.tsv and qrels.train.tsv")
+    train = data / "train.jsonl"
+    if not train.is_file():
+        run("multiview_plugin.data.msmarco", ["--collection", str(src / "collection.tsv"), "--queries",
+                                              str(src / "queries.train.tsv"), "--qrels", str(src / "qrels.train.tsv"),
+                                              "--output", str(train), "--num_negatives", "2" if args.smoke else "30"])
+    tq = topics if args.smoke else topics / "topics"
+    qq = topics if args.smoke else topics / "qrels"
+    evals = [{"name": "msmarco-dev", "topics": tq / "topics.msmarco-passage.dev-subset.txt",
+              "qrels": qq / "qrels.msmarco-passage.dev-subset.txt", "metrics": ["MRR@10", "R@1000"]}]
+    if not args.smoke:
+        for name, t, q in (("dl19", "topics.dl19-passage.txt", "qrels.dl19-passage.txt"),
+                           ("dl20", "topics.dl20.txt", "qrels.dl20-passage.txt")):
+            evals.append({"name": name, "topics": tq / t, "qrels": qq / q, "metrics": ["nDCG@10", "R@1000"],
+                          "rel_level": 2})
+    return {"train": train, "corpus": src / "collection.tsv", "evals": evals}
+
+
+def prepare_beir(args: argparse.Namespace, data: Path, run: Runner) -> dict:
+    """Train on a BEIR folder's train judgments (minus a carved dev set) unless --checkpoint is given; evaluate
+    on every --beir_dir (test judgments; the train folder's carved dev set when it has no test file)."""
+    dirs = [Path(d) for d in args.beir_dir or []]
+    train_dir = Path(args.train_beir_dir) if args.train_beir_dir else None
+    if args.smoke:
+        train_dir = smoke_beir_dir(data / "raw" / "smoke")
+        dirs = dirs or [train_dir]
+    if not dirs:
+        raise SystemExit("beir: pass --beir_dir (one or more BEIR folders)")
+    out: dict = {"evals": []}
+    if not args.checkpoint:
+        if train_dir is None:
+            raise SystemExit("beir: pass --checkpoint (a trained model) or --train_beir_dir (a BEIR folder with "
+                             "qrels/train.tsv, e.g. scifact) to train one")
+        carved = data / "train"
+        if not (carved / "train.jsonl").is_file():
+            run("multiview_plugin.data.beir", ["--beir_dir", str(train_dir), "--output_dir", str(carved),
+                                               "--dev_size", "5" if args.smoke else "200"])
+        out["train"] = carved / "train.jsonl"
+        out["evals"].append({"name": f"{train_dir.name}-dev", "topics": carved / "eval_queries.jsonl",
+                             "qrels": carved / "eval_qrels.tsv", "corpus": carved / "corpus.jsonl",
+                             "metrics": ["nDCG@10", "R@100"]})
+    for d in dirs:
+        test = next((p for p in (d / "qrels" / "test.tsv", d / "qrels" / "test.tsv.gz") if p.is_file()), None)
+        if test is None:
+            logger.warning("%s has no qrels/test.tsv: skipped", d)
+            continue
+        out["evals"].append({"name": d.name, "topics": d / "queries.jsonl", "qrels": test,
+                             "corpus": d / "corpus.jsonl", "metrics": ["nDCG@10", "R@100"], "beir": True})
+    return out
+
+
+# ----------------------------------------------------------------------------- pipeline
+
+
+def smoke_options(stage: str, options: dict, work: Path) -> dict:
+    from multiview_plugin.testing import make_tiny_bert, make_tiny_t5
+
+    options = dict(options)
+    if stage == "train":
+        tiny = work / "tiny-bert"
+        if not (tiny / "config.json").is_file():
+            make_tiny_bert(tiny)
+        options.update(model_name_or_path=str(tiny), max_steps=2, per_device_train_batch_size=4,
+                       passage_max_len=48, query_max_len=16, fp16=False, bf16=False, save_strategy="no",
+                       dataloader_num_workers=0, use_cpu=True, logging_steps=1, num_train_epochs=None,
+                       gradient_accumulation_steps=1)
+        if "mlr_layers" in options:
+            options["mlr_layers"] = "2,1"
+    elif stage == "generate":
+        tiny = work / "tiny-doc2query"
+        if not (tiny / "config.json").is_file():
+            make_tiny_t5(tiny, seq2seq=True)
+        options.update(model_name_or_path=str(tiny), num_queries=2, max_query_length=6, batch_size=8, fp16=False)
+    elif stage == "encode":
+        options.update(per_device_eval_batch_size=8, fp16=False)
+    return options
+
+
+def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
+    recipe = load_recipe(benchmark, method)
+    out = Path(args.output_dir or f"runs/recipes/{benchmark}-{method}{'-smoke' if args.smoke else ''}")
+    data, models, emb, runs = out / "data", out / "models", out / "emb", out / "runs"
+    run = Runner(args.dry_run)
+    start = time.perf_counter()
+    print(f"== {benchmark} / {method}: {recipe.get('paper', '')}", flush=True)
+    if benchmark in DPR_FILES:
+        prepared = prepare_dpr(benchmark, args, data, run)
+    elif benchmark == "msmarco":
+        prepared = prepare_msmarco(args, data, run)
+    else:
+        prepared = prepare_beir(args, data, run)
+
+    def opts(stage: str) -> dict:
+        options = dict(recipe.get(stage, {}))
+        return smoke_options(stage, options, out) if args.smoke else options
+
+    model_dir = Path(args.checkpoint) if args.checkpoint else models / method
+    pseudo = None
+    if not args.checkpoint:
+        train_opts = opts("train")
+        if "generate" in recipe:  # dce: pseudo-queries, then warm-up on them
+            pseudo = data / "pseudo_queries.jsonl"
+            gen = {**opts("generate"), "corpus_path": str(prepared["corpus"]), "output": str(pseudo)}
+            run("multiview_plugin.driver.generate_queries", flags(gen))
+            warm = {**train_opts, **recipe.get("warmup", {}), "pseudo_queries_path": str(pseudo),
+                    "corpus_path": str(prepared["corpus"]), "output_dir": str(models / f"{method}-warmup")}
+            if args.smoke:
+                warm.update(max_steps=2, num_train_epochs=None)
+            run("multiview_plugin.driver.train", flags(warm))
+            train_opts["model_name_or_path"] = str(models / f"{method}-warmup")
+        train_opts.update(dataset_path=str(prepared["train"]), output_dir=str(model_dir))
+        run("multiview_plugin.driver.train", flags(train_opts))
+
+    shards = 2 if args.smoke else recipe.get("shards", 1)
+    corpora = {str(prepared["corpus"])} if "corpus" in prepared else set()
+    corpora |= {str(e["corpus"]) for e in prepared["evals"] if "corpus" in e}
+    results: dict[str, dict] = {}
+    for corpus in sorted(corpora):
+        key = Path(corpus).parent.name if len(corpora) > 1 else "corpus"
+        shard_paths = []
+        for i in range(shards):
+            shard = emb / key / f"corpus.{i}.pkl"
+            shard_paths.append(shard)
+            enc = {**opts("encode"), "model_name_or_path": str(model_dir), "dataset_path": corpus,
+                   "encode_output_path": str(shard), "dataset_number_of_shards": shards, "dataset_shard_index": i}
+            if method == "dce" and pseudo is None:
+                pseudo = Path(args.pseudo_queries) if args.pseudo_queries else None
+            if pseudo is not None:
+                enc["pseudo_queries"] = str(pseudo)
+            run("multiview_plugin.driver.encode", flags(enc))
+        index = out / "index" / key
+        if not (index / "multiview.json").is_file():
+            run("multiview_plugin.driver.index", ["--passage_reps", str(emb / key / "corpus.*.pkl"),
+                                                  "--index_dir", str(index)])
+        for ev in prepared["evals"]:
+            if str(ev.get("corpus", prepared.get("corpus"))) != corpus:
+                continue
+            run_file = runs / f"{ev['name']}.trec"
+            hits = 10 if args.smoke else recipe.get("search", {}).get("hits", 1000)
+            run("multiview_plugin.driver.search", ["--index", str(index), "--topics", str(ev["topics"]),
+                                                   "--encoder", str(model_dir), "--output", str(run_file),
+                                                   "--hits", str(hits)])
+            metrics = runs / f"{ev['name']}.metrics.json"
+            argv = ["--run", str(run_file), "--output_json", str(metrics)]
+            if "answers" in ev:
+                argv += ["--answers", str(ev["answers"]), "--corpus", corpus, "--topk", *map(str, ev["topk"])]
+            if "qrels" in ev:
+                argv += ["--qrels", str(ev["qrels"]), "--metrics", *ev["metrics"],
+                         "--rel_level", str(ev.get("rel_level", 1))]
+            run("multiview_plugin.driver.evaluate", argv)
+            if not args.dry_run:
+                results[ev["name"]] = json.loads(metrics.read_text(encoding="utf-8"))
+    beir = [results[e["name"]]["nDCG@10"] for e in prepared["evals"] if e.get("beir") and e["name"] in results]
+    summary = {"benchmark": benchmark, "method": method, "smoke": args.smoke, "model": str(model_dir),
+               "results": results, "wall_s": round(time.perf_counter() - start, 1), "commands": run.commands,
+               "paper_target": recipe.get("target")}
+    if beir:
+        summary["beir_average_nDCG@10"] = sum(beir) / len(beir)
+    if not args.dry_run:
+        from multiview_plugin.atomic import atomic_open
+
+        with atomic_open(out / "results.json") as f:
+            f.write(json.dumps(summary, indent=2) + "\n")
+        for name, values in results.items():
+            print(f"{benchmark}/{method} {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in values.items()), flush=True)
+        if beir:
+            print(f"{benchmark}/{method} BEIR average nDCG@10: {summary['beir_average_nDCG@10']:.4f}")
+    return summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python recipes/run.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("benchmark", nargs="?", choices=BENCHMARKS, help="Which benchmark's recipe.")
+    p.add_argument("method", nargs="?", help="Which method (a recipes/<benchmark>/<method>.json).")
+    p.add_argument("--all", action="store_true", help="Every recipe of every benchmark (with --smoke: what CI runs).")
+    p.add_argument("--smoke", action="store_true", help="Tiny data slice and tiny models, same stages.")
+    p.add_argument("--dry_run", action="store_true", help="Print the commands, run nothing.")
+    p.add_argument("--output_dir", help="Where everything goes (default runs/recipes/<benchmark>-<method>).")
+    p.add_argument("--data_dir", help="Local raw data: DPR's release files (nq, triviaqa, squad) or MS MARCO's "
+                   "collection.tsv / queries.train.tsv / qrels.train.tsv.")
+    p.add_argument("--topics_dir", help=f"Anserini topics/qrels folder for MS MARCO dev and TREC DL (default "
+                   f"{SHARED / 'anserini'}).")
+    p.add_argument("--beir_dir", nargs="+", help="beir: BEIR folders to evaluate on (nDCG@10 each, and the average).")
+    p.add_argument("--train_beir_dir", help="beir: a BEIR folder with qrels/train.tsv to train on (e.g. scifact).")
+    p.add_argument("--checkpoint", help="Skip training: evaluate this saved model.")
+    p.add_argument("--pseudo_queries", help="dce with --checkpoint: the corpus's pseudo-query file.")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.all:
+        todo = [(b, m) for b in BENCHMARKS for m in methods_of(b)]
+        base = Path(args.output_dir or "runs/recipes")
+        for b, m in todo:
+            run_recipe(b, m, argparse.Namespace(**{**vars(args), "output_dir": str(base / f"{b}-{m}")}))
+        print(f"ran {len(todo)} recipes: " + ", ".join(f"{b}/{m}" for b, m in todo))
+        return 0
+    if not (args.benchmark and args.method):
+        build_parser().error("give BENCHMARK METHOD, or --all")
+    run_recipe(args.benchmark, args.method, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Recipes: every config parses into the drivers' arguments, and a recipe runs end to end in smoke mode."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
+from multiview_plugin.driver.common import parse_dataclasses
+from multiview_plugin.driver.encode import EncodeArguments
+from multiview_plugin.driver.generate_queries import GenerateArguments
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+spec = importlib.util.spec_from_file_location("recipes_run", RECIPES / "run.py")
+run = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run)
+
+ALL = [(b, m) for b in run.BENCHMARKS for m in run.methods_of(b)]
+
+
+def test_every_benchmark_has_recipes_and_a_readme():
+    for benchmark in run.BENCHMARKS:
+        assert run.methods_of(benchmark), benchmark
+        assert (RECIPES / benchmark / "README.md").is_file(), benchmark
+    assert ("msmarco", "dce") in ALL and ("squad", "dcsr") in ALL and ("nq", "mvr") in ALL
+
+
+@pytest.mark.parametrize("benchmark,method", ALL, ids=[f"{b}-{m}" for b, m in ALL])
+def test_recipe_options_are_valid_driver_flags(benchmark, method, tmp_path):
+    recipe = run.load_recipe(benchmark, method)
+    assert recipe["target"] and recipe["gpus"] and recipe["expected_time"]
+    train = {**recipe["train"], "dataset_path": "train.jsonl", "output_dir": str(tmp_path)}
+    model_args, data_args, training_args = parse_dataclasses(
+        (ModelArguments, DataArguments, MultiViewTrainingArguments), run.flags(train))
+    assert model_args.model_name == method
+    encode = {**recipe["encode"], "model_name_or_path": "m", "dataset_path": "c", "encode_output_path": "e"}
+    parse_dataclasses((EncodeArguments,), run.flags(encode))
+    if "generate" in recipe:
+        parse_dataclasses((GenerateArguments,), run.flags({**recipe["generate"], "corpus_path": "c", "output": "o"}))
+
+
+def test_flags():
+    assert run.flags({"a": 1, "b": True, "c": False, "d": [1, 2], "e": None}) == ["--a", "1", "--b", "--d", "1", "2"]
+
+
+def test_smoke_recipe_runs_and_writes_results(tmp_path, capsys):
+    assert run.main(["squad", "dcsr", "--smoke", "--output_dir", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["benchmark"] == "squad" and results["method"] == "dcsr" and results["smoke"]
+    assert set(results["results"]["squad-test"]) == {"Top5", "Top20", "Top100"}
+    assert any("multiview_plugin.driver.train" in c for c in results["commands"])
+    # the dry run prints the same commands without running anything
+    capsys.readouterr()
+    assert run.main(["msmarco", "dce", "--smoke", "--dry_run", "--output_dir", str(tmp_path / "dry")]) == 0
+    printed = capsys.readouterr().out
+    assert "multiview_plugin.driver.generate_queries" in printed and "--pseudo_queries_path" in printed
+    assert not (tmp_path / "dry" / "results.json").exists()
