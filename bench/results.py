@@ -1,0 +1,138 @@
+"""The measured-results tables of the top-level README, generated from committed run outputs.
+
+    # record a finished run (its results.json) under results/<data>/<name>.json, with the command that made it
+    python bench/results.py add runs/scifact --name scifact-all \
+        --command "python -m multiview_plugin.quickstart --data scifact --beir_dir ../shared/data/beir/scifact ..."
+    # rewrite the README's tables (between the results markers) from everything in results/
+    python bench/results.py render
+
+A run's settings (backbone, steps, batch, learning rate, passage length) are read from the recorded command
+with the quickstart's own argument parser, so a table row cannot claim settings its run did not use. When two
+runs report the same system on the same data, the later recorded one wins (e.g. DPR, rerun beside DCSR).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+DATASETS = {
+    "squad": ("SQuAD-dev multi-view protocol", "3,335 held-out questions (articles 32–47) against all 2,067 "
+              "paragraphs; train: 7,235 questions of articles 0–31, 1 BM25 negative each",
+              ["answer_Top1", "answer_Top5", "answer_Top20", "R@1", "R@5", "R@20", "MRR@10"]),
+    "scifact": ("SciFact (BEIR)", "200 dev queries carved (seed 42) from qrels/train.tsv, against all 5,183 "
+                "abstracts; train: the other 609 judged queries, 1 BM25 negative each",
+                ["nDCG@10", "R@1", "R@5", "R@20", "MRR@10"]),
+}
+HEADERS = {"answer_Top1": "top-1", "answer_Top5": "top-5", "answer_Top20": "top-20"}
+SYSTEM_NAMES = {
+    "bm25": "BM25 (bm25s)", "minilm-zero-shot": "MiniLM zero-shot", "dpr": "dpr (mean pooling)",
+    "dpr-cls": "dpr ([CLS])", "mvr": "mvr (k = 8, shared position 0)",
+    "mvr-distinct": "mvr (k = 8, distinct positions)",
+    "mlr-sc": "mlr (self-contrastive, layers 6,5)", "mlr-max": "mlr (max, layers 6,5)", "mebert": "mebert (k = 8)",
+    "dcsr": "dcsr (HasAns)", "dcsr (max)": "dcsr (max aggregation)", "dce": "dce (sentence pseudo-queries)",
+}
+
+
+def quickstart_settings(command: str) -> argparse.Namespace:
+    from multiview_plugin.quickstart.__main__ import build_parser
+
+    argv = shlex.split(command)
+    if "multiview_plugin.quickstart" not in argv:
+        raise SystemExit(f"not a quickstart command: {command!r}")
+    return build_parser().parse_args(argv[argv.index("multiview_plugin.quickstart") + 1:])
+
+
+def add(run_dir: Path, name: str, command: str, systems: list[str] | None) -> Path:
+    rows = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    settings = quickstart_settings(command)
+    if systems:
+        rows = [r for r in rows if r["system"] in systems]
+    out = RESULTS / settings.data / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"name": name, "command": command, "recorded": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)} ({len(rows)} rows)")
+    return out
+
+
+def cell(value) -> str:
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def table(data: str) -> str:
+    title, protocol, metrics = DATASETS[data]
+    rows: dict[str, dict] = {}
+    for path in sorted((RESULTS / data).glob("*.json"), key=lambda p: json.loads(p.read_text())["recorded"]):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        s = quickstart_settings(record["command"])
+        for r in record["rows"]:
+            wall = r.get("wall_s", r.get("train_s", 0.0) + r.get("encode_s", 0.0))
+            rows[r["system"]] = {**r, "_wall": wall, "_record": record["name"],
+                                 "_backbone": r.get("backbone", Path(s.backbone).name),
+                                 "_batch": s.batch_size if r.get("steps") else "–", "_lr": s.learning_rate,
+                                 "_len": s.passage_max_len}
+    order = list(SYSTEM_NAMES)
+    ranked = sorted(rows.values(), key=lambda r: order.index(r["system"]) if r["system"] in order else len(order))
+    head = ["system", "backbone", "steps", "batch", "wall s", "vectors/doc",
+            *(HEADERS.get(m, m) for m in metrics), "run"]
+    lines = [f"**{title}** — {protocol}; metrics in %.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in ranked:
+        vectors = (r["views_per_doc"] if "views_per_doc" in r else r.get("views")) or "–"  # older runs: views
+        lines.append("| " + " | ".join([SYSTEM_NAMES.get(r["system"], r["system"]), r["_backbone"], str(r["steps"]),
+                                        str(r["_batch"]), f"{r['_wall']:.0f}", cell(vectors),
+                                        *(cell(r.get(m)) for m in metrics), f"`{r['_record']}`"]) + " |")
+    commands = {json.loads(p.read_text())["name"]: json.loads(p.read_text())["command"]
+                for p in sorted((RESULTS / data).glob("*.json"))}
+    lines += ["", "Runs (`results/" + data + "/<run>.json`):", ""]
+    lines += [f"- `{name}`: `{cmd}`" for name, cmd in commands.items()]
+    return "\n".join(lines)
+
+
+def render(readme: Path) -> None:
+    text = readme.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        raise SystemExit(f"{readme} lacks the markers {START} ... {END}")
+    body = "\n\n".join(table(d) for d in DATASETS if (RESULTS / d).is_dir())
+    note = ("_Generated by `python bench/results.py render` from `results/`; lr and passage length per run are in "
+            "the commands. Wall time: training + encoding + search of that system (older runs: training + "
+            "encoding)._")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{START}\n{body}\n\n{note}\n{END}{tail}", encoding="utf-8")
+    print(f"rendered {readme}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python bench/results.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("add", help="Record a run's results.json.")
+    a.add_argument("run_dir", type=Path, help="A quickstart --output_dir holding results.json.")
+    a.add_argument("--name", required=True, help="Record name (results/<data>/<name>.json).")
+    a.add_argument("--command", required=True, help="The exact command that produced the run.")
+    a.add_argument("--systems", nargs="+", help="Keep only these systems' rows.")
+    r = sub.add_parser("render", help="Rewrite the README tables from results/.")
+    r.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    args = p.parse_args(argv)
+    if args.cmd == "add":
+        add(args.run_dir, args.name, args.command, args.systems)
+    else:
+        render(args.readme)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
