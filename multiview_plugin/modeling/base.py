@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -152,6 +153,14 @@ class MultiViewEncoder(nn.Module):
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Passage view vectors (B, K, D) and view mask (B, K)."""
         raise NotImplementedError
+
+    @torch.inference_mode()
+    def encode_queries(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        """Query strings → float32 vectors (N, D), ``batch_size`` at a time, on the model's device."""
+        device = next(self.parameters()).device
+        out = [self.encode_query({k: v.to(device) for k, v in self.formatter.queries(texts[i:i + batch_size]).items()})
+               .float().cpu().numpy() for i in range(0, len(texts), batch_size)]
+        return np.concatenate(out) if out else np.zeros((0, self.query_encoder.config.hidden_size), np.float32)
 
     def passage_inputs(self, formatter: InputFormatter, docids: list[str], texts: list[str],
                        views: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:

@@ -168,13 +168,7 @@ class MultiVectorSearcher:
         """Query vectors (Q, D) from the query encoder."""
         if self.encoder is None:
             raise ConfigError("this searcher has no query encoder: pass query_encoder= or search with vectors")
-        device = next(self.encoder.parameters()).device
-        out = []
-        with torch.inference_mode():
-            for i in range(0, len(queries), self.query_batch_size):
-                batch = self.encoder.formatter.queries(list(queries[i:i + self.query_batch_size]))
-                out.append(self.encoder.encode_query({k: v.to(device) for k, v in batch.items()}).float().cpu())
-        return torch.cat(out).numpy() if out else np.zeros((0, self.store.dim), dtype=np.float32)
+        return self.encoder.encode_queries(list(queries), self.query_batch_size)
 
     def search_vectors(self, q_reps: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised core: (docids (Q, k) object array with None padding, scores (Q, k))."""
