@@ -21,6 +21,7 @@ from pathlib import Path
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.bm25 import bm25_negatives
 from multiview_plugin.data.readers import InputFormatError, PathLike, load_beir
+from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def convert_beir(beir_dir: PathLike, output_dir: PathLike, split: str = "train",
     return paths
 
 
+@cli
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m multiview_plugin.data.beir", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -78,15 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--num_negatives", type=int, default=1, help="BM25 hard negatives per train query (default 1).")
     p.add_argument("--seed", type=int, default=42, help="Seed of the dev sample.")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging()
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    try:
-        convert_beir(args.beir_dir, args.output_dir, args.split, args.dev_size, args.num_negatives, args.seed)
-    except (InputFormatError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    convert_beir(args.beir_dir, args.output_dir, args.split, args.dev_size, args.num_negatives, args.seed)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

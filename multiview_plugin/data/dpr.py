@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import InputFormatError, PathLike, open_text
+from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
 _WS = " \t\r\n"
@@ -105,6 +106,7 @@ def convert_dpr_biencoder(path: PathLike, output: PathLike, negatives: str = "ha
     return {"written": written, "skipped": skipped}
 
 
+@cli
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m multiview_plugin.data.dpr", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,14 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--negatives", default="hard", choices=["hard", "random", "both"],
                    help="Which DPR negatives become negative_passages (default: hard, the BM25 ones).")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        convert_dpr_biencoder(args.input, args.output, args.negatives)
-    except InputFormatError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    setup_logging()
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    convert_dpr_biencoder(args.input, args.output, args.negatives)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.bm25 import bm25_negatives
 from multiview_plugin.data.readers import InputFormatError, PathLike, iter_corpus, load_qrels, load_queries
+from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ def convert_msmarco(collection: PathLike, queries: PathLike, qrels: PathLike, ou
     return {"queries": len(qids), "passages": len(docids)}
 
 
+@cli
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m multiview_plugin.data.msmarco", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,15 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--num_negatives", type=int, default=30, help="BM25 negatives per query (default 30).")
     p.add_argument("--max_queries", type=int, help="Only the first N judged queries.")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging()
     logging.getLogger("bm25s").setLevel(logging.WARNING)
-    try:
-        convert_msmarco(args.collection, args.queries, args.qrels, args.output, args.num_negatives, args.max_queries)
-    except (InputFormatError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    convert_msmarco(args.collection, args.queries, args.qrels, args.output, args.num_negatives, args.max_queries)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
