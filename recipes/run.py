@@ -39,6 +39,11 @@ DPR_FILES = {"nq": ("biencoder-nq-train.json", "nq-test.qa.csv"),
 # Tevatron's hub copies of the same data, used when no --data_dir is given (needs network)
 TEVATRON_HUB = {"nq": "Tevatron/wikipedia-nq", "triviaqa": "Tevatron/wikipedia-trivia",
                 "squad": "Tevatron/wikipedia-squad"}
+TEVATRON_CORPUS = {"nq": "Tevatron/wikipedia-nq-corpus", "triviaqa": "Tevatron/wikipedia-trivia-corpus",
+                   "squad": "Tevatron/wikipedia-squad-corpus", "msmarco": "Tevatron/msmarco-passage-corpus"}
+ANSERINI_DPR_TOPICS = {"nq": "topics.dpr.nq.test.txt", "triviaqa": "topics.dpr.trivia.test.txt",
+                       "squad": "topics.dpr.squad.test.txt"}
+BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{}.zip"
 SHARED = RECIPES.parent.parent / "shared" / "data"
 
 logger = logging.getLogger("recipes")
@@ -161,6 +166,43 @@ def smoke_beir_dir(folder: Path) -> Path:
     return folder
 
 
+def export_hub_corpus(name: str, path: Path) -> Path:
+    """A hub corpus (``docid``/``_id``, ``title``, ``text``) written once as a local jsonl for the encode driver."""
+    if path.is_file():
+        return path
+    import datasets
+
+    rows = datasets.load_dataset(name, split="train")
+    id_key = "docid" if "docid" in rows.column_names else "_id"
+    text_key = "text" if "text" in rows.column_names else "document_text"
+    has_title = "title" in rows.column_names
+    print(f"exporting {name} ({len(rows)} documents) to {path}", flush=True)
+    _write_jsonl(path, ({"docid": str(r[id_key]), "title": r["title"] if has_title else "", "text": r[text_key]}
+                        for r in rows))
+    return path
+
+
+def download_beir(name: str, folder: Path) -> Path:
+    """BEIR's official zip for dataset ``name``, unpacked into ``folder/name`` (once)."""
+    target = folder / name
+    if (target / "corpus.jsonl").is_file():
+        return target
+    import tempfile
+    import urllib.request
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    url = BEIR_URL.format(name)
+    print(f"downloading {url}", flush=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        archive = Path(tmp) / f"{name}.zip"
+        urllib.request.urlretrieve(url, archive)
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(tmp)
+        os.replace(Path(tmp) / name, target)  # complete folders only
+    return target
+
+
 def prepare_dpr(benchmark: str, args: argparse.Namespace, data: Path, run: Runner) -> dict:
     """NQ / TriviaQA / SQuAD with DPR's data: train file, Wikipedia passages, test questions with answers."""
     train_name, qa_name = DPR_FILES[benchmark]
@@ -168,9 +210,12 @@ def prepare_dpr(benchmark: str, args: argparse.Namespace, data: Path, run: Runne
     if args.smoke:
         src = data / "raw"
         smoke_dpr_files(src, benchmark)
-    if src is None:
-        raise SystemExit(f"{benchmark}: pass --data_dir with DPR's {train_name}, psgs_w100.tsv and {qa_name} "
-                         f"(or use Tevatron's copies: {TEVATRON_HUB[benchmark]}, see recipes/{benchmark}/README.md)")
+    if src is None:  # Tevatron's hub copies (needs network), evaluated on Anserini's copy of DPR's test questions
+        topics = (Path(args.topics_dir) if args.topics_dir else SHARED / "anserini") / "topics" / \
+            ANSERINI_DPR_TOPICS[benchmark]
+        corpus = export_hub_corpus(TEVATRON_CORPUS[benchmark], data / "corpus.jsonl")
+        return {"train_hub": TEVATRON_HUB[benchmark], "corpus": corpus,
+                "evals": [{"name": f"{benchmark}-test", "topics": topics, "answers": topics, "topk": [5, 20, 100]}]}
     train = data / "train.jsonl"
     if not train.is_file():
         run("multiview_plugin.data.dpr", [str(src / train_name), str(train), "--negatives", "hard"])
@@ -185,10 +230,9 @@ def prepare_msmarco(args: argparse.Namespace, data: Path, run: Runner) -> dict:
     if args.smoke:
         src = topics = data / "raw"
         smoke_msmarco_files(src)
-    if src is None:
-        raise SystemExit("msmarco: pass --data_dir with collection.tsv, queries.train.tsv and qrels.train.tsv")
+    hub = src is None  # Tevatron's hub copies (needs network)
     train = data / "train.jsonl"
-    if not train.is_file():
+    if not hub and not train.is_file():
         run("multiview_plugin.data.msmarco", ["--collection", str(src / "collection.tsv"), "--queries",
                                               str(src / "queries.train.tsv"), "--qrels", str(src / "qrels.train.tsv"),
                                               "--output", str(train), "--num_negatives", "2" if args.smoke else "30"])
@@ -201,13 +245,17 @@ def prepare_msmarco(args: argparse.Namespace, data: Path, run: Runner) -> dict:
                            ("dl20", "topics.dl20.txt", "qrels.dl20-passage.txt")):
             evals.append({"name": name, "topics": tq / t, "qrels": qq / q, "metrics": ["nDCG@10", "R@1000"],
                           "rel_level": 2})
+    if hub:
+        return {"train_hub": "Tevatron/msmarco-passage", "evals": evals,
+                "corpus": export_hub_corpus(TEVATRON_CORPUS["msmarco"], data / "corpus.jsonl")}
     return {"train": train, "corpus": src / "collection.tsv", "evals": evals}
 
 
 def prepare_beir(args: argparse.Namespace, data: Path, run: Runner) -> dict:
     """Train on a BEIR folder's train judgments (minus a carved dev set) unless --checkpoint is given; evaluate
     on every --beir_dir (test judgments; the train folder's carved dev set when it has no test file)."""
-    dirs = [Path(d) for d in args.beir_dir or []]
+    # a name that is not a folder (e.g. "scifact") is fetched from BEIR's server (needs network)
+    dirs = [Path(d) if Path(d).is_dir() else download_beir(d, data / "beir") for d in args.beir_dir or []]
     train_dir = Path(args.train_beir_dir) if args.train_beir_dir else None
     if args.smoke:
         train_dir = smoke_beir_dir(data / "raw" / "smoke")
@@ -296,7 +344,10 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
                 warm.update(max_steps=2, num_train_epochs=None)
             run("multiview_plugin.driver.train", flags(warm))
             train_opts["model_name_or_path"] = str(models / f"{method}-warmup")
-        train_opts.update(dataset_path=str(prepared["train"]), output_dir=str(model_dir))
+        if "train_hub" in prepared:
+            train_opts.update(dataset_name=prepared["train_hub"], output_dir=str(model_dir))
+        else:
+            train_opts.update(dataset_path=str(prepared["train"]), output_dir=str(model_dir))
         run("multiview_plugin.driver.train", flags(train_opts))
 
     shards = 2 if args.smoke else recipe.get("shards", 1)
@@ -366,10 +417,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry_run", action="store_true", help="Print the commands, run nothing.")
     p.add_argument("--output_dir", help="Where everything goes (default runs/recipes/<benchmark>-<method>).")
     p.add_argument("--data_dir", help="Local raw data: DPR's release files (nq, triviaqa, squad) or MS MARCO's "
-                   "collection.tsv / queries.train.tsv / qrels.train.tsv.")
+                   "collection.tsv / queries.train.tsv / qrels.train.tsv. Without it, Tevatron's hub datasets "
+                   "(Tevatron/wikipedia-nq, ..., Tevatron/msmarco-passage and their -corpus) are used: needs network.")
     p.add_argument("--topics_dir", help=f"Anserini topics/qrels folder for MS MARCO dev and TREC DL (default "
                    f"{SHARED / 'anserini'}).")
-    p.add_argument("--beir_dir", nargs="+", help="beir: BEIR folders to evaluate on (nDCG@10 each, and the average).")
+    p.add_argument("--beir_dir", nargs="+", help="beir: BEIR folders to evaluate on (nDCG@10 each, and the average); "
+                   "a bare dataset name (e.g. scifact) is downloaded from BEIR's server first (needs network).")
     p.add_argument("--train_beir_dir", help="beir: a BEIR folder with qrels/train.tsv to train on (e.g. scifact).")
     p.add_argument("--checkpoint", help="Skip training: evaluate this saved model.")
     p.add_argument("--pseudo_queries", help="dce with --checkpoint: the corpus's pseudo-query file.")

@@ -56,3 +56,26 @@ def test_smoke_recipe_runs_and_writes_results(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "multiview_plugin.driver.generate_queries" in printed and "--pseudo_queries_path" in printed
     assert not (tmp_path / "dry" / "results.json").exists()
+
+
+def test_hub_corpus_export_and_beir_download(tmp_path, monkeypatch):
+    # a local folder stands in for a hub dataset (same datasets.load_dataset call)
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    (hub / "corpus.jsonl").write_text('{"docid": "d1", "title": "T", "text": "x"}\n{"docid": "d2", "title": "", '
+                                      '"text": "y"}\n')
+    out = run.export_hub_corpus(str(hub), tmp_path / "data" / "corpus.jsonl")
+    assert [json.loads(x)["docid"] for x in out.read_text().splitlines()] == ["d1", "d2"]
+    # BEIR's zip (a local file stands in for the server): unpacked once, complete folders only
+    import zipfile
+
+    src = tmp_path / "served.zip"
+    with zipfile.ZipFile(src, "w") as z:
+        z.writestr("tiny/corpus.jsonl", '{"_id": "a", "text": "t"}\n')
+        z.writestr("tiny/queries.jsonl", '{"_id": "q", "text": "t"}\n')
+    calls = []
+    monkeypatch.setattr("urllib.request.urlretrieve", lambda url, path: calls.append(url) or
+                        Path(path).write_bytes(src.read_bytes()))
+    folder = run.download_beir("tiny", tmp_path / "beir")
+    assert (folder / "corpus.jsonl").is_file() and calls == [run.BEIR_URL.format("tiny")]
+    assert run.download_beir("tiny", tmp_path / "beir") == folder and len(calls) == 1
