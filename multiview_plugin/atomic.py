@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -38,3 +39,15 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str = "utf-8
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> Path:
+    """Write ``lines``, each newline-terminated, to ``path`` atomically (UTF-8); returns the path."""
+    with atomic_open(path) as f:
+        f.writelines(line + "\n" for line in lines)
+    return Path(path)
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[object]) -> Path:
+    """One JSON object per line (non-ASCII kept as is), atomically; returns the path."""
+    return write_lines(path, (json.dumps(row, ensure_ascii=False) for row in rows))

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from multiview_plugin.atomic import atomic_open, write_jsonl, write_lines
+
 RECIPES = Path(__file__).resolve().parent
 BENCHMARKS = ("squad", "nq", "triviaqa", "msmarco", "beir")
 # DPR's release names (https://github.com/facebookresearch/DPR, data/download_data.py)
@@ -97,22 +99,6 @@ class Runner:
 # ----------------------------------------------------------------------------- data
 
 
-def _write_jsonl(path: Path, rows) -> Path:
-    from multiview_plugin.atomic import atomic_open
-
-    with atomic_open(path) as f:
-        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    return path
-
-
-def _write_lines(path: Path, lines) -> Path:
-    from multiview_plugin.atomic import atomic_open
-
-    with atomic_open(path) as f:
-        f.writelines(line + "\n" for line in lines)
-    return path
-
-
 def smoke_source():
     """The embedded quickstart data: the tiny slice every smoke run writes in its benchmark's formats."""
     from multiview_plugin.quickstart.dataset import build_quickstart_data
@@ -133,21 +119,21 @@ def smoke_dpr_files(folder: Path, benchmark: str) -> None:
                 "hard_negative_ctxs": [ctx(p) for p in r["negative_passages"]]} for r in data.train]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / train_name).write_text(json.dumps(records), encoding="utf-8")
-    _write_lines(folder / "psgs_w100.tsv", ["id\ttext\ttitle"] + [f"{p['docid']}\t{p['text']}\t{p['title']}"
+    write_lines(folder / "psgs_w100.tsv", ["id\ttext\ttitle"] + [f"{p['docid']}\t{p['text']}\t{p['title']}"
                                                                   for p in data.corpus.values()])
-    _write_lines(folder / qa_name, [f"{data.eval_queries[q]}\t{json.dumps(a)}" for q, a in data.eval_answers.items()])
+    write_lines(folder / qa_name, [f"{data.eval_queries[q]}\t{json.dumps(a)}" for q, a in data.eval_answers.items()])
 
 
 def smoke_msmarco_files(folder: Path) -> None:
     """MS MARCO's formats: collection.tsv, queries.*.tsv, TREC qrels (dev subset and DL-style graded)."""
     data = smoke_source()
     folder.mkdir(parents=True, exist_ok=True)
-    _write_lines(folder / "collection.tsv", [f"{d}\t{p['title']} {p['text']}" for d, p in data.corpus.items()])
-    _write_lines(folder / "queries.train.tsv", [f"{r['query_id']}\t{r['query']}" for r in data.train])
-    _write_lines(folder / "qrels.train.tsv", [f"{r['query_id']} 0 {r['positive_passages'][0]['docid']} 1"
+    write_lines(folder / "collection.tsv", [f"{d}\t{p['title']} {p['text']}" for d, p in data.corpus.items()])
+    write_lines(folder / "queries.train.tsv", [f"{r['query_id']}\t{r['query']}" for r in data.train])
+    write_lines(folder / "qrels.train.tsv", [f"{r['query_id']} 0 {r['positive_passages'][0]['docid']} 1"
                                               for r in data.train])
-    _write_lines(folder / "topics.msmarco-passage.dev-subset.txt", [f"{q}\t{t}" for q, t in data.eval_queries.items()])
-    _write_lines(folder / "qrels.msmarco-passage.dev-subset.txt", [f"{q} 0 {d} 1" for q, j in data.eval_qrels.items()
+    write_lines(folder / "topics.msmarco-passage.dev-subset.txt", [f"{q}\t{t}" for q, t in data.eval_queries.items()])
+    write_lines(folder / "qrels.msmarco-passage.dev-subset.txt", [f"{q} 0 {d} 1" for q, j in data.eval_qrels.items()
                                                                    for d in j])
 
 
@@ -155,13 +141,13 @@ def smoke_beir_dir(folder: Path) -> Path:
     """A BEIR folder (corpus.jsonl, queries.jsonl, qrels/{train,test}.tsv with a header)."""
     data = smoke_source()
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    _write_jsonl(folder / "corpus.jsonl", [{"_id": d, "title": p["title"], "text": p["text"]}
+    write_jsonl(folder / "corpus.jsonl", [{"_id": d, "title": p["title"], "text": p["text"]}
                                            for d, p in data.corpus.items()])
     queries = {r["query_id"]: r["query"] for r in data.train} | data.eval_queries
-    _write_jsonl(folder / "queries.jsonl", [{"_id": q, "text": t} for q, t in queries.items()])
-    _write_lines(folder / "qrels" / "train.tsv", ["query-id\tcorpus-id\tscore"] + [
+    write_jsonl(folder / "queries.jsonl", [{"_id": q, "text": t} for q, t in queries.items()])
+    write_lines(folder / "qrels" / "train.tsv", ["query-id\tcorpus-id\tscore"] + [
         f"{r['query_id']}\t{r['positive_passages'][0]['docid']}\t1" for r in data.train])
-    _write_lines(folder / "qrels" / "test.tsv", ["query-id\tcorpus-id\tscore"] + [
+    write_lines(folder / "qrels" / "test.tsv", ["query-id\tcorpus-id\tscore"] + [
         f"{q}\t{d}\t1" for q, j in data.eval_qrels.items() for d in j])
     return folder
 
@@ -177,7 +163,7 @@ def export_hub_corpus(name: str, path: Path) -> Path:
     text_key = "text" if "text" in rows.column_names else "document_text"
     has_title = "title" in rows.column_names
     print(f"exporting {name} ({len(rows)} documents) to {path}", flush=True)
-    _write_jsonl(path, ({"docid": str(r[id_key]), "title": r["title"] if has_title else "", "text": r[text_key]}
+    write_jsonl(path, ({"docid": str(r[id_key]), "title": r["title"] if has_title else "", "text": r[text_key]}
                         for r in rows))
     return path
 
@@ -396,8 +382,6 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
     if beir:
         summary["beir_average_nDCG@10"] = sum(beir) / len(beir)
     if not args.dry_run:
-        from multiview_plugin.atomic import atomic_open
-
         with atomic_open(out / "results.json") as f:
             f.write(json.dumps(summary, indent=2) + "\n")
         for name, values in results.items():

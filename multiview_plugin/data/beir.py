@@ -11,14 +11,13 @@ non-positive BM25 documents as hard negatives.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from multiview_plugin.atomic import atomic_open
+from multiview_plugin.atomic import write_jsonl, write_lines
 from multiview_plugin.data.bm25 import bm25_negatives
 from multiview_plugin.data.readers import InputFormatError, PathLike, load_beir
 from multiview_plugin.driver.common import cli, setup_logging
@@ -52,18 +51,14 @@ def convert_beir(beir_dir: PathLike, output_dir: PathLike, split: str = "train",
     def passage(docid: str) -> dict:
         return {"docid": docid, "text": corpus[docid]}
 
-    with atomic_open(paths["corpus"]) as f:
-        f.writelines(json.dumps(passage(d), ensure_ascii=False) + "\n" for d in docids)
-    with atomic_open(paths["train"]) as f:
-        for q, g, negs in zip(train_q, gold, negatives):
-            f.write(json.dumps({"query_id": q, "query": queries[q], "answers": [],
-                                "positive_passages": [passage(docids[i]) for i in g],
-                                "negative_passages": [passage(docids[i]) for i in negs]}, ensure_ascii=False) + "\n")
+    write_jsonl(paths["corpus"], (passage(d) for d in docids))
+    write_jsonl(paths["train"], ({"query_id": q, "query": queries[q], "answers": [],
+                                  "positive_passages": [passage(docids[i]) for i in g],
+                                  "negative_passages": [passage(docids[i]) for i in negs]}
+                                 for q, g, negs in zip(train_q, gold, negatives)))
     dev_q = [q for q in queries if q in dev]  # queries-file order
-    with atomic_open(paths["eval_queries"]) as f:
-        f.writelines(json.dumps({"query_id": q, "query": queries[q]}, ensure_ascii=False) + "\n" for q in dev_q)
-    with atomic_open(paths["eval_qrels"]) as f:
-        f.writelines(f"{q} 0 {d} {r}\n" for q in dev_q for d, r in qrels[q].items())
+    write_jsonl(paths["eval_queries"], ({"query_id": q, "query": queries[q]} for q in dev_q))
+    write_lines(paths["eval_qrels"], (f"{q} 0 {d} {r}" for q in dev_q for d, r in qrels[q].items()))
     logger.info("BEIR %s: %d documents; %d train queries (%d BM25 negatives each), %d dev queries carved from %s",
                 beir_dir, len(docids), len(train_q), num_negatives, len(dev_q), split)
     return paths

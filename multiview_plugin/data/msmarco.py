@@ -11,12 +11,11 @@ passages (bm25s) that are not judged relevant — what Tevatron's ``msmarco-pass
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Sequence
 
-from multiview_plugin.atomic import atomic_open
+from multiview_plugin.atomic import write_jsonl
 from multiview_plugin.data.bm25 import bm25_negatives
 from multiview_plugin.data.readers import InputFormatError, PathLike, iter_corpus, load_qrels, load_queries
 from multiview_plugin.driver.common import cli, setup_logging
@@ -41,12 +40,10 @@ def convert_msmarco(collection: PathLike, queries: PathLike, qrels: PathLike, ou
                                    f"{collection}")
         gold.append([index[d] for d, r in judged[q].items() if r > 0])
     negatives = bm25_negatives([corpus[d] for d in docids], [texts[q] for q in qids], gold, num_negatives)
-    with atomic_open(output) as f:
-        for q, g, negs in zip(qids, gold, negatives):
-            f.write(json.dumps({"query_id": q, "query": texts[q],
-                                "positive_passages": [{"docid": docids[i], "text": corpus[docids[i]]} for i in g],
-                                "negative_passages": [{"docid": docids[i], "text": corpus[docids[i]]} for i in negs]},
-                               ensure_ascii=False) + "\n")
+    write_jsonl(output, ({"query_id": q, "query": texts[q],
+                          "positive_passages": [{"docid": docids[i], "text": corpus[docids[i]]} for i in g],
+                          "negative_passages": [{"docid": docids[i], "text": corpus[docids[i]]} for i in negs]}
+                         for q, g, negs in zip(qids, gold, negatives)))
     logger.info("MS MARCO: %d passages, %d train queries with %d BM25 negatives each → %s", len(docids), len(qids),
                 num_negatives, output)
     return {"queries": len(qids), "passages": len(docids)}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from multiview_plugin.atomic import atomic_open
+from multiview_plugin.atomic import write_lines
 
 from .bm25 import bm25_negatives
 from .readers import InputFormatError, format_passage
@@ -213,12 +213,6 @@ def convert_squad(path: str | os.PathLike, train_articles: range = range(32),
     return split
 
 
-def _atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
-    """Write newline-terminated lines to ``path`` atomically."""
-    with atomic_open(path) as f:
-        f.writelines(line + "\n" for line in lines)
-
-
 def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike) -> dict[str, Path]:
     """Write a :class:`SquadSplit` as Tevatron / TREC files, each atomically.
 
@@ -256,7 +250,7 @@ def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike) -> dict[
     paths = {}
     for key, (name, lines) in contents.items():
         paths[key] = out / name
-        _atomic_write_lines(paths[key], lines)
+        write_lines(paths[key], lines)
     logger.info("Wrote %s to %s", ", ".join(name for name, _ in contents.values()), out)
     return paths
 

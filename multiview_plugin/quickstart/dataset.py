@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from multiview_plugin.atomic import atomic_open
+from multiview_plugin.atomic import write_lines
 
 __all__ = ["QuickstartData", "build_quickstart_data", "write_quickstart_data", "FILE_NAMES", "KIND_NAMES"]
 
@@ -1154,13 +1154,6 @@ def build_quickstart_data(num_entities: int = 60, seed: int = 13) -> QuickstartD
 # ----------------------------------------------------------------------------- writing
 
 
-def _write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
-    """Write ``lines`` (newline-terminated, UTF-8) to ``path`` atomically."""
-    with atomic_open(path) as f:
-        for line in lines:
-            f.write(line + "\n")
-
-
 def _json(obj: dict) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
@@ -1186,12 +1179,12 @@ def write_quickstart_data(data: QuickstartData, output_dir: str | os.PathLike) -
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     paths = {role: folder / name for role, name in FILE_NAMES.items()}
-    _write_lines_atomic(paths["corpus"], (_json(p) for p in data.corpus.values()))
-    _write_lines_atomic(paths["train"], (_json(r) for r in data.train))
-    _write_lines_atomic(paths["eval_queries"],
+    write_lines(paths["corpus"], (_json(p) for p in data.corpus.values()))
+    write_lines(paths["train"], (_json(r) for r in data.train))
+    write_lines(paths["eval_queries"],
                         (_json({"query_id": q, "query": text}) for q, text in data.eval_queries.items()))
-    _write_lines_atomic(paths["eval_qrels"], (f"{q} 0 {docid} {rel}" for q, judged in data.eval_qrels.items()
+    write_lines(paths["eval_qrels"], (f"{q} 0 {docid} {rel}" for q, judged in data.eval_qrels.items()
                                               for docid, rel in judged.items()))
-    _write_lines_atomic(paths["eval_answers"],
+    write_lines(paths["eval_answers"],
                         (_json({"query_id": q, "answers": a}) for q, a in data.eval_answers.items()))
     return paths
