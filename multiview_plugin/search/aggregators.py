@@ -35,34 +35,45 @@ class Aggregator:
         return max(k, int(math.ceil(k * mean_views)))
 
 
-def first_occurrences(docs: np.ndarray) -> np.ndarray:
-    """(Q, F) bool mask of each (query, document) pair's first hit in rank order, vectorised.
+def group_by_doc(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row-wise groups of equal documents, in a per-row sorted order, vectorised.
 
     Sorting the composite keys ``doc << b | position`` within each row groups a document's hits with the
-    earliest one first; with Faiss rows sorted by score, a document's first hit is its best (max-sim) vector.
-    Entries with doc -1 (nothing fetched) are never marked.
+    earliest one first; with Faiss rows sorted by score, that is its best (max-sim) vector.
+
+    Returns (group-start mask (Q, F), document of each sorted entry, its original position — also the order
+    to gather other (Q, F) arrays by). Entries with doc -1 (nothing fetched) sort last and start no group.
     """
-    q_count, fetched = docs.shape
+    fetched = docs.shape[1]
     bits = max(1, (fetched - 1).bit_length())
     missing = docs < 0
     any_missing = bool(missing.any())
-    top_doc = int(docs.max()) + 1  # stands in for -1 so missing entries sort last
-    dtype = np.int32 if (top_doc + 1) << bits < 2**31 else np.int64
+    top_doc = int(docs.max()) + 1 if docs.size else 1  # stands in for -1 so missing entries sort last
+    dtype = np.int32 if (top_doc + 1) << bits < 2**31 else np.int64  # int32 sorts faster
     keys = docs.astype(dtype)
     if any_missing:
         keys[missing] = top_doc
     keys <<= bits
     keys |= np.arange(fetched, dtype=dtype)
     keys.sort(axis=1)
-    doc_sorted = keys >> bits
+    doc_sorted, pos_sorted = keys >> bits, keys & ((1 << bits) - 1)
     start = np.empty(keys.shape, dtype=bool)
-    start[:, 0] = True
+    start[:, :1] = True
     np.not_equal(doc_sorted[:, 1:], doc_sorted[:, :-1], out=start[:, 1:])
     if any_missing:
         start &= doc_sorted != top_doc
+    return start, doc_sorted, pos_sorted
+
+
+def first_occurrences(docs: np.ndarray) -> np.ndarray:
+    """(Q, F) bool mask of each (query, document) pair's first hit in rank order (see :func:`group_by_doc`).
+
+    Entries with doc -1 (nothing fetched) are never marked.
+    """
+    start, _, pos_sorted = group_by_doc(docs)
     # each row's positions form a permutation, so every cell of ``first`` is written exactly once
-    first = np.empty(keys.shape, dtype=bool)
-    np.put_along_axis(first, keys & ((1 << bits) - 1), start, axis=1)
+    first = np.empty(docs.shape, dtype=bool)
+    np.put_along_axis(first, pos_sorted, start, axis=1)
     return first
 
 
@@ -89,27 +100,6 @@ class MaxAggregator(Aggregator):
 
     def aggregate(self, scores, docs, k):
         return take_ranked(first_occurrences(docs), docs, scores, k)
-
-
-def _group_by_doc(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Row-wise groups of equal documents, in a per-row sorted order.
-
-    Returns (group-start mask (Q, F), document of each sorted entry, its original position — also the order
-    to gather other (Q, F) arrays by). Missing entries (-1) sort last and start no group; within a group the
-    earliest position (the best-scored hit) comes first.
-    """
-    fetched = docs.shape[1]
-    bits = max(1, (fetched - 1).bit_length())
-    missing = docs < 0
-    top_doc = int(docs.max()) + 1 if docs.size else 1
-    keys = np.where(missing, top_doc, docs).astype(np.int64) << bits
-    keys |= np.arange(fetched, dtype=np.int64)
-    keys.sort(axis=1)
-    doc_sorted, pos_sorted = keys >> bits, keys & ((1 << bits) - 1)
-    start = np.ones(keys.shape, dtype=bool)
-    np.not_equal(doc_sorted[:, 1:], doc_sorted[:, :-1], out=start[:, 1:])
-    start &= doc_sorted != top_doc
-    return start, doc_sorted, pos_sorted
 
 
 def log_one_minus_softmax(scores: np.ndarray, valid: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -179,7 +169,7 @@ class HasAnsAggregator(Aggregator):
     def aggregate(self, scores, docs, k):
         q_count, fetched = docs.shape
         log1m = log_one_minus_softmax(scores, docs >= 0, self.temperature)
-        start, doc_sorted, pos_sorted = _group_by_doc(docs)
+        start, doc_sorted, pos_sorted = group_by_doc(docs)
         values = np.take_along_axis(log1m, pos_sorted, axis=1).ravel()
         flat_start = start.ravel()
         group = np.maximum(np.cumsum(flat_start) - 1, 0)  # entries before a row's first group add 0
