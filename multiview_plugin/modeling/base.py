@@ -84,6 +84,8 @@ class MultiViewEncoder(nn.Module):
     default_temperature_schedule: ClassVar[str] = "fixed"
     option_prefix: ClassVar[str | None] = None
     formatter_class: ClassVar[type[InputFormatter]] = InputFormatter
+    # True for methods whose vectors are --pooling ('cls' or 'mean') of last-layer states (dpr, dcsr's queries, dce)
+    pools_tokens: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -103,6 +105,8 @@ class MultiViewEncoder(nn.Module):
         self.temperature = config.temperature
         self.negatives_x_device = False
         self._logged_gather = False
+        if self.pools_tokens and self.is_t5 and config.pooling == "cls":
+            raise ConfigError("T5 encoders have no [CLS] token: use --pooling mean")
 
     # ------------------------------------------------------------------ inputs
     @property
@@ -234,11 +238,17 @@ class MultiViewEncoder(nn.Module):
                    negative_no_shuffle: bool = False, num_proc: int = 1) -> tuple[Any, Any]:
         """The training dataset and collator for validated train records (default: passage groups,
         :class:`~multiview_plugin.data.dataset.TrainDataset`). Methods with another training unit override it."""
-        from multiview_plugin.data.dataset import TrainCollator, TrainDataset
+        from multiview_plugin.data.dataset import TrainDataset
 
         dataset = TrainDataset(records, group_size=group_size, seed=seed, positive_no_shuffle=positive_no_shuffle,
                                negative_no_shuffle=negative_no_shuffle)
-        return dataset, TrainCollator(self.formatter)
+        return dataset, self.train_collator()
+
+    def train_collator(self) -> Any:
+        """Turns passage-group items into model inputs (default: query and passages tokenised separately)."""
+        from multiview_plugin.data.dataset import TrainCollator
+
+        return TrainCollator(self.formatter)
 
     # ------------------------------------------------------------ temperature
     def set_epoch(self, epoch: int) -> None:
@@ -298,6 +308,8 @@ class MultiViewEncoder(nn.Module):
         if config.temperature_schedule not in ("fixed", "annealed"):
             raise ConfigError(f"--temperature_schedule must be 'fixed' or 'annealed', "
                              f"got {config.temperature_schedule!r}")
+        if cls.pools_tokens and config.pooling not in ("cls", "mean"):
+            raise ConfigError(f"{cls.registered_name}: --pooling must be 'cls' or 'mean', got {config.pooling!r}")
 
     @classmethod
     def prepare_backbone(

@@ -9,7 +9,6 @@ views come from a pseudo-query file (variable: one view per query of the documen
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,8 +18,6 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
 from multiview_plugin.registry import register_encoder
-
-logger = logging.getLogger(__name__)
 
 
 class PairFormatter(InputFormatter):
@@ -67,19 +64,13 @@ class DualCrossEncoder(MultiViewEncoder):
     default_loss = "contrastive"
     option_prefix = "dce_"
     formatter_class = PairFormatter
+    pools_tokens = True
 
     @classmethod
     def validate_config(cls, config) -> None:
         super().validate_config(config)
-        if config.pooling not in ("cls", "mean"):
-            raise ConfigError(f"dce: --pooling must be 'cls' or 'mean', got {config.pooling!r}")
         if config.query_max_len < 3 or config.passage_max_len < 2:
             raise ConfigError("dce needs --query_max_len >= 3 and --passage_max_len >= 2")
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        if self.is_t5 and self.config.pooling == "cls":
-            raise ConfigError("T5 encoders have no [CLS] token: use --pooling mean")
 
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         batch = dict(batch)
@@ -101,13 +92,8 @@ class DualCrossEncoder(MultiViewEncoder):
             raise ConfigError(f"the pseudo-query file has no entry for documents {missing[:5]}")
         return formatter.passages(texts, [views[d] for d in docids])
 
-    def train_data(self, records: Any, group_size: int, seed: int = 42, positive_no_shuffle: bool = False,
-                   negative_no_shuffle: bool = False, num_proc: int = 1) -> tuple[Any, Any]:
-        from multiview_plugin.data.dataset import TrainDataset
-
-        dataset = TrainDataset(records, group_size=group_size, seed=seed, positive_no_shuffle=positive_no_shuffle,
-                               negative_no_shuffle=negative_no_shuffle)
-        return dataset, QueryPairCollator(self.formatter)
+    def train_collator(self) -> QueryPairCollator:
+        return QueryPairCollator(self.formatter)
 
 
 class QueryPairCollator:

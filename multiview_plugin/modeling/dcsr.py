@@ -9,7 +9,6 @@ number of views. Queries are encoded like DPR's. Training is at the sentence lev
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -25,11 +24,7 @@ from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
 
-logger = logging.getLogger(__name__)
-
 SENT_MARKER = "<sent>"
-# Where sentence counts go in encoded shards' sidecars and the index's multiview.json.
-SENTENCE_STATS = ("passages", "sentences", "kept", "dropped", "truncated")
 
 
 class SentenceFormatter(InputFormatter):
@@ -117,12 +112,11 @@ class ContextualSentenceEncoder(MultiViewEncoder):
     default_loss = "contrastive"
     option_prefix = "dcsr_"
     formatter_class = SentenceFormatter
+    pools_tokens = True  # queries are pooled like DPR's
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         super().validate_config(config)
-        if config.pooling not in ("cls", "mean"):
-            raise ConfigError(f"dcsr: --pooling (of queries) must be 'cls' or 'mean', got {config.pooling!r}")
         for key in ("dcsr_in_passage_negatives", "dcsr_bm25_negatives"):
             if config.options.get(key, 0) < 0:
                 raise ConfigError(f"--{key} must be >= 0, got {config.options[key]}")
@@ -132,11 +126,6 @@ class ContextualSentenceEncoder(MultiViewEncoder):
                          query_encoder: PreTrainedModel, passage_encoder: PreTrainedModel) -> None:
         add_marker_tokens(tokenizer, [query_encoder, passage_encoder], [SENT_MARKER],
                           init=config.options.get("dcsr_marker_init", "random"))
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        if self.is_t5 and self.config.pooling == "cls":
-            raise ConfigError("T5 encoders have no [CLS] token: use --pooling mean for dcsr queries")
 
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         batch = dict(batch)

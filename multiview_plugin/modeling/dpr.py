@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.registry import register_encoder
 
@@ -18,17 +17,7 @@ class DenseEncoder(MultiViewEncoder):
     """
 
     default_loss = "contrastive"
-
-    @classmethod
-    def validate_config(cls, config) -> None:
-        super().validate_config(config)
-        if config.pooling not in ("cls", "mean"):
-            raise ConfigError(f"dpr: --pooling must be 'cls' or 'mean', got {config.pooling!r}")
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.is_t5 and self.config.pooling == "cls":
-            raise ConfigError("T5 encoders have no [CLS] token: use --pooling mean")
+    pools_tokens = True
 
     def is_single_vector(self) -> bool:
         return True
