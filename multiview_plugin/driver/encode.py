@@ -103,14 +103,16 @@ def encode_to_shard(
     if overwrite:
         for stale in (output, Path(str(output) + ".json")):
             stale.unlink(missing_ok=True)
-    total = count_items(path, is_query, separator)
-    start, end = shard_bounds(total, num_shards, shard_index)
     views = None
     if pseudo_queries and not is_query:
         from multiview_plugin.data.pseudo_queries import load_pseudo_queries
 
+        # the counting pass keeps the docids: aligned .txt query files need the corpus order
         docids = [d for d, _ in iter_items(path, is_query, separator)]
+        start, end = shard_bounds(len(docids), num_shards, shard_index)
         views = load_pseudo_queries(pseudo_queries, docids, keep=set(docids[start:end]))
+    else:
+        start, end = shard_bounds(count_items(path, is_query, separator), num_shards, shard_index)
     multi = not is_query and not model.is_single_vector()
     info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
                      dtype="float16" if fp16 else "float32", num_items=0, num_vectors=0, is_query=is_query,

@@ -52,15 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def mine(searcher: MultiVectorSearcher, q_reps: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+def mine(searcher: MultiVectorSearcher, q_reps: np.ndarray, depth: int, first_row: np.ndarray
+         ) -> tuple[np.ndarray, np.ndarray]:
     """Top ``depth`` passages per query by their best vector: (document indices (Q, depth), -1 padded;
-    the view index of each passage's best vector (Q, depth))."""
+    the view index of each passage's best vector (Q, depth)). ``first_row``: each document's first index row."""
     store = searcher.store
     fetch = min(store.index.ntotal, int(np.ceil(depth * store.mean_views)) * 2)
     scores, rows = store.index.search(np.ascontiguousarray(q_reps, dtype=np.float32), fetch)
     docs = np.where(rows >= 0, store.row_doc[np.maximum(rows, 0)], -1)
     best_rows, _, _ = take_ranked(first_occurrences(docs), rows, scores, depth)
-    first_row = np.searchsorted(store.row_doc, np.arange(len(store.docids)))  # rows of a doc are contiguous
     doc = np.where(best_rows >= 0, store.row_doc[np.maximum(best_rows, 0)], -1)
     view = np.where(best_rows >= 0, best_rows - first_row[np.maximum(doc, 0)], -1)
     return doc, view
@@ -79,11 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         raise ConfigError(f"{args.corpus_path} lacks docids of the index, e.g. {missing[:3]}: is it the same corpus?")
     records = list(iter_train_records(args.dataset_path, corpus, args.passage_field_separator))
+    store = searcher.store
+    first_row = np.searchsorted(store.row_doc, np.arange(len(store.docids)))  # a document's rows are contiguous
     written = short = 0
     with atomic_open(args.output) as out:
         for start in tqdm(range(0, len(records), args.batch_size), desc="mine", unit="batch"):
             batch = records[start:start + args.batch_size]
-            doc, view = mine(searcher, searcher.encode([r["query"] for r in batch]), args.depth)
+            doc, view = mine(searcher, searcher.encode([r["query"] for r in batch]), args.depth, first_row)
             for rec, row_doc, row_view in zip(batch, doc.tolist(), view.tolist()):
                 positives = set(rec["positive_docids"])
                 negatives = []

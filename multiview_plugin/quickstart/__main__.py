@@ -16,6 +16,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -108,39 +109,50 @@ def train_system(name: str, args: argparse.Namespace, files: dict[str, Path], ou
 METRICS = ["MRR@10", "nDCG@10", "R@1", "R@5", "R@20"]
 
 
-def score_run(run: dict, files: dict[str, Path], passages: dict) -> dict:
+@dataclass
+class EvalData:
+    """The evaluation side of the data, read once per run: corpus (formatted texts, and title/text pairs for
+    answer matching), eval queries, qrels and, where the data has them, answers."""
+
+    corpus: dict[str, str]
+    passages: dict[str, tuple[str, str]]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    answers: dict[str, list[str]] | None
+
+    @classmethod
+    def load(cls, files: dict[str, Path]) -> EvalData:
+        rows = [json.loads(line) for line in files["corpus"].read_text(encoding="utf-8").splitlines()]
+        return cls(corpus=load_corpus(files["corpus"]),
+                   passages={c["docid"]: (c.get("title", ""), c["text"]) for c in rows},
+                   queries=load_queries(files["eval_queries"]), qrels=load_qrels(files["eval_qrels"]),
+                   answers=load_answers(files["eval_answers"]) if "eval_answers" in files else None)
+
+
+def score_run(run: dict, data: EvalData) -> dict:
     """Ranking metrics (%), and DPR answer accuracy where the data has answers."""
-    metrics = evaluate_run(run, load_qrels(files["eval_qrels"]), METRICS)
+    metrics = evaluate_run(run, data.qrels, METRICS)
     row = {k: 100.0 * v for k, v in metrics.items()}  # percentages, like the answer accuracies
-    if "eval_answers" in files:
-        retrieval = build_retrieval(run, load_queries(files["eval_queries"]), load_answers(files["eval_answers"]),
-                                    passages, depth=20)
+    if data.answers is not None:
+        retrieval = build_retrieval(run, data.queries, data.answers, data.passages, depth=20)
         row.update({f"answer_{k}": v for k, v in retrieval_accuracy(retrieval, ks=(1, 5, 20)).items()})
     return row
 
 
-def load_passages(files: dict[str, Path]) -> dict:
-    corpus = [json.loads(line) for line in files["corpus"].read_text(encoding="utf-8").splitlines()]
-    return {c["docid"]: (c.get("title", ""), c["text"]) for c in corpus}
-
-
-def evaluate_bm25(files: dict[str, Path], out: Path) -> list[dict]:
+def evaluate_bm25(data: EvalData, out: Path) -> list[dict]:
     from multiview_plugin.data.bm25 import bm25_search
 
-    corpus = load_corpus(files["corpus"])
-    docids = np.array(list(corpus), dtype=object)
-    queries = load_queries(files["eval_queries"])
+    docids = np.array(list(data.corpus), dtype=object)
     start = time.perf_counter()
-    idx, scores = bm25_search(list(corpus.values()), list(queries.values()), 20)
-    search_ms = 1000 * (time.perf_counter() - start) / max(1, len(queries))
-    run = to_run(list(queries), docids[idx], scores)
+    idx, scores = bm25_search(list(data.corpus.values()), list(data.queries.values()), 20)
+    search_ms = 1000 * (time.perf_counter() - start) / max(1, len(data.queries))
+    run = to_run(list(data.queries), docids[idx], scores)
     write_run(run, out / "runs" / "bm25.trec", tag=BM25)
-    return [{"system": BM25, "views_per_doc": 0, "search_ms_per_query": search_ms,
-             **score_run(run, files, load_passages(files))}]
+    return [{"system": BM25, "views_per_doc": 0, "search_ms_per_query": search_ms, **score_run(run, data)}]
 
 
-def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Path, dce_max_queries: int = 10
-                    ) -> list[dict]:
+def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], data: EvalData, out: Path,
+                    dce_max_queries: int = 10) -> list[dict]:
     """One row per aggregation: the index's own, plus max where that is something else (dcsr: HasAns)."""
     model = load_encoder(model_dir).eval()
     emb = out / "emb" / name
@@ -159,8 +171,7 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
     index_dir = out / "indexes" / name
     meta = build_index([emb / "corpus.0.pkl"], index_dir, overwrite=True)
     q_reps, q_ids = load_query_reps(str(emb / "queries.pkl"))
-    diagnostics = view_diagnostics(emb / "corpus.0.pkl", q_reps, q_ids, load_qrels(files["eval_qrels"]))
-    passages = load_passages(files)
+    diagnostics = view_diagnostics(emb / "corpus.0.pkl", q_reps, q_ids, data.qrels)
     rows = []
     for aggregation in dict.fromkeys([meta.aggregation, "max"]):
         label = name if aggregation == meta.aggregation else f"{name} ({aggregation})"
@@ -173,7 +184,7 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], out: Pat
         rows.append({"system": label, "aggregation": aggregation, "views": meta.max_views,
                      "views_per_doc": round(meta.mean_views, 2), "vectors": meta.num_vectors, **diagnostics,
                      **meta.extra, "encode_s": encode_s, "search_ms_per_query": search_ms,
-                     **score_run(run, files, passages)})
+                     **score_run(run, data)})
     return rows
 
 
@@ -238,8 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.output_dir)
     total = time.perf_counter()
     files = prepare_data(args, out / "data")
-    n_corpus = len(load_corpus(files["corpus"]))
-    n_eval = len(load_queries(files["eval_queries"]))
+    data = EvalData.load(files)
+    n_corpus, n_eval = len(data.corpus), len(data.queries)
     n_train = sum(1 for _ in files["train"].open(encoding="utf-8"))
     logger.info("data: %d passages, %d train questions, %d eval questions", n_corpus, n_train, n_eval)
     rows = []
@@ -250,14 +261,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.perf_counter()
         if name == BM25:
             logger.info("== bm25: search, evaluate")
-            found = evaluate_bm25(files, out)
+            found = evaluate_bm25(data, out)
             for row in found:
                 row.update(steps=0, train_s=0.0, backbone="bm25s")
         else:
             logger.info("== %s: train", name)
             model_dir, train_s = train_system(name, args, files, out)
             logger.info("== %s: encode, index, search, evaluate", name)
-            found = evaluate_system(name, model_dir, files, out, args.dce_max_queries)
+            found = evaluate_system(name, model_dir, files, data, out, args.dce_max_queries)
             for row in found:
                 row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s)
         for row in found:

@@ -119,13 +119,14 @@ def log_one_minus_softmax(scores: np.ndarray, valid: np.ndarray, temperature: fl
     e = np.exp(s - top)  # 0 where invalid
     z = e.sum(axis=1, keepdims=True)
     z = np.where(z > 0, z, 1.0)
+    p = e / z
     with np.errstate(divide="ignore"):
-        out = np.log1p(-e / z)
+        out = np.log1p(-p)
         arg = np.argmax(s, axis=1)[:, None]
         others = e.copy()
         np.put_along_axis(others, arg, 0.0, axis=1)
         top_value = np.log(others.sum(axis=1, keepdims=True)) - np.log(z)
-    big = np.take_along_axis(e / z, arg, axis=1) > 0.5
+    big = np.take_along_axis(p, arg, axis=1) > 0.5
     np.put_along_axis(out, arg, np.where(big, top_value, np.take_along_axis(out, arg, axis=1)), axis=1)
     return np.where(valid, out, 0.0)
 
