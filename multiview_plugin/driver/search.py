@@ -138,7 +138,8 @@ def search_tevatron(args: argparse.Namespace) -> None:
 
 
 def aggregation_options(args: argparse.Namespace, extra: dict) -> dict:
-    """Aggregator options from the command line, defaulting to what the index or shards recorded."""
+    """Aggregator options from the command line; an unset temperature falls back to ``extra`` (the shards'
+    record; an index searcher falls back to its own ``multiview.json`` when it gets None)."""
     temperature = args.hasans_temperature if args.hasans_temperature is not None else extra.get("temperature")
     return {"temperature": temperature, "fetch_docs": args.hasans_fetch_docs,
             "mean_sentences": args.hasans_mean_sentences}
@@ -148,9 +149,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
     if not args.output:
         raise ConfigError("--index needs --output")
     searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
-                                   ef_search=args.ef_search, aggregation_options={
-                                       "temperature": args.hasans_temperature, "fetch_docs": args.hasans_fetch_docs,
-                                       "mean_sentences": args.hasans_mean_sentences})
+                                   ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}))
     if args.encoded_queries:
         q_reps, q_ids = load_query_reps(args.encoded_queries)
     elif args.topics and args.encoder:
