@@ -161,8 +161,8 @@ class MultiViewEncoder(nn.Module):
     @torch.inference_mode()
     def encode_queries(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """Query strings → float32 vectors (N, D), ``batch_size`` at a time, on the model's device."""
-        device = next(self.parameters()).device
-        out = [self.encode_query({k: v.to(device) for k, v in self.formatter.queries(texts[i:i + batch_size]).items()})
+        device, formatter = next(self.parameters()).device, self.formatter  # the property builds a new formatter
+        out = [self.encode_query({k: v.to(device) for k, v in formatter.queries(texts[i:i + batch_size]).items()})
                .float().cpu().numpy() for i in range(0, len(texts), batch_size)]
         return np.concatenate(out) if out else np.zeros((0, self.query_encoder.config.hidden_size), np.float32)
 
