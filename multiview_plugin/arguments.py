@@ -60,6 +60,13 @@ class ModelArguments:
                   "tau = max(--mvr_min_temperature, tau_0 * exp(-mvr_alpha * epoch)), updated once per epoch, "
                   "epochs counted from 0). Default: the model's own (mvr: annealed, dpr: fixed)."},
     )
+    mask_duplicate_positives: bool = field(
+        default=False,
+        metadata={"help": "Training: drop from each query's negatives every in-batch candidate identical to its "
+                  "positive (the same passage text; for dcsr the same sentence), e.g. another question about the "
+                  "same SQuAD paragraph, or another query's hard negative that is this query's positive. Default "
+                  "off (the papers' plain in-batch loss)."},
+    )
     untie_encoder: bool = field(
         default=False, metadata={"help": "Use separate query and passage encoders (default: shared weights)."}
     )
@@ -81,6 +88,20 @@ class ModelArguments:
         metadata={"help": "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
                   "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding)."},
     )
+    mvr_views: str = field(
+        default="paper",
+        metadata={"help": "MVR: what a document view is. 'paper': the last-layer state of viewer token i (eq. 3). "
+                  "'residual' (for mean-pooled backbones such as all-MiniLM-L6-v2): the document text is encoded "
+                  "exactly as dpr encodes it (the viewers are appended as read-only tokens: they attend to the text, "
+                  "the text does not attend to them), and view i = pool(text) + g_i * h(viewer i) with a learned gate "
+                  "g_i that starts at 0, so an untrained model scores exactly like dpr with the same --pooling; "
+                  "queries are pooled like dpr's."},
+    )
+    mvr_gate_learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "MVR --mvr_views residual: learning rate of the view gates g_i (default 1e-3: at the "
+                  "backbone's 2e-5 they barely leave 0 within a few thousand steps, so the views never diverge)."},
+    )
     mvr_viewer_positions: str = field(
         default="shared",
         metadata={"help": "MVR: 'shared' (the paper: every viewer at position id 0, text from 1) or 'distinct' "
@@ -99,6 +120,13 @@ class ModelArguments:
         default="self_contrastive",
         metadata={"help": "MLR: 'max' (multi-vector, every layer indexed), 'self_contrastive' (single-vector, "
                   "the paper's best: last layer indexed), 'average' or 'scalar_mix' (learned layer weights)."},
+    )
+    mlr_layer_pooling: str = field(
+        default="cls",
+        metadata={"help": "MLR: how a layer's vector is read from its token states (queries: the last layer, the "
+                  "same way): 'cls' (the first token, the paper for BERT) or 'mean' (masked mean: the paper's form "
+                  "for T5, and the one to use for mean-pooled backbones such as all-MiniLM-L6-v2). T5 is always "
+                  "'mean'."},
     )
     mlr_lambda: float = field(
         default=1.0, metadata={"help": "MLR self-contrastive: weight of the regulariser (paper: 1.0 for "
@@ -124,6 +152,14 @@ class ModelArguments:
         default="random",
         metadata={"help": "DCSR: how the new <sent> marker embedding starts: 'random' (at the backbone's "
                   "embedding scale) or 'cls' (a copy of the [CLS] embedding)."},
+    )
+    dcsr_sentence_pooling: str = field(
+        default="marker",
+        metadata={"help": "DCSR: what a sentence vector is. 'marker' (the paper): the state of the <sent> marker "
+                  "put before the sentence in the whole-passage encoding. 'mean': the masked mean of the sentence's "
+                  "own token states in the whole-passage encoding, without markers (so an untrained mean-pooled "
+                  "backbone such as all-MiniLM-L6-v2 already gives good sentence vectors). 'independent' (a "
+                  "baseline without context): each sentence encoded alone and mean-pooled."},
     )
     # --- ME-BERT ---
     mebert_num_vectors: int = field(
@@ -200,8 +236,29 @@ class DataArguments:
 
 
 @dataclass
+class DevArguments:
+    """Model selection on a dev split during training: every ``--dev_eval_steps`` the model encodes a dev corpus
+    and dev queries, ranks exactly (max over views), and scores ``--dev_metric`` against dev qrels; the best
+    model is saved to ``<output_dir>/best`` and training stops after ``--dev_patience`` evaluations without
+    improvement."""
+
+    dev_queries: str | None = field(
+        default=None, metadata={"help": "Dev queries (jsonl/tsv, as for search). Enables dev evaluation."})
+    dev_qrels: str | None = field(default=None, metadata={"help": "Dev qrels (TREC or BEIR tsv)."})
+    dev_corpus: str | None = field(
+        default=None, metadata={"help": "Dev corpus jsonl; keep it small (it is encoded at every evaluation)."})
+    dev_metric: str = field(default="MRR@10", metadata={"help": "ir_measures metric to select on (MRR@10)."})
+    dev_eval_steps: int = field(default=100, metadata={"help": "Evaluate on dev every this many steps."})
+    dev_patience: int = field(
+        default=0, metadata={"help": "Stop after this many dev evaluations without improvement (0: never stop)."})
+
+
+@dataclass
 class MultiViewTrainingArguments(TrainingArguments):
-    warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up fraction (Tevatron default)."})
+    # transformers >= 5.2 dropped ``warmup_ratio`` (``warmup_steps`` < 1 is a ratio there); this field is mapped
+    # onto whatever the installed version honours in __post_init__, so the flag is never silently ignored.
+    warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up fraction of the training steps "
+                                "(Tevatron's default 0.1); --warmup_steps, when given, wins."})
     negatives_x_device: bool = field(
         default=False,
         metadata={"help": "Under torchrun, gather queries and passages from every process so each query "
@@ -214,3 +271,15 @@ class MultiViewTrainingArguments(TrainingArguments):
     )
     # The Trainer would drop our text columns otherwise.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep dataset columns (leave False)."})
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"--warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.warmup_ratio and not self.warmup_steps and not _honours_warmup_ratio():
+            self.warmup_steps = self.warmup_ratio  # a float below 1 is a ratio of the total steps there
+        super().__post_init__()
+
+
+def _honours_warmup_ratio() -> bool:
+    """Whether the installed transformers computes warm-up from ``warmup_ratio`` itself (< 5.2)."""
+    return "warmup_ratio" in TrainingArguments.__dataclass_fields__

@@ -7,6 +7,7 @@ depend only on (seed, epoch, item), so runs are reproducible and a resumed run s
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
+import torch
 from torch.utils.data import Dataset
 
 from multiview_plugin.data.readers import (
@@ -165,17 +168,31 @@ class TrainDataset(Dataset):
         return {"query_id": rec["query_id"], "query": rec["query"], "passages": [positive, *chosen]}
 
 
+def content_keys(items: Sequence[Any]) -> torch.Tensor:
+    """Stable 64-bit content hashes (int64), one per text or token-id sequence: equal content, equal key."""
+    def key(item: Any) -> int:
+        data = item.encode("utf-8") if isinstance(item, str) else np.asarray(item, dtype=np.int64).tobytes()
+        return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
+
+    return torch.tensor([key(item) for item in items], dtype=torch.long)
+
+
 class TrainCollator:
     """Tokenises a list of dataset items into ``{"query": batch, "passage": batch}`` (passages flattened
-    group by group, so query i's positive is passage ``i * group_size``)."""
+    group by group, so query i's positive is passage ``i * group_size``); with ``passage_keys`` also the
+    passages' content keys, for ``--mask_duplicate_positives``."""
 
-    def __init__(self, formatter: Any):
+    def __init__(self, formatter: Any, passage_keys: bool = False):
         self.formatter = formatter
+        self.passage_keys = passage_keys
 
-    def __call__(self, features: list[dict]) -> dict[str, dict]:
+    def __call__(self, features: list[dict]) -> dict[str, Any]:
         queries = [f["query"] for f in features]
         passages = [p for f in features for p in f["passages"]]
-        return {"query": self.formatter.queries(queries), "passage": self.formatter.passages(passages)}
+        batch = {"query": self.formatter.queries(queries), "passage": self.formatter.passages(passages)}
+        if self.passage_keys:
+            batch["passage_keys"] = content_keys(passages)
+        return batch
 
 
 def load_hub_train_records(data_args: Any) -> datasets.Dataset:

@@ -28,7 +28,7 @@ import datasets
 import torch
 from torch.utils.data import Dataset
 
-from multiview_plugin.data.dataset import _error_at
+from multiview_plugin.data.dataset import _error_at, content_keys
 from multiview_plugin.data.sentences import answer_sentences, best_overlap_sentence
 
 logger = logging.getLogger(__name__)
@@ -167,8 +167,9 @@ class SentenceTrainCollator:
     """Tokenised batch ``{"query", "passage", "sentence_selection": (B, C, 2)}``; passages of all queries are
     flattened and each selection's passage index shifted to its row in the flattened batch."""
 
-    def __init__(self, formatter: Any):
+    def __init__(self, formatter: Any, passage_keys: bool = False):
         self.formatter = formatter
+        self.passage_keys = passage_keys
 
     def __call__(self, features: list[dict]) -> dict[str, Any]:
         plans, selection = [], []
@@ -176,6 +177,9 @@ class SentenceTrainCollator:
             offset = len(plans)
             plans.extend(f["passages"])
             selection.append([(offset + p, s) for p, s in f["selection"]])
-        return {"query": self.formatter.queries([f["query"] for f in features]),
-                "passage": self.formatter.build(plans),
-                "sentence_selection": torch.tensor(selection, dtype=torch.long)}
+        batch = {"query": self.formatter.queries([f["query"] for f in features]),
+                 "passage": self.formatter.build(plans),
+                 "sentence_selection": torch.tensor(selection, dtype=torch.long)}
+        if self.passage_keys:  # one key per selected sentence: its tokens (the same sentence, the same key)
+            batch["passage_keys"] = content_keys([plans[p][s] for row in selection for p, s in row])
+        return batch

@@ -20,7 +20,7 @@ import torch
 from transformers import set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
-from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
+from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
 from multiview_plugin.data.dataset import TrainDataset, load_train_records
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
@@ -72,10 +72,23 @@ def load_training_data(data_args: DataArguments, training_args: MultiViewTrainin
     return model.train_data(records, num_proc=data_args.num_proc, **options)
 
 
+def dev_callback(dev_args: DevArguments, data_args: DataArguments,
+                 training_args: MultiViewTrainingArguments) -> Any:
+    """Model selection on the dev split (see :mod:`multiview_plugin.training.dev_eval`)."""
+    from multiview_plugin.training.dev_eval import DevSelectionCallback, DevSet
+
+    missing = [f"--{n}" for n in ("dev_queries", "dev_qrels", "dev_corpus") if not getattr(dev_args, n)]
+    if missing:
+        raise ConfigError(f"dev evaluation needs --dev_queries, --dev_qrels and --dev_corpus; missing {missing}")
+    dev = DevSet(dev_args.dev_corpus, dev_args.dev_queries, dev_args.dev_qrels, dev_args.dev_metric,
+                 data_args.passage_field_separator)
+    return DevSelectionCallback(dev, training_args.output_dir, dev_args.dev_eval_steps, dev_args.dev_patience)
+
+
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
-    model_args, data_args, training_args = parse_dataclasses(
-        (ModelArguments, DataArguments, MultiViewTrainingArguments), argv)
+    model_args, data_args, dev_args, training_args = parse_dataclasses(
+        (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv)
     setup_logging(logging.INFO if training_args.local_rank in (-1, 0) else logging.WARNING)
     set_seed(training_args.seed)
     if not torch.cuda.is_available():
@@ -87,12 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model.config.model_name, model.config.loss_name or model.default_loss,
                 model.config.temperature_schedule, len(dataset))
 
+    callbacks: list[Any] = [EpochCallback(dataset)]
+    if dev_args.dev_queries or dev_args.dev_qrels or dev_args.dev_corpus:
+        callbacks.append(dev_callback(dev_args, data_args, training_args))
     trainer = MultiViewTrainer(
         model=model,
         args=training_args,
         train_dataset=dataset,
         data_collator=collator,
-        callbacks=[EpochCallback(dataset)],
+        callbacks=callbacks,
     )
     resume = training_args.resume_from_checkpoint
     if resume is None and not training_args.overwrite_output_dir and Path(training_args.output_dir).is_dir():

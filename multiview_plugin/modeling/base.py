@@ -198,27 +198,38 @@ class MultiViewEncoder(nn.Module):
         return self.compute_view_scores(q_reps, p_reps, p_mask).max(dim=-1).values
 
     def compute_loss(
-        self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor, target: torch.Tensor
+        self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor, target: torch.Tensor,
+        exclude: torch.Tensor | None = None,
     ) -> LossOutput:
-        return self.loss_fn(self.compute_view_scores(q_reps, p_reps, p_mask), target, self.temperature)
+        """The loss over per-view scores; ``exclude`` (Q, P) removes candidates from a query's negatives
+        (their scores become -inf), see :func:`duplicate_positive_mask`."""
+        scores = self.compute_view_scores(q_reps, p_reps, p_mask)
+        if exclude is not None:
+            scores = scores.masked_fill(exclude.unsqueeze(-1), float("-inf"))
+        return self.loss_fn(scores, target, self.temperature)
 
     def forward(
-        self, query: dict[str, torch.Tensor] | None = None, passage: dict[str, torch.Tensor] | None = None
+        self, query: dict[str, torch.Tensor] | None = None, passage: dict[str, torch.Tensor] | None = None,
+        passage_keys: torch.Tensor | None = None,
     ) -> EncoderOutput:
         q_reps = self.encode_query(query) if query is not None else None
         p_reps, p_mask = self.encode_passage(passage) if passage is not None else (None, None)
         if q_reps is None or p_reps is None or not self.training:
             return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask)
-        return self.contrastive_step(q_reps, p_reps, p_mask)
+        return self.contrastive_step(q_reps, p_reps, p_mask, passage_keys)
 
-    def contrastive_step(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor) -> EncoderOutput:
+    def contrastive_step(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor,
+                         keys: torch.Tensor | None = None) -> EncoderOutput:
         """The training loss of queries (B, D) against their candidate groups (B·G, K, D): candidate
-        ``i·G`` is query i's positive, every other candidate of the (gathered) batch a negative."""
+        ``i·G`` is query i's positive, every other candidate of the (gathered) batch a negative — except, with
+        ``keys`` (B·G,) content hashes (``--mask_duplicate_positives``), candidates identical to the positive."""
         world_size = 1
         if self.negatives_x_device and dist.is_available() and dist.is_initialized():
             world_size = dist.get_world_size()
             q_reps = gather_across_processes(q_reps)
             p_reps, p_mask = gather_across_processes(p_reps, p_mask)
+            if keys is not None:
+                (keys,) = gather_across_processes(keys)
             if not self._logged_gather:
                 logger.info("in-batch negatives gathered across %d processes: %d queries x %d passages per step",
                             world_size, q_reps.shape[0], p_reps.shape[0])
@@ -227,11 +238,15 @@ class MultiViewEncoder(nn.Module):
         if group_size * q_reps.shape[0] != p_reps.shape[0]:
             raise ValueError(f"{p_reps.shape[0]} passages do not split into groups for {q_reps.shape[0]} queries")
         target = torch.arange(q_reps.shape[0], device=q_reps.device) * group_size
-        out = self.compute_loss(q_reps, p_reps, p_mask, target)
+        exclude = duplicate_positive_mask(keys.to(q_reps.device), target) if keys is not None else None
+        out = self.compute_loss(q_reps, p_reps, p_mask, target, exclude)
         # Every process computes the loss of the whole gathered batch, but gradients reach only its own
         # slice; DDP averages gradients over processes, so scale back up (as Tevatron does).
         loss = out.loss * world_size
-        return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask, loss=loss, parts=out.parts)
+        parts = dict(out.parts)
+        if exclude is not None:
+            parts["masked_duplicates"] = exclude.sum().float().detach() / q_reps.shape[0]
+        return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask, loss=loss, parts=parts)
 
     # ------------------------------------------------------------ training data
     def train_data(self, records: Any, group_size: int, seed: int = 42, positive_no_shuffle: bool = False,
@@ -248,7 +263,11 @@ class MultiViewEncoder(nn.Module):
         """Turns passage-group items into model inputs (default: query and passages tokenised separately)."""
         from multiview_plugin.data.dataset import TrainCollator
 
-        return TrainCollator(self.formatter)
+        return TrainCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)
+
+    def learning_rate_overrides(self) -> dict[str, float]:
+        """``{parameter name: learning rate}`` for parameters that train at their own rate (default: none)."""
+        return {}
 
     # ------------------------------------------------------------ temperature
     def set_epoch(self, epoch: int) -> None:
@@ -288,6 +307,7 @@ class MultiViewEncoder(nn.Module):
             query_prefix=data_args.query_prefix,
             passage_prefix=data_args.passage_prefix,
             pad_to_multiple_of=data_args.pad_to_multiple_of,
+            mask_duplicate_positives=model_args.mask_duplicate_positives,
             options=cls.options_from_args(model_args),
         )
         cls.validate_config(config)
@@ -367,6 +387,18 @@ class MultiViewEncoder(nn.Module):
             if unexpected:
                 raise ConfigError(f"{extra_path}: unexpected weights {unexpected}")
         return model
+
+
+def duplicate_positive_mask(keys: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(Q, P) True where candidate p has the same content key as query q's positive but is not that positive:
+    an in-batch false negative (e.g. two questions about one SQuAD paragraph in the batch).
+
+    >>> duplicate_positive_mask(torch.tensor([7, 1, 7, 2]), torch.tensor([0, 2])).tolist()
+    [[False, False, True, False], [True, False, False, False]]
+    """
+    same = keys.unsqueeze(0) == keys[target].unsqueeze(1)
+    same[torch.arange(len(target), device=keys.device), target] = False
+    return same
 
 
 def load_encoder(folder: str | os.PathLike) -> MultiViewEncoder:

@@ -34,6 +34,7 @@ class EncoderConfig:
     query_prefix: str = ""
     passage_prefix: str = ""
     pad_to_multiple_of: int | None = None  # None: 16 on GPU, none on CPU (decided when formatting)
+    mask_duplicate_positives: bool = False  # training only: drop in-batch copies of a query's positive
     options: dict[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from multiview_plugin.data.dataset import content_keys
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
@@ -93,18 +94,22 @@ class DualCrossEncoder(MultiViewEncoder):
         return formatter.passages(texts, [views[d] for d in docids])
 
     def train_collator(self) -> QueryPairCollator:
-        return QueryPairCollator(self.formatter)
+        return QueryPairCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)
 
 
 class QueryPairCollator:
     """(q, d⁺, d⁻...) → (q, q+d⁺, q+d⁻...): every passage of a group is cross-encoded with its own query
     (one view each), so the other groups' passages are the in-batch negatives (q'+d')."""
 
-    def __init__(self, formatter: PairFormatter):
+    def __init__(self, formatter: PairFormatter, passage_keys: bool = False):
         self.formatter = formatter
+        self.passage_keys = passage_keys
 
-    def __call__(self, features: list[dict]) -> dict[str, dict]:
+    def __call__(self, features: list[dict]) -> dict[str, Any]:
         texts = [p for f in features for p in f["passages"]]
         views = [[f["query"]] for f in features for _ in f["passages"]]
-        return {"query": self.formatter.queries([f["query"] for f in features]),
-                "passage": self.formatter.passages(texts, views)}
+        batch = {"query": self.formatter.queries([f["query"] for f in features]),
+                 "passage": self.formatter.passages(texts, views)}
+        if self.passage_keys:  # a copy of query i's positive passage, cross-encoded with another query
+            batch["passage_keys"] = content_keys(texts)
+        return batch

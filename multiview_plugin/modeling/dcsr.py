@@ -2,7 +2,11 @@
 
 A passage is split into sentences and encoded as a whole, ``[CLS] <sent> s1 <sent> s2 ... [SEP]``; the
 last-layer state of each ``<sent>`` marker is one contextual sentence vector, so documents have a variable
-number of views. Queries are encoded like DPR's. Training is at the sentence level (see
+number of views. Queries are encoded like DPR's. ``dcsr_sentence_pooling`` (see :data:`SENTENCE_POOLINGS`)
+reads the sentence vectors another way: ``mean`` — the mean of each sentence's own token states in the
+whole-passage encoding ``[CLS] s1 s2 ... [SEP]`` (no markers, so a mean-pooled backbone needs no new token);
+``independent`` — each sentence encoded alone, ``[CLS] s_i [SEP]``, mean-pooled (the no-context
+baseline). Training is at the sentence level (see
 :mod:`multiview_plugin.data.sentence_dataset`); retrieval ranks passages by HasAns (paper eq. 2, the
 ``hasans`` aggregator) or by their best sentence (``max``).
 """
@@ -25,19 +29,24 @@ from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
 
 SENT_MARKER = "<sent>"
+SENTENCE_POOLINGS = ("marker", "mean", "independent")
 
 
 class SentenceFormatter(InputFormatter):
-    """Builds ``[CLS] <sent> s1 <sent> s2 ... [SEP]`` within ``passage_max_len`` positions.
+    """Builds ``[CLS] <sent> s1 <sent> s2 ... [SEP]`` within ``passage_max_len`` positions (``marker``
+    pooling; ``mean`` leaves the markers out, ``independent`` makes one ``[CLS] s_i [SEP]`` row per sentence).
 
     A sentence is kept when its marker and at least one of its tokens fit; the last kept sentence may be cut
     short (*truncated*, still one vector) and the sentences after it are *dropped* (no vector). Both are
-    counted in :attr:`stats` by :meth:`passages`, so the encode driver can report them.
+    counted in :attr:`stats` by :meth:`passages`, so the encode driver can report them. Every pooling keeps
+    the sentences that fit in the whole-passage layout, so they all index the same text.
     """
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, **kwargs: Any):
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, sentence_pooling: str = "marker", **kwargs: Any):
         super().__init__(tokenizer, **kwargs)
-        (self.marker_id,) = token_ids(tokenizer, [SENT_MARKER], "dcsr")
+        self.sentence_pooling = sentence_pooling
+        self.uses_markers = sentence_pooling == "marker"
+        self.marker_id = token_ids(tokenizer, [SENT_MARKER], "dcsr")[0] if self.uses_markers else None
         self.start_ids = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
         if self.passage_max_len < len(self.start_ids) + 3:
             raise ConfigError(f"dcsr needs --passage_max_len >= {len(self.start_ids) + 3} "
@@ -59,38 +68,59 @@ class SentenceFormatter(InputFormatter):
         ids = self.tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
         # room for markers and tokens: the start and end tokens take the other positions
         budget = self.passage_max_len - len(self.start_ids) - 1
+        marker = int(self.uses_markers)
         plans, pos, truncated = [], 0, 0
         for sentences in sentence_lists:
             used, kept = 0, []
             for tokens in ids[pos:pos + len(sentences)]:
                 if not tokens:
                     tokens = [self.tokenizer.unk_token_id or 0]  # a sentence the tokenizer drops entirely
-                room = budget - used - 1
+                room = budget - used - marker
                 if room < 1:
                     break
                 kept.append(tokens[:room])
                 truncated += len(tokens) > room
-                used += 1 + len(kept[-1])
+                used += marker + len(kept[-1])
             plans.append(kept)
             pos += len(sentences)
         return plans, truncated
 
     def build(self, plans: Sequence[Sequence[Sequence[int]]]) -> dict[str, torch.Tensor]:
-        """Model inputs plus ``sentence_positions`` (B, S) (where each ``<sent>`` sits) and ``sentence_mask``."""
-        sequences, positions = [], []
-        for kept in plans:
-            seq, where = list(self.start_ids), []
-            for tokens in kept:
-                where.append(len(seq))
-                seq.append(self.marker_id)
-                seq.extend(tokens)
-            seq.append(self.end_token_id())
-            sequences.append(seq)
-            positions.append(where)
-        batch = self.assemble(sequences)
-        batch["sentence_positions"] = pad_sequences(positions, 0)
-        lengths = torch.tensor([len(p) for p in positions])
-        batch["sentence_mask"] = torch.arange(batch["sentence_positions"].shape[1])[None, :] < lengths[:, None]
+        """Model inputs plus ``sentence_mask`` (B, S) and where each sentence's vector comes from:
+        ``sentence_positions`` (B, S) — the ``<sent>`` markers (marker pooling); ``sentence_starts`` and
+        ``sentence_ends`` (B, S) — each sentence's token span (mean); ``sentence_rows`` (B, S) — its row of the
+        flattened one-sentence-per-row batch (independent)."""
+        end = self.end_token_id()
+        lengths = torch.tensor([len(kept) for kept in plans])
+        if self.sentence_pooling == "independent":
+            sequences = [[*self.start_ids, *tokens, end] for kept in plans for tokens in kept]
+            batch = self.assemble(sequences) if sequences else self.assemble([[*self.start_ids, end]])
+            starts = torch.cumsum(lengths, 0) - lengths
+            rows = [list(range(int(a), int(a) + int(n))) for a, n in zip(starts, lengths)]
+            batch["sentence_rows"] = pad_sequences(rows, 0)
+        else:
+            sequences, spans = [], []
+            for kept in plans:
+                seq, where = list(self.start_ids), []
+                for tokens in kept:
+                    if self.uses_markers:
+                        where.append(len(seq))
+                        seq.append(self.marker_id)
+                        seq.extend(tokens)
+                    else:
+                        where.append((len(seq), len(seq) + len(tokens)))
+                        seq.extend(tokens)
+                seq.append(end)
+                sequences.append(seq)
+                spans.append(where)
+            batch = self.assemble(sequences)
+            if self.uses_markers:
+                batch["sentence_positions"] = pad_sequences(spans, 0)
+            else:
+                batch["sentence_starts"] = pad_sequences([[a for a, _ in w] for w in spans], 0)
+                batch["sentence_ends"] = pad_sequences([[b for _, b in w] for w in spans], 1)
+        width = int(lengths.max()) if len(lengths) else 0
+        batch["sentence_mask"] = torch.arange(width)[None, :] < lengths[:, None]
         return batch
 
     def passages(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
@@ -106,7 +136,8 @@ class ContextualSentenceEncoder(MultiViewEncoder):
     """DCSR: one vector per ``<sent>`` marker of the whole-passage encoding; queries pooled like DPR.
 
     Options: ``dcsr_in_passage_negatives`` and ``dcsr_bm25_negatives`` (sentence negatives per query, paper
-    best 1 and 1), ``dcsr_marker_init`` ('random' or 'cls').
+    best 1 and 1), ``dcsr_marker_init`` ('random' or 'cls'), ``dcsr_sentence_pooling`` ('marker', the paper;
+    'mean'; 'independent').
     """
 
     default_loss = "contrastive"
@@ -120,33 +151,63 @@ class ContextualSentenceEncoder(MultiViewEncoder):
         for key in ("dcsr_in_passage_negatives", "dcsr_bm25_negatives"):
             if config.options.get(key, 0) < 0:
                 raise ConfigError(f"--{key} must be >= 0, got {config.options[key]}")
+        pooling = config.options.get("dcsr_sentence_pooling", "marker")
+        if pooling not in SENTENCE_POOLINGS:
+            raise ConfigError(f"--dcsr_sentence_pooling must be one of {', '.join(SENTENCE_POOLINGS)}, "
+                              f"got {pooling!r}")
+
+    @classmethod
+    def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
+        return {"sentence_pooling": config.options.get("dcsr_sentence_pooling", "marker")}
 
     @classmethod
     def prepare_backbone(cls, config: EncoderConfig, tokenizer: PreTrainedTokenizerBase,
                          query_encoder: PreTrainedModel, passage_encoder: PreTrainedModel) -> None:
-        add_marker_tokens(tokenizer, [query_encoder, passage_encoder], [SENT_MARKER],
-                          init=config.options.get("dcsr_marker_init", "random"))
+        if config.options.get("dcsr_sentence_pooling", "marker") == "marker":
+            add_marker_tokens(tokenizer, [query_encoder, passage_encoder], [SENT_MARKER],
+                              init=config.options.get("dcsr_marker_init", "random"))
 
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         batch = dict(batch)
-        positions, mask = batch.pop("sentence_positions"), batch.pop("sentence_mask")
+        mask = batch.pop("sentence_mask").bool()
+        if "sentence_rows" in batch:  # independent: one sentence per row, mean-pooled like a query
+            rows = batch.pop("sentence_rows")
+            flat = self._mean(self._last_hidden(self.p_encoder, batch), batch["attention_mask"])
+            return self._finish(flat[rows]), mask
+        if "sentence_starts" in batch:  # mean of each sentence's token span, via prefix sums
+            starts, ends = batch.pop("sentence_starts"), batch.pop("sentence_ends")
+            hidden = self._last_hidden(self.p_encoder, batch)
+            prefix = torch.nn.functional.pad(hidden.cumsum(1), (0, 0, 1, 0))  # prefix[:, t] = sum of states < t
+            size = hidden.shape[-1]
+            total = (prefix.gather(1, ends.unsqueeze(-1).expand(-1, -1, size))
+                     - prefix.gather(1, starts.unsqueeze(-1).expand(-1, -1, size)))
+            reps = total / (ends - starts).clamp(min=1).unsqueeze(-1).to(total.dtype)
+            return self._finish(reps), mask
+        positions = batch.pop("sentence_positions")
         hidden = self._last_hidden(self.p_encoder, batch)
         reps = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-        return self._finish(reps), mask.bool()
+        return self._finish(reps), mask
+
+    @staticmethod
+    def _mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
 
     def forward(self, query: dict[str, torch.Tensor] | None = None, passage: dict[str, torch.Tensor] | None = None,
-                sentence_selection: torch.Tensor | None = None) -> EncoderOutput:
+                sentence_selection: torch.Tensor | None = None,
+                passage_keys: torch.Tensor | None = None) -> EncoderOutput:
         """With ``sentence_selection`` (B, C, 2) of (passage row, sentence) pairs — each query's positive
         sentence first, then its negatives — the loss runs over the selected sentence vectors: every query
-        scores all B·C selected sentences of the batch (its own negatives and the in-batch ones)."""
+        scores all B·C selected sentences of the batch (its own negatives and the in-batch ones).
+        ``passage_keys`` (B·C,) are then the selected sentences' content keys."""
         if sentence_selection is None or not self.training or query is None or passage is None:
-            return super().forward(query, passage)
+            return super().forward(query, passage, passage_keys)
         q_reps = self.encode_query(query)
         p_reps, _ = self.encode_passage(passage)
         rows, sents = sentence_selection[..., 0].reshape(-1), sentence_selection[..., 1].reshape(-1)
         candidates = p_reps[rows, sents].unsqueeze(1)  # (B·C, 1, D)
         return self.contrastive_step(q_reps, candidates, torch.ones(candidates.shape[:2], dtype=torch.bool,
-                                                                      device=candidates.device))
+                                                                      device=candidates.device), passage_keys)
 
     def train_data(self, records: Any, group_size: int, seed: int = 42, positive_no_shuffle: bool = False,
                    negative_no_shuffle: bool = False, num_proc: int = 1) -> tuple[Any, Any]:
@@ -155,4 +216,4 @@ class ContextualSentenceEncoder(MultiViewEncoder):
         opts = self.config.options
         dataset = SentenceTrainDataset(records, self.formatter, in_passage_negatives=opts["dcsr_in_passage_negatives"],
                                        bm25_negatives=opts["dcsr_bm25_negatives"], seed=seed, num_proc=num_proc)
-        return dataset, SentenceTrainCollator(self.formatter)
+        return dataset, SentenceTrainCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)

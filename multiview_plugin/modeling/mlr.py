@@ -54,7 +54,8 @@ def parse_layers(spec: str | list[int] | None, num_layers: int, pooling: str) ->
 @register_encoder("mlr")
 class MultiLayerEncoder(MultiViewEncoder):
     """Options: ``mlr_layers``, ``mlr_pooling``, ``mlr_lambda`` (self-contrastive regulariser weight, 1.0),
-    ``mlr_reg_temperature`` (its temperature; default: the contrastive one)."""
+    ``mlr_reg_temperature`` (its temperature; default: the contrastive one), ``mlr_layer_pooling`` ('cls' or
+    'mean': how each layer's vector, and the query's, is read; T5 always 'mean')."""
 
     default_loss = "contrastive"
     option_prefix = "mlr_"
@@ -76,6 +77,9 @@ class MultiLayerEncoder(MultiViewEncoder):
         if config.options.get("mlr_pooling") not in POOLINGS:
             raise ConfigError(f"--mlr_pooling must be one of {', '.join(POOLINGS)}, "
                               f"got {config.options.get('mlr_pooling')!r}")
+        if config.options.get("mlr_layer_pooling", "cls") not in ("cls", "mean"):
+            raise ConfigError(f"--mlr_layer_pooling must be 'cls' or 'mean', "
+                              f"got {config.options.get('mlr_layer_pooling')!r}")
 
     @property
     def pooling_mode(self) -> str:
@@ -84,8 +88,12 @@ class MultiLayerEncoder(MultiViewEncoder):
     def is_single_vector(self) -> bool:
         return self.pooling_mode != "max"
 
+    @property
+    def layer_pooling(self) -> str:
+        return "mean" if self.is_t5 else self.config.options.get("mlr_layer_pooling", "cls")
+
     def _layer_vector(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        if self.is_t5:
+        if self.layer_pooling == "mean":
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         return hidden[:, 0]
@@ -97,6 +105,12 @@ class MultiLayerEncoder(MultiViewEncoder):
     def layer_vectors(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """(B, L, D) un-normalised layer vectors, last layer first."""
         states = self.p_encoder(**batch, output_hidden_states=True, return_dict=True).hidden_states
+        num_layers = len(states) - 1
+        if self.is_t5:
+            # T5's last hidden state has passed the encoder's final layer norm, the others have not: normalise
+            # them the same way so max pooling compares vectors of one scale
+            final_norm = self.p_encoder.encoder.final_layer_norm
+            states = tuple(h if i == num_layers else final_norm(h) for i, h in enumerate(states))
         return torch.stack([self._layer_vector(states[layer], batch["attention_mask"]) for layer in self.layers], 1)
 
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

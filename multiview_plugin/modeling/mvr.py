@@ -6,14 +6,23 @@ it in queries, ``[VIE] q [SEP]``. Every viewer sits at position id 0 and the doc
 ``mvr_viewer_positions='distinct'`` they take positions 0..k-1 instead (see the option's help). The last-layer
 states of the k viewers are the document's views; the score is the max over views (eq. 4), trained with
 the global-local loss under an annealed temperature (eqs. 5-8).
+
+``mvr_views='residual'`` is this package's form for mean-pooled backbones (all-MiniLM-L6-v2 and most
+sentence-transformers models), on which the paper's viewers collapse into one state: the text is encoded
+exactly as dpr encodes it, the k viewers are appended as read-only tokens (they attend to the text and to
+themselves; the text never attends to them), and view i = pool(text) + g_i · h(viewer i) with gates g_i that
+start at 0 and train at their own learning rate. An untrained model therefore scores exactly like dpr with
+the same ``--pooling``, and training moves each view away from the pooled text only as far as it helps.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from multiview_plugin.errors import ConfigError
@@ -23,7 +32,17 @@ from multiview_plugin.modeling.formatting import InputFormatter
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
 
+logger = logging.getLogger(__name__)
+
 QUERY_VIEWER = "[VIE]"
+VIEW_FORMS = ("paper", "residual")
+COLLAPSE_COSINE = 0.99
+DEFAULT_GATE_LEARNING_RATE = 1e-3
+# A few neutral passages to probe the viewer states of a freshly built model (the collapse guard).
+PROBE_TEXTS = ("The river flows north through the old city before it reaches the sea.",
+               "In 1850 the company built a railway line between the two largest towns.",
+               "The festival is held every summer and attracts musicians from many countries.",
+               "Its highest mountain was first climbed by a team of three in the winter.")
 
 
 def viewer_tokens(num_views: int) -> list[str]:
@@ -40,20 +59,25 @@ class ViewerFormatter(InputFormatter):
     """
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, num_views: int = 8, viewer_positions: str = "shared",
-                 **kwargs: Any):
+                 views: str = "paper", **kwargs: Any):
         super().__init__(tokenizer, **kwargs)
         self.num_views = num_views
         self.viewer_positions = viewer_positions
+        self.views = views
         ids = token_ids(tokenizer, [QUERY_VIEWER, *viewer_tokens(num_views)], "mvr")
         self.query_viewer_id, self.viewer_ids = ids[0], ids[1:]
 
     def queries(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        if self.views == "residual":  # queries exactly as dpr's
+            return super().queries(texts)
         end = self.end_token_id()
         body = self.tokenize_plain([self.query_prefix + t for t in texts], self.query_max_len - 2)
         seqs = [[self.query_viewer_id, *ids, end] for ids in body]
         return self.assemble(seqs, [list(range(len(s))) for s in seqs])
 
     def passages(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        if self.views == "residual":
+            return self.residual_passages(texts)
         end = self.end_token_id()
         body = self.tokenize_plain([self.passage_prefix + t for t in texts], self.passage_max_len - 2)
         k = self.num_views
@@ -63,6 +87,34 @@ class ViewerFormatter(InputFormatter):
         else:
             positions = [[0] * k + list(range(1, len(ids) + 2)) for ids in body]
         return self.assemble(seqs, positions)
+
+    def residual_passages(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        """dpr's passage batch (B, L) with the k viewer tokens appended after the padding, (B, L + k):
+        positions 1..k, attention-mask 1; ``num_text_tokens`` = L tells the model where the viewers start."""
+        batch = super().passages(texts)
+        size, k = batch["input_ids"].shape[0], self.num_views
+        text_len = batch["input_ids"].shape[1]
+        viewers = torch.tensor(self.viewer_ids, dtype=torch.long).expand(size, k)
+        out = {"input_ids": torch.cat([batch["input_ids"], viewers], 1),
+               "attention_mask": torch.cat([batch["attention_mask"], torch.ones(size, k, dtype=torch.long)], 1),
+               "position_ids": torch.cat([torch.arange(text_len).expand(size, text_len),
+                                          torch.arange(1, k + 1).expand(size, k)], 1),
+               "num_text_tokens": torch.tensor(text_len)}
+        if "token_type_ids" in batch:
+            out["token_type_ids"] = torch.cat([batch["token_type_ids"], torch.zeros(size, k, dtype=torch.long)], 1)
+        return out
+
+
+def read_only_viewer_mask(attention_mask: torch.Tensor, num_text: int, dtype: torch.dtype) -> torch.Tensor:
+    """(B, 1, T, T) additive attention mask for text tokens followed by viewer tokens: text attends to the
+    (unpadded) text only — so its states equal a plain encoding's — and each viewer to the text and itself."""
+    size, total = attention_mask.shape
+    keys = attention_mask.bool()
+    is_viewer = torch.arange(total, device=keys.device) >= num_text
+    allowed = keys[:, None, :] & ~is_viewer[None, None, :]  # everyone sees the real text
+    allowed = allowed | torch.eye(total, dtype=torch.bool, device=keys.device)[None] & is_viewer[None, :, None]
+    mask = torch.zeros(size, 1, total, total, dtype=dtype, device=keys.device)
+    return mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
 
 
 @register_encoder("mvr")
@@ -82,7 +134,8 @@ class MultiViewerEncoder(MultiViewEncoder):
     @classmethod
     def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
         return {"num_views": config.options["mvr_num_views"],
-                "viewer_positions": config.options.get("mvr_viewer_positions", "shared")}
+                "viewer_positions": config.options.get("mvr_viewer_positions", "shared"),
+                "views": config.options.get("mvr_views", "paper")}
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -97,6 +150,18 @@ class MultiViewerEncoder(MultiViewEncoder):
                               f"got {config.options['mvr_viewer_positions']!r}")
         if config.passage_max_len < 3 or config.query_max_len < 3:
             raise ConfigError("mvr needs --query_max_len and --passage_max_len of at least 3")
+        views = config.options.get("mvr_views", "paper")
+        if views not in VIEW_FORMS:
+            raise ConfigError(f"--mvr_views must be one of {', '.join(VIEW_FORMS)}, got {views!r}")
+        if views == "residual":
+            if config.pooling not in ("cls", "mean"):
+                raise ConfigError(f"--mvr_views residual pools the text with --pooling 'cls' or 'mean', "
+                                  f"got {config.pooling!r}")
+            if config.options.get("mvr_viewer_positions", "shared") != "shared":
+                raise ConfigError("--mvr_viewer_positions has no effect with --mvr_views residual (its read-only "
+                                  "viewers take positions 1..k): leave it out")
+        elif config.options.get("mvr_gate_learning_rate") is not None:
+            raise ConfigError("--mvr_gate_learning_rate applies to --mvr_views residual only")
 
     @classmethod
     def prepare_backbone(
@@ -111,9 +176,44 @@ class MultiViewerEncoder(MultiViewEncoder):
         add_marker_tokens(tokenizer, [query_encoder, passage_encoder], tokens,
                           init=config.options.get("mvr_viewer_init", "random"))
 
+    @classmethod
+    def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
+        model = super().build(model_args, data_args)
+        if model.config.options.get("mvr_views", "paper") == "paper":
+            similarity = model.viewer_similarity()
+            if similarity >= COLLAPSE_COSINE:
+                logger.warning(
+                    "mvr: the %d viewer states of this backbone are nearly identical before training (mean "
+                    "pairwise cosine %.4f >= %.2f): the views have collapsed into one and max-sim cannot tell them "
+                    "apart. Mean-pooled backbones (e.g. all-MiniLM-L6-v2) do this at the shared position 0; use "
+                    "--mvr_views residual (recommended for them) or --mvr_viewer_positions distinct.",
+                    model.config.options["mvr_num_views"], similarity, COLLAPSE_COSINE)
+        return model
+
+    @torch.inference_mode()
+    def viewer_similarity(self, texts: Sequence[str] = PROBE_TEXTS) -> float:
+        """Mean pairwise cosine of the k document views over ``texts`` (1.0: the views are one vector)."""
+        k = self.config.options["mvr_num_views"]
+        if k < 2:
+            return 0.0
+        was_training = self.training
+        self.eval()
+        try:
+            batch = self.formatter.passages(list(texts))
+            device = next(self.parameters()).device
+            reps, _ = self.encode_passage({key: v.to(device) for key, v in batch.items()})
+        finally:
+            self.train(was_training)
+        unit = torch.nn.functional.normalize(reps.float(), dim=-1)
+        cosine = unit @ unit.transpose(1, 2)  # (B, k, k)
+        off_diagonal = ~torch.eye(k, dtype=torch.bool, device=cosine.device)
+        return float(cosine[:, off_diagonal].mean())
+
     def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any):
         super().__init__(config, *args, **kwargs)
         k = config.options["mvr_num_views"]
+        if config.options.get("mvr_views", "paper") == "residual":
+            self.view_gates = nn.Parameter(torch.zeros(k))
         limit = getattr(self.p_encoder.config, "max_position_embeddings", None)
         if config.options.get("mvr_viewer_positions") == "distinct" and limit is not None:
             needed = config.passage_max_len - 1 + k  # positions 0..k-1 for viewers, then text and [SEP]
@@ -121,10 +221,33 @@ class MultiViewerEncoder(MultiViewEncoder):
                 raise ConfigError(f"--mvr_viewer_positions distinct needs {needed} positions "
                                   f"(--passage_max_len - 1 + k) but the backbone has {limit}")
 
+    @property
+    def residual(self) -> bool:
+        return self.config.options.get("mvr_views", "paper") == "residual"
+
+    def learning_rate_overrides(self) -> dict[str, float]:
+        if not self.residual:
+            return {}
+        lr = self.config.options.get("mvr_gate_learning_rate")
+        return {"view_gates": DEFAULT_GATE_LEARNING_RATE if lr is None else lr}
+
     def encode_query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.residual:  # pooled like dpr's
+            return super().encode_query(batch)
         return self._finish(self._last_hidden(self.query_encoder, batch)[:, 0])
 
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         k = self.config.options["mvr_num_views"]
-        reps = self._finish(self._last_hidden(self.p_encoder, batch)[:, :k])
+        if self.residual:
+            batch = dict(batch)
+            num_text = int(batch.pop("num_text_tokens"))
+            text_mask = batch["attention_mask"][:, :num_text]
+            dtype = self.p_encoder.get_input_embeddings().weight.dtype
+            batch["attention_mask"] = read_only_viewer_mask(batch["attention_mask"], num_text, dtype)
+            hidden = self._last_hidden(self.p_encoder, batch)
+            text = self._pool(hidden[:, :num_text], text_mask)  # exactly dpr's passage vector, before _finish
+            views = text.unsqueeze(1) + self.view_gates.to(hidden.dtype)[None, :, None] * hidden[:, num_text:]
+            reps = self._finish(views)
+        else:
+            reps = self._finish(self._last_hidden(self.p_encoder, batch)[:, :k])
         return reps, torch.ones(reps.shape[:2], dtype=torch.bool, device=reps.device)

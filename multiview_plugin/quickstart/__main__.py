@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -51,12 +52,27 @@ SYSTEMS = {
                     "--mvr_num_views", "8"], True),
     "mvr-distinct": ("mvr", ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03",
                              "--mvr_num_views", "8", "--mvr_viewer_positions", "distinct"], True),
+    # MVR for mean-pooled backbones: dpr's mean-pooled text + gated read-only viewers (starts exactly as dpr)
+    "mvr-residual": ("mvr", ["--mvr_views", "residual", "--pooling", "mean", "--mvr_num_views", "8",
+                             "--temperature_schedule", "fixed", *COSINE], True),
     # MLR on a 6-layer MiniLM: layers 6,5 (BERT-base's 12,10 scaled), last layer first
     "mlr-sc": ("mlr", ["--mlr_pooling", "self_contrastive", "--mlr_layers", "6,5", *COSINE], True),
     "mlr-max": ("mlr", ["--mlr_pooling", "max", "--mlr_layers", "6,5", *COSINE], True),
+    # the same with each layer mean-pooled (the paper's T5 form; MiniLM is a mean-pooled backbone)
+    "mlr-sc-mean": ("mlr", ["--mlr_pooling", "self_contrastive", "--mlr_layers", "6,5", "--mlr_layer_pooling", "mean",
+                            *COSINE], True),
+    "mlr-max-mean": ("mlr", ["--mlr_pooling", "max", "--mlr_layers", "6,5", "--mlr_layer_pooling", "mean",
+                             *COSINE], True),
     "mebert": ("mebert", ["--mebert_num_vectors", "8", *COSINE], True),
     # DCSR: mean-pooled queries like dpr; 1 in-passage + 1 hard-negative sentence per query (paper best)
     "dcsr": ("dcsr", ["--pooling", "mean", *COSINE], True),
+    # DCSR with sentence vectors = mean of each sentence's token states in the passage encoding (no markers),
+    # and the no-context baseline (each sentence encoded alone); untrained rows show the zero-shot starting point
+    "dcsr-mean": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", *COSINE], True),
+    "dcsr-independent": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "independent", *COSINE], True),
+    "dcsr-mean-zero-shot": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", *COSINE], False),
+    "dcsr-independent-zero-shot": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "independent",
+                                            *COSINE], False),
     # DCE: views E(pseudo-query + d); pseudo-queries = each passage's sentences (no doc2query model offline)
     "dce": ("dce", ["--pooling", "mean", *COSINE], True),
 }
@@ -82,28 +98,60 @@ def prepare_data(args: argparse.Namespace, data_dir: Path) -> dict[str, Path]:
         if not args.squad_path:
             raise SystemExit("--data squad needs --squad_path (e.g. ../shared/data/squad/dev-v1.1.json)")
         files = write_squad_split(convert_squad(args.squad_path), data_dir)
+        if args.dev_groups:
+            from multiview_plugin.data.dev_split import carve_dev_split, parse_groups
+
+            files.update(carve_dev_split(files["train"], files["corpus"], data_dir / "selection",
+                                         parse_groups(args.dev_groups)))
     return {k: Path(v) for k, v in files.items()}
 
 
-def train_system(name: str, args: argparse.Namespace, files: dict[str, Path], out: Path) -> tuple[Path, float]:
+def train_system(name: str, args: argparse.Namespace, files: dict[str, Path], out: Path
+                 ) -> tuple[Path, float, dict]:
+    """Train (or, for untrained systems, just build) one system. Returns the folder of the model to evaluate
+    (with dev selection: the best one on dev), the training time and its curves (loss; dev metric)."""
     model_name, flags, trained = SYSTEMS[name]
-    model_dir = out / "models" / name
+    model_dir = out / "models" / (name + args.tag)
     start = time.perf_counter()
     common = ["--model_name", model_name, "--model_name_or_path", args.backbone,
               "--query_max_len", "32", "--passage_max_len", str(args.passage_max_len), *flags]
     if not trained:
         margs, dargs = parse_dataclasses((ModelArguments, DataArguments), common)
         get_encoder_class(model_name).build(margs, dargs).save(model_dir)
-        return model_dir, 0.0
+        return model_dir, 0.0, {}
+    dev = []
+    if "dev_queries" in files:
+        dev = ["--dev_queries", str(files["dev_queries"]), "--dev_qrels", str(files["dev_qrels"]),
+               "--dev_corpus", str(files["dev_corpus"]), "--dev_eval_steps", str(args.dev_eval_steps),
+               "--dev_patience", str(args.dev_patience)]
     rc = train_main([*common, "--dataset_path", str(files["train"]), "--output_dir", str(model_dir),
                      "--overwrite_output_dir", "--max_steps", str(args.steps),
                      "--per_device_train_batch_size", str(args.batch_size), "--train_group_size", "2",
                      "--learning_rate", str(args.learning_rate), "--warmup_ratio", "0.1",
-                     "--logging_steps", str(max(1, args.steps // 5)), "--save_strategy", "no",
-                     "--report_to", "none", "--seed", "42", "--dataloader_num_workers", "0"])
+                     "--logging_steps", str(max(1, args.steps // 20)), "--save_strategy", "no",
+                     "--report_to", "none", "--seed", "42", "--dataloader_num_workers", "0",
+                     *dev, *shlex.split(args.train_flags)])
     if rc != 0:
         raise SystemExit(f"training {name} failed")
-    return model_dir, time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    curves = training_curves(model_dir)
+    return (model_dir / "best" if dev else model_dir), elapsed, curves
+
+
+def training_curves(model_dir: Path) -> dict:
+    """``{"loss": [[step, loss], ...], "dev": [[step, value], ...], "dev_metric", "best_step"}`` of a run."""
+    curves: dict = {}
+    state = model_dir / "trainer_state.json"
+    if state.is_file():
+        history = json.loads(state.read_text(encoding="utf-8"))["log_history"]
+        curves["loss"] = [[h["step"], round(h["loss"], 5)] for h in history if "loss" in h]
+    dev = model_dir / "dev_curve.json"
+    if dev.is_file():
+        data = json.loads(dev.read_text(encoding="utf-8"))
+        key = f"dev_{data['metric']}"
+        curves.update(dev=[[p["step"], round(p[key], 5)] for p in data["curve"]], dev_metric=data["metric"],
+                      best_step=data["best_step"])
+    return curves
 
 
 METRICS = ["MRR@10", "nDCG@10", "R@1", "R@5", "R@20"]
@@ -236,6 +284,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch_size", type=int, default=16, help="Queries per step (each with 1 positive + 1 negative).")
     p.add_argument("--learning_rate", type=float, default=2e-5, help="Learning rate.")
     p.add_argument("--passage_max_len", type=int, default=128, help="Passage length (positions).")
+    p.add_argument("--dev_groups", help="--data squad: SQuAD training articles carved out as the model-selection "
+                   "dev split, e.g. 28-31 (their questions and paragraphs leave training). Each system is then "
+                   "evaluated every --dev_eval_steps on them and the best checkpoint is the one reported.")
+    p.add_argument("--dev_eval_steps", type=int, default=100, help="With --dev_groups: steps between dev checks.")
+    p.add_argument("--dev_patience", type=int, default=0, help="With --dev_groups: stop a system after this many "
+                   "dev checks without improvement (0: train all --steps).")
+    p.add_argument("--train_flags", default="", help="Extra train-driver flags for every trained system, e.g. "
+                   "'--mask_duplicate_positives' (an ablation: combine with --tag).")
+    p.add_argument("--tag", default="", help="Suffix of the system names in this run (e.g. ' [masked]').")
     return p
 
 
@@ -266,11 +323,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row.update(steps=0, train_s=0.0, backbone="bm25s")
         else:
             logger.info("== %s: train", name)
-            model_dir, train_s = train_system(name, args, files, out)
+            model_dir, train_s, curves = train_system(name, args, files, out)
             logger.info("== %s: encode, index, search, evaluate", name)
-            found = evaluate_system(name, model_dir, files, data, out, args.dce_max_queries)
+            found = evaluate_system(name + args.tag, model_dir, files, data, out, args.dce_max_queries)
             for row in found:
-                row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s)
+                row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s, curves=curves,
+                           train_flags=args.train_flags)
+                if "best_step" in curves:
+                    row["best_step"] = curves["best_step"]
         for row in found:
             rows.append({**setting, **row, "wall_s": time.perf_counter() - start})
     with atomic_open(out / "results.json") as f:

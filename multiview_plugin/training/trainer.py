@@ -47,6 +47,30 @@ class MultiViewTrainer(Trainer):
         self._parts_sum: dict[str, float] = {}
         self._parts_count = 0
 
+    def create_optimizer(self, model=None):
+        """The Trainer's optimizer, with the parameters named by the encoder's
+        :meth:`~MultiViewEncoder.learning_rate_overrides` (e.g. MVR's residual view gates) moved into groups of
+        their own learning rate; the scheduler scales every group alike (warm-up, decay)."""
+        optimizer = super().create_optimizer(model)
+        overrides = self._unwrapped().learning_rate_overrides()
+        if not overrides or getattr(self, "_overrides_applied", False):
+            return optimizer
+        named = dict(self._unwrapped().named_parameters())
+        moved = {id(named[name]): (name, lr) for name, lr in overrides.items() if name in named}
+        for group in list(optimizer.param_groups):
+            special = [q for q in group["params"] if id(q) in moved]
+            if not special:
+                continue
+            group["params"] = [q for q in group["params"] if id(q) not in moved]
+            for param in special:
+                name, lr = moved[id(param)]
+                optimizer.add_param_group({**{k: v for k, v in group.items() if k != "params"},
+                                           "params": [param], "lr": lr, "initial_lr": lr})
+                logger.info("learning rate %g for %s", lr, name)
+        optimizer.param_groups[:] = [g for g in optimizer.param_groups if g["params"]]
+        self._overrides_applied = True
+        return optimizer
+
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         out = model(**inputs)  # query, passage, and any method-specific inputs its collator adds
         for name, value in out.parts.items():
