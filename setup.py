@@ -26,6 +26,7 @@ setup(
         "tqdm>=4.60",
         "regex>=2022.1.18",
         "accelerate>=0.26",
+        "matplotlib>=3.5",  # training-curve and view-usage plots
     ],
     extras_require={
         "dev": ["pytest>=7", "ruff>=0.5"],

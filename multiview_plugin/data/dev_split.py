@@ -32,11 +32,11 @@ def article_of(docid: str) -> str:
 def carve_dev_split(train_path: str | os.PathLike, corpus_path: str | os.PathLike, output_dir: str | os.PathLike,
                     dev_groups: set[str], group_of: Callable[[str], str] = article_of) -> dict[str, Path]:
     """Split a legacy train file into ``train.jsonl`` (records of other groups, with negatives from dev groups
-    removed) and ``dev_queries.jsonl`` / ``dev_qrels.tsv`` / ``dev_corpus.jsonl`` (the dev groups' records and
+    removed, and records left without negatives dropped) and ``dev_queries.jsonl`` / ``dev_qrels.tsv`` / ``dev_corpus.jsonl`` (the dev groups' records and
     every corpus passage of those groups). Returns the paths by key (``train``, ``dev_queries``, ``dev_qrels``,
     ``dev_corpus``)."""
     out = Path(output_dir)
-    train, dev_queries, dev_qrels = [], [], []
+    train, dev_queries, dev_qrels, dropped = [], [], [], 0
     for line_no, rec in iter_jsonl(train_path):
         positives = [p["docid"] for p in rec.get("positive_passages", [])]
         if not positives:
@@ -45,9 +45,11 @@ def carve_dev_split(train_path: str | os.PathLike, corpus_path: str | os.PathLik
             dev_queries.append({"query_id": rec["query_id"], "query": rec["query"]})
             dev_qrels += [f"{rec['query_id']} 0 {d} 1" for d in positives]
         else:
-            rec = dict(rec, negative_passages=[p for p in rec.get("negative_passages", [])
-                                               if group_of(p["docid"]) not in dev_groups])
-            train.append(rec)
+            negatives = [p for p in rec.get("negative_passages", []) if group_of(p["docid"]) not in dev_groups]
+            if rec.get("negative_passages") and not negatives:
+                dropped += 1  # its only negatives were dev passages: keeping it would need them
+                continue
+            train.append(dict(rec, negative_passages=negatives))
     if not dev_queries:
         raise InputFormatError(str(train_path), None, "positive_passages",
                                f"no train record belongs to the dev groups {sorted(dev_groups)}")
@@ -59,8 +61,9 @@ def carve_dev_split(train_path: str | os.PathLike, corpus_path: str | os.PathLik
     write_jsonl(paths["dev_queries"], dev_queries)
     write_lines(paths["dev_qrels"], dev_qrels)
     write_jsonl(paths["dev_corpus"], corpus)
-    logger.info("dev split: %d train records; %d dev questions over %d passages of groups %s",
-                len(train), len(dev_queries), len(corpus), ",".join(sorted(dev_groups)))
+    logger.info("dev split: %d train records (%d dropped: all their negatives were dev passages); %d dev "
+                "questions over %d passages of groups %s", len(train), dropped, len(dev_queries), len(corpus),
+                ",".join(sorted(dev_groups)))
     return paths
 
 

@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_corpus, load_qrels, load_queries
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.evaluation.metrics import evaluate_run
+from multiview_plugin.evaluation.metrics import evaluate_run, to_measure
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class DevSet:
             raise ConfigError(f"{queries_path}: no dev query has judgments in {qrels_path}")
         self.qrels = {q: qrels[q] for q in self.queries}
         self.metric = metric
-        evaluate_run({}, self.qrels, [metric])  # an unknown metric fails now, not after the first interval
+        to_measure(metric)  # an unknown metric fails now, not after the first interval
 
     @torch.inference_mode()
     def evaluate(self, model: Any, batch_size: int = 64, depth: int = 100) -> float:
@@ -63,7 +63,7 @@ class DevSet:
                 scores = torch.einsum("qd,pkd->qpk", q_reps, reps.float()).masked_fill(~mask[None], float("-inf"))
                 best[:, start:start + len(reps)] = scores.max(dim=-1).values
             top = best.topk(min(depth, len(docids)), dim=1)
-            run = {qid: {docids[i]: float(s) for i, s in zip(idx.tolist(), sc.tolist())}
+            run = {qid: [(docids[i], float(s)) for i, s in zip(idx.tolist(), sc.tolist())]
                    for qid, idx, sc in zip(self.queries, top.indices.cpu(), top.values.cpu())}
             return float(evaluate_run(run, self.qrels, [self.metric])[self.metric])
         finally:
