@@ -38,7 +38,18 @@ SYSTEM_NAMES = {
     "mvr-distinct": "mvr (k = 8, distinct positions)",
     "mlr-sc": "mlr (self-contrastive, layers 6,5)", "mlr-max": "mlr (max, layers 6,5)", "mebert": "mebert (k = 8)",
     "dcsr": "dcsr (HasAns)", "dcsr (max)": "dcsr (max aggregation)", "dce": "dce (sentence pseudo-queries)",
+    "mvr-residual": "mvr-residual (k = 8, gated read-only viewers)",
+    "mlr-sc-mean": "mlr-sc-mean (self-contrastive, layers 6,5 mean-pooled)",
+    "mlr-max-mean": "mlr-max-mean (max, layers 6,5 mean-pooled)",
+    "dcsr-mean-zero-shot": "dcsr-mean zero-shot (untrained, HasAns)",
+    "dcsr-mean-zero-shot (max)": "dcsr-mean zero-shot (untrained, max)",
+    "dcsr-independent-zero-shot": "dcsr-independent zero-shot (sentences alone, HasAns)",
+    "dcsr-independent-zero-shot (max)": "dcsr-independent zero-shot (sentences alone, max)",
+    "dcsr-mean": "dcsr-mean (span-mean sentences, HasAns)", "dcsr-mean (max)": "dcsr-mean (span-mean sentences, max)",
+    "dcsr-independent": "dcsr-independent (sentences alone, HasAns)",
+    "dcsr-independent (max)": "dcsr-independent (sentences alone, max)",
 }
+PLOTS = RESULTS / "plots"
 
 
 def quickstart_settings(command: str) -> argparse.Namespace:
@@ -71,11 +82,24 @@ def cell(value) -> str:
     return str(value)
 
 
-def table(data: str) -> str:
+def records(data: str, selected: bool) -> list[dict]:
+    """The run records of ``data``, oldest first: those with dev-split model selection, or those without."""
+    found = [json.loads(p.read_text(encoding="utf-8")) for p in (RESULTS / data).glob("*.json")]
+    return sorted([r for r in found if bool(quickstart_settings(r["command"]).dev_groups) == selected],
+                  key=lambda r: r["recorded"])
+
+
+SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the training articles as a dev split "
+                 "(their questions and paragraphs leave training); every system is checked on it every "
+                 "{every} steps (step 0 included) and the best checkpoint is the one evaluated. Curves: "
+                 "![training curves]({plot})")
+
+
+def table(data: str, selected: bool = False) -> str:
     title, protocol, metrics = DATASETS[data]
     rows: dict[str, dict] = {}
-    for path in sorted((RESULTS / data).glob("*.json"), key=lambda p: json.loads(p.read_text())["recorded"]):
-        record = json.loads(path.read_text(encoding="utf-8"))
+    chosen = records(data, selected)
+    for record in chosen:
         s = quickstart_settings(record["command"])
         for r in record["rows"]:
             wall = r.get("wall_s", r.get("train_s", 0.0) + r.get("encode_s", 0.0))
@@ -85,27 +109,66 @@ def table(data: str) -> str:
                                  "_len": s.passage_max_len}
     order = list(SYSTEM_NAMES)
     ranked = sorted(rows.values(), key=lambda r: order.index(r["system"]) if r["system"] in order else len(order))
-    head = ["system", "backbone", "steps", "batch", "wall s", "vectors/doc",
+    head = ["system", "backbone", "steps", *(["best step"] if selected else []), "batch", "wall s", "vectors/doc",
             *(HEADERS.get(m, m) for m in metrics), "run"]
-    lines = [f"**{title}** — {protocol}; metrics in %.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    heading = f"**{title}**{' — dev-selected checkpoints' if selected else ''} — {protocol}; metrics in %."
+    lines = [heading, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in ranked:
         vectors = (r["views_per_doc"] if "views_per_doc" in r else r.get("views")) or "–"  # older runs: views
+        best = [str(r.get("best_step", "–"))] if selected else []
         lines.append("| " + " | ".join([SYSTEM_NAMES.get(r["system"], r["system"]), r["_backbone"], str(r["steps"]),
-                                        str(r["_batch"]), f"{r['_wall']:.0f}", cell(vectors),
+                                        *best, str(r["_batch"]), f"{r['_wall']:.0f}", cell(vectors),
                                         *(cell(r.get(m)) for m in metrics), f"`{r['_record']}`"]) + " |")
-    commands = {json.loads(p.read_text())["name"]: json.loads(p.read_text())["command"]
-                for p in sorted((RESULTS / data).glob("*.json"))}
+    if selected and chosen:
+        s = quickstart_settings(chosen[-1]["command"])
+        plot = plot_curves(data, [r for r in ranked if r.get("curves", {}).get("loss")])
+        lines += ["", SELECTED_NOTE.format(groups=s.dev_groups, every=s.dev_eval_steps,
+                                           plot=plot.relative_to(ROOT).as_posix())]
     lines += ["", "Runs (`results/" + data + "/<run>.json`):", ""]
-    lines += [f"- `{name}`: `{cmd}`" for name, cmd in commands.items()]
+    lines += [f"- `{r['name']}`: `{r['command']}`" for r in sorted(chosen, key=lambda r: r["name"])]
     return "\n".join(lines)
+
+
+def plot_curves(data: str, rows: list[dict]) -> Path:
+    """Training loss and dev metric against steps, one line per system, as ``results/plots/<data>-curves.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (loss_ax, dev_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    seen = set()
+    for r in rows:
+        if r["system"].endswith("(max)") or r["system"] in seen:
+            continue  # one curve per trained model
+        seen.add(r["system"])
+        curves = r["curves"]
+        steps, losses = zip(*curves["loss"])
+        loss_ax.plot(steps, losses, label=r["system"])
+        if curves.get("dev"):
+            dev_steps, values = zip(*curves["dev"])
+            dev_ax.plot(dev_steps, [100 * v for v in values], marker="o", label=r["system"])
+            dev_ax.set_ylabel(f"dev {curves.get('dev_metric', '')} (%)")
+    loss_ax.set(xlabel="step", ylabel="training loss", title="training loss")
+    dev_ax.set(xlabel="step", title="dev metric (model selection)")
+    for ax in (loss_ax, dev_ax):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    PLOTS.mkdir(parents=True, exist_ok=True)
+    out = PLOTS / f"{data}-curves.png"
+    fig.savefig(out, dpi=110, metadata={"Software": None})  # no version stamp: the same rows, the same bytes
+    plt.close(fig)
+    return out
 
 
 def render(readme: Path) -> None:
     text = readme.read_text(encoding="utf-8")
     if START not in text or END not in text:
         raise SystemExit(f"{readme} lacks the markers {START} ... {END}")
-    body = "\n\n".join(table(d) for d in DATASETS if (RESULTS / d).is_dir())
+    tables = [table(d, selected) for d in DATASETS if (RESULTS / d).is_dir() for selected in (True, False)
+              if records(d, selected)]
+    body = "\n\n".join(tables)
     note = ("_Generated by `python bench/results.py render` from `results/`; lr and passage length per run are in "
             "the commands. Wall time: training + encoding + search of that system (older runs: training + "
             "encoding)._")
