@@ -30,3 +30,17 @@ def test_quickstart_runs_and_reports(tiny_bert, tmp_path, capsys):
         assert 0.0 <= r["R@1"] <= r["R@5"] <= r["R@20"] <= 100.0
         assert 0.0 <= r["answer_Top1"] <= r["answer_Top20"] <= 100.0
     assert (out / "runs" / "mvr.trec").is_file() and (out / "indexes" / "mvr" / "multiview.json").is_file()
+
+
+def test_quickstart_defaults_are_the_mean_pooled_multiview_forms(tiny_bert, tmp_path):
+    out = tmp_path / "qs"
+    assert main(["--backbone", str(tiny_bert), "--output_dir", str(out), "--steps", "2", "--batch_size", "4",
+                 "--passage_max_len", "64"]) == 0
+    rows = {r["system"]: r for r in json.loads((out / "results.json").read_text())}
+    assert set(rows) == {"minilm-zero-shot", "dpr", "dcsr-mean", "dcsr-mean (max)", "mvr-residual"}
+    config = json.loads((out / "models" / "mvr-residual" / "multiview_config.json").read_text())
+    assert config["options"]["mvr_views"] == "residual" and config["pooling"] == "mean"
+    config = json.loads((out / "models" / "dcsr-mean" / "multiview_config.json").read_text())
+    assert config["options"]["dcsr_sentence_pooling"] == "mean"
+    # every trained system records its training curve (loss per logged step)
+    assert all(r["curves"]["loss"] for r in rows.values() if r["steps"])

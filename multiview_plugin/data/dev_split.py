@@ -31,10 +31,12 @@ def article_of(docid: str) -> str:
 
 def carve_dev_split(train_path: str | os.PathLike, corpus_path: str | os.PathLike, output_dir: str | os.PathLike,
                     dev_groups: set[str], group_of: Callable[[str], str] = article_of) -> dict[str, Path]:
-    """Split a legacy train file into ``train.jsonl`` (records of other groups, with negatives from dev groups
-    removed, and records left without negatives dropped) and ``dev_queries.jsonl`` / ``dev_qrels.tsv`` / ``dev_corpus.jsonl`` (the dev groups' records and
-    every corpus passage of those groups). Returns the paths by key (``train``, ``dev_queries``, ``dev_qrels``,
-    ``dev_corpus``)."""
+    """Split a legacy train file into ``train.jsonl`` and a dev split.
+
+    ``train.jsonl`` keeps the records of other groups, minus their negatives from dev groups (a record left
+    without negatives is dropped); ``dev_queries.jsonl`` / ``dev_qrels.tsv`` / ``dev_corpus.jsonl`` hold the dev
+    groups' questions, their gold passages, and every corpus passage of those groups. Returns the paths by key
+    (``train``, ``dev_queries``, ``dev_qrels``, ``dev_corpus``)."""
     out = Path(output_dir)
     train, dev_queries, dev_qrels, dropped = [], [], [], 0
     for line_no, rec in iter_jsonl(train_path):

@@ -1,4 +1,4 @@
-"""Quickstart: a real train → encode → index → search → evaluate run for MiniLM zero-shot, DPR and MVR.
+"""Quickstart: a real train → encode → index → search → evaluate run (MiniLM zero-shot, DPR, two multi-view models).
 
     python -m multiview_plugin.quickstart                       # embedded dataset, a few minutes on 2 CPU cores
     python -m multiview_plugin.quickstart --data squad --squad_path ../shared/data/squad/dev-v1.1.json --steps 100
@@ -78,7 +78,7 @@ SYSTEMS = {
 }
 # lexical baseline (bm25s), no model
 BM25 = "bm25"
-DEFAULT_SYSTEMS = ["minilm-zero-shot", "dpr", "mvr"]
+DEFAULT_SYSTEMS = ["minilm-zero-shot", "dpr", "dcsr-mean", "mvr-residual"]
 
 
 def prepare_data(args: argparse.Namespace, data_dir: Path) -> dict[str, Path]:
