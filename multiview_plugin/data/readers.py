@@ -114,12 +114,14 @@ def _csv_rows(path: PathLike) -> Iterator[tuple[int, list[str]]]:
         raise InputFormatError(str(path), reader.line_num, None, f"bad TSV: {err}") from None
 
 
+def first_nonblank_line(path: PathLike) -> str:
+    """The first line with text ('' if the file is blank); bad UTF-8 before it is an InputFormatError."""
+    return next((line for _, line in _iter_lines(path) if line.strip()), "")
+
+
 def _first_char(path: PathLike) -> str:
     """First non-blank character of a file ('' if the file is blank)."""
-    for _, line in _iter_lines(path):
-        if line.strip():
-            return line.lstrip()[0]
-    return ""
+    return first_nonblank_line(path).lstrip()[:1]
 
 
 def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict]]:

@@ -109,7 +109,7 @@ def encode_fingerprint(model: Any, input_path: str | os.PathLike, *, is_query: b
 
 def differing_fields(recorded: dict[str, Any], current: dict[str, Any], fields: Any = None) -> list[str]:
     """Names of the fields (all, or those in ``fields``) whose values differ between two fingerprints."""
-    names = fields if fields is not None else sorted(set(recorded) | set(current))
+    names = fields if fields is not None else [*current, *(k for k in recorded if k not in current)]
     return [k for k in names if recorded.get(k) != current.get(k)]
 
 

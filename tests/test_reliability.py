@@ -1,0 +1,270 @@
+"""Nothing silently wrong: encode resume that cannot mix runs, safe shard loading, complete shard sets."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from multiview_plugin.arguments import DataArguments, ModelArguments
+from multiview_plugin.driver.encode import encode_to_shard
+from multiview_plugin.driver.encode import main as encode_main
+from multiview_plugin.driver.index import main as index_main
+from multiview_plugin.driver.search import main as search_main
+from multiview_plugin.encoding.shards import ShardFormatError, partial_paths, read_shard
+from multiview_plugin.modeling import load_encoder
+from multiview_plugin.registry import get_encoder_class
+
+from .conftest import TOPICS, write_topics_corpus
+
+
+def _build(tiny_bert: Path, folder: Path, name: str = "mvr", seed: int = 0) -> Path:
+    torch.manual_seed(seed)
+    model = get_encoder_class(name).build(
+        ModelArguments(model_name_or_path=str(tiny_bert), model_name=name, mvr_num_views=3),
+        DataArguments(pad_to_multiple_of=None, passage_max_len=32, query_max_len=16))
+    if seed:  # "another checkpoint": the same architecture, other weights
+        with torch.no_grad():
+            for param in model.parameters():
+                param.add_(0.01 * torch.randn_like(param))
+    model.save(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def models(tiny_bert, tmp_path_factory) -> dict[str, Path]:
+    """mvr, the same mvr with other weights (another checkpoint), and a dpr model."""
+    return {"mvr": _build(tiny_bert, tmp_path_factory.mktemp("mvr")),
+            "mvr_other": _build(tiny_bert, tmp_path_factory.mktemp("mvr_other"), seed=1),
+            "dpr": _build(tiny_bert, tmp_path_factory.mktemp("dpr"), name="dpr")}
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    return write_topics_corpus(tmp_path / "corpus.jsonl")
+
+
+class Crash(RuntimeError):
+    """Stands in for a kill: raised by the model in the middle of an encode."""
+
+
+def _crash_after(model, batches: int) -> None:
+    """Make ``model`` die at its (batches+1)-th passage batch (encode_passage is an instance attribute)."""
+    original, calls = type(model).encode_passage.__get__(model), {"n": 0}
+
+    def dying(batch):
+        calls["n"] += 1
+        if calls["n"] > batches:
+            raise Crash
+        return original(batch)
+
+    model.encode_passage = dying
+
+
+def _interrupted(model_dir: Path, corpus: Path, out: Path, batches: int = 2, **kwargs) -> None:
+    model = load_encoder(model_dir).eval()
+    _crash_after(model, batches)
+    with pytest.raises(Crash):
+        encode_to_shard(model, str(corpus), out, batch_size=2, checkpoint_every=1, **kwargs)
+    assert partial_paths(out)[2].is_file() and not out.exists()
+
+
+# --------------------------------------------------------------------------- resume cannot mix runs
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"model": "mvr_other"}, "model_weights"),       # another checkpoint of the same method
+    ({"model": "dpr"}, "model_name"),                # another method
+    ({"fp16": True}, "dtype"),
+    ({"num_shards": 2, "shard_index": 1}, "shard_index"),
+])
+def test_resume_refuses_a_different_run(models, corpus, tmp_path, change, field):
+    out = tmp_path / "c.pkl"
+    kwargs = {"num_shards": 2, "shard_index": 0} if "shard_index" in change else {}
+    _interrupted(models["mvr"], corpus, out, batches=1, **kwargs)
+    model = load_encoder(models[change.get("model", "mvr")]).eval()
+    options = {k: v for k, v in change.items() if k != "model"}
+    with pytest.raises(ShardFormatError, match=f"cannot resume.*different .*{field} \\(was"):
+        encode_to_shard(model, str(corpus), out, batch_size=2, **options)
+    assert not out.exists()
+
+
+def test_resume_refuses_another_input_and_length(models, corpus, tmp_path):
+    out = tmp_path / "c.pkl"
+    _interrupted(models["mvr"], corpus, out)
+    model = load_encoder(models["mvr"]).eval()
+    other = tmp_path / "other.jsonl"
+    other.write_text(corpus.read_text().replace("paris", "rome"))
+    with pytest.raises(ShardFormatError, match="different input"):
+        encode_to_shard(model, str(other), out, batch_size=2)
+    model.config.passage_max_len = 16  # the driver's --passage_max_len
+    with pytest.raises(ShardFormatError, match="different max_len"):
+        encode_to_shard(model, str(corpus), out, batch_size=2)
+
+
+def test_finished_shard_is_not_skipped_for_another_model_or_corpus(models, corpus, tmp_path, capsys):
+    out = tmp_path / "c.pkl"
+    args = ["--dataset_path", str(corpus), "--encode_output_path", str(out), "--per_device_eval_batch_size", "2"]
+    assert encode_main(["--model_name_or_path", str(models["mvr"]), *args]) == 0
+    assert json.loads((tmp_path / "c.pkl.json").read_text())["fingerprint"]["model_name"] == "mvr"
+    assert encode_main(["--model_name_or_path", str(models["mvr"]), *args]) == 0  # same run: skipped
+    assert encode_main(["--model_name_or_path", str(models["mvr_other"]), *args]) == 2
+    err = capsys.readouterr().err
+    assert "cannot skip the finished shard" in err and "model_weights" in err and "--overwrite" in err
+    corpus.write_text(corpus.read_text().replace("paris", "rome"))
+    assert encode_main(["--model_name_or_path", str(models["mvr"]), *args]) == 2
+    assert "different input" in capsys.readouterr().err
+
+
+def test_overwrite_removes_partial_files(models, corpus, tmp_path):
+    out, fresh = tmp_path / "c.pkl", tmp_path / "fresh.pkl"
+    _interrupted(models["mvr"], corpus, out)
+    stray_tmp = tmp_path / ".c.pkl.123.abcd.tmp"  # what a kill during an atomic write leaves
+    stray_tmp.write_bytes(b"x")
+    other = load_encoder(models["mvr_other"]).eval()
+    encode_to_shard(other, str(corpus), out, batch_size=2, overwrite=True)
+    encode_to_shard(other, str(corpus), fresh, batch_size=2)
+    assert out.read_bytes() == fresh.read_bytes()  # nothing of the first model's rows survived
+    assert not any(p.exists() for p in partial_paths(out)) and not stray_tmp.exists()
+
+
+def test_resume_with_the_same_run_is_byte_identical(models, corpus, tmp_path):
+    out, fresh = tmp_path / "c.pkl", tmp_path / "fresh.pkl"
+    _interrupted(models["mvr"], corpus, out)
+    model = load_encoder(models["mvr"]).eval()
+    encode_to_shard(model, str(corpus), out, batch_size=2)
+    encode_to_shard(model, str(corpus), fresh, batch_size=2)
+    assert out.read_bytes() == fresh.read_bytes()
+    assert json.loads((tmp_path / "c.pkl.json").read_text()) == json.loads((tmp_path / "fresh.pkl.json").read_text())
+
+
+# --------------------------------------------------------------------------- safe shard loading
+
+
+class _Exploit:
+    """A pickle payload that creates a marker file when loaded."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_malicious_shard_is_refused_without_running(models, corpus, tmp_path, capsys):
+    emb, marker = tmp_path / "emb", tmp_path / "pwned"
+    emb.mkdir()
+    with open(emb / "corpus.0.pkl", "wb") as f:
+        pickle.dump((np.ones((1, 4), dtype=np.float32), [_Exploit(marker)]), f)
+    with pytest.raises(ShardFormatError, match="refusing to unpickle posix.system"):
+        read_shard(emb / "corpus.0.pkl")
+    assert index_main(["--passage_reps", str(emb / "*.pkl"), "--index_dir", str(tmp_path / "idx")]) == 2
+    assert "--allow_unsafe_pickle" in capsys.readouterr().err
+    assert search_main(["--query_reps", str(emb / "corpus.0.pkl"), "--passage_reps", str(emb / "*.pkl"),
+                        "--save_ranking_to", str(tmp_path / "run.txt")]) == 2
+    assert "refusing to unpickle" in capsys.readouterr().err
+    assert not marker.exists()
+    # plain pickle only when asked: the same file then runs its payload
+    read_shard(emb / "corpus.0.pkl", unsafe_pickle=True)
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_tevatron_shards_load_safely(tmp_path, protocol):
+    """Tevatron's payload in every protocol, fp16 and fp32, ids as a list, a numpy array or numpy ints."""
+    path = tmp_path / "t.pkl"
+    for reps, ids in [(np.ones((2, 3), np.float32), ["a", "b"]), (np.ones((2, 3), np.float16), np.array(["a", "b"])),
+                      (np.ones((2, 3), np.float32), [np.int64(7), np.int64(8)]),
+                      (np.ones((2, 3), np.float32), np.array(["a", "b"], dtype=object))]:
+        path.write_bytes(pickle.dumps((reps, ids), protocol=protocol))
+        got, lookup, _ = read_shard(path)
+        assert got.dtype == reps.dtype and lookup == [str(x) for x in ids]
+
+
+# --------------------------------------------------------------------------- complete shard sets
+
+
+def _encode_shards(model_dir: Path, corpus: Path, emb: Path, num_shards: int) -> None:
+    for i in range(num_shards):
+        assert encode_main(["--model_name_or_path", str(model_dir), "--dataset_path", str(corpus),
+                            "--dataset_number_of_shards", str(num_shards), "--dataset_shard_index", str(i),
+                            "--encode_output_path", str(emb / f"corpus.{i}.pkl")]) == 0
+
+
+@pytest.fixture
+def queries(tmp_path) -> Path:
+    path = tmp_path / "queries.tsv"
+    path.write_text("".join(f"q{i}\twhat is {a}\n" for i, (a, _, _) in enumerate(TOPICS)))
+    return path
+
+
+def test_missing_middle_shard_is_refused_unless_allow_partial(models, corpus, queries, tmp_path, capsys):
+    emb = tmp_path / "emb"
+    _encode_shards(models["mvr"], corpus, emb, 3)
+    assert encode_main(["--model_name_or_path", str(models["mvr"]), "--dataset_path", str(queries),
+                        "--encode_is_query", "--encode_output_path", str(tmp_path / "q.pkl")]) == 0
+    (emb / "corpus.1.pkl").unlink()
+    reps = str(emb / "corpus.*.pkl")
+    search = ["--query_reps", str(tmp_path / "q.pkl"), "--passage_reps", reps, "--depth", "8",
+              "--save_ranking_to", str(tmp_path / "run.txt"), "--save_text"]
+    for argv, main in [(["--passage_reps", reps, "--index_dir", str(tmp_path / "idx")], index_main),
+                       (search, search_main), ([*search, "--shard_search"], search_main)]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "shard(s) 1 of 3" in err and "missing" in err and "--allow_partial" in err, err
+        assert main([*argv, "--allow_partial"]) == 0
+    assert json.loads((tmp_path / "idx" / "multiview.json").read_text())["num_docs"] == 5
+    run = (tmp_path / "run.txt").read_text().splitlines()
+    assert len({line.split("\t")[1] for line in run}) == 5
+
+
+def test_shards_or_queries_of_another_model_are_refused(models, corpus, queries, tmp_path, capsys):
+    emb = tmp_path / "emb"
+    _encode_shards(models["mvr"], corpus, emb, 2)
+    assert encode_main(["--model_name_or_path", str(models["mvr_other"]), "--dataset_path", str(corpus),
+                        "--dataset_number_of_shards", "2", "--dataset_shard_index", "1",
+                        "--encode_output_path", str(emb / "corpus.1.pkl"), "--overwrite"]) == 0
+    assert index_main(["--passage_reps", str(emb / "corpus.*.pkl"), "--index_dir", str(tmp_path / "idx"),
+                       "--allow_partial"]) == 2
+    assert "made by another model" in capsys.readouterr().err
+    _encode_shards(models["mvr"], corpus, tmp_path / "good", 2)
+    assert index_main(["--passage_reps", str(tmp_path / "good" / "corpus.*.pkl"),
+                       "--index_dir", str(tmp_path / "idx")]) == 0
+    assert encode_main(["--model_name_or_path", str(models["mvr_other"]), "--dataset_path", str(queries),
+                        "--encode_is_query", "--encode_output_path", str(tmp_path / "q.pkl")]) == 0
+    run = ["--output", str(tmp_path / "run.trec")]
+    assert search_main(["--index", str(tmp_path / "idx"), "--encoded_queries", str(tmp_path / "q.pkl"), *run]) == 2
+    assert "made by another model" in capsys.readouterr().err
+    assert search_main(["--index", str(tmp_path / "idx"), "--topics", str(queries),
+                        "--encoder", str(models["mvr_other"]), *run]) == 2
+    assert "model_weights" in capsys.readouterr().err
+    assert search_main(["--query_reps", str(tmp_path / "q.pkl"), "--passage_reps",
+                        str(tmp_path / "good" / "corpus.*.pkl"), "--save_ranking_to", str(tmp_path / "r.txt")]) == 2
+    assert "made by another model" in capsys.readouterr().err
+    assert search_main(["--index", str(tmp_path / "idx"), "--topics", str(queries),
+                        "--encoder", str(models["mvr"]), *run]) == 0
+
+
+def test_more_shards_than_documents(models, corpus, queries, tmp_path):
+    """Shards past the end are empty but valid: index and search use the others."""
+    corpus.write_text("".join(corpus.read_text().splitlines(keepends=True)[:3]))
+    emb = tmp_path / "emb"
+    _encode_shards(models["mvr"], corpus, emb, 5)
+    assert json.loads((emb / "corpus.4.pkl.json").read_text())["num_items"] == 0
+    assert read_shard(emb / "corpus.4.pkl")[0].shape[0] == 0
+    assert index_main(["--passage_reps", str(emb / "corpus.*.pkl"), "--index_dir", str(tmp_path / "idx")]) == 0
+    assert json.loads((tmp_path / "idx" / "multiview.json").read_text())["num_docs"] == 3
+    assert encode_main(["--model_name_or_path", str(models["mvr"]), "--dataset_path", str(queries),
+                        "--encode_is_query", "--encode_output_path", str(tmp_path / "q.pkl")]) == 0
+    for extra in ([], ["--shard_search"]):
+        assert search_main(["--query_reps", str(tmp_path / "q.pkl"), "--passage_reps", str(emb / "corpus.*.pkl"),
+                            "--depth", "2", "--save_ranking_to", str(tmp_path / "r.txt"), "--save_text", *extra]) == 0
+        assert len((tmp_path / "r.txt").read_text().splitlines()) == 8 * 2
