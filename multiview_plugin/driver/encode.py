@@ -28,8 +28,14 @@ from tqdm import tqdm
 from multiview_plugin.data.readers import iter_corpus, load_queries
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.encoding.fingerprint import encode_fingerprint
-from multiview_plugin.encoding.shards import (ShardInfo, ShardWriter, check_fingerprint, read_info, remove_shard,
-                                              shard_is_complete)
+from multiview_plugin.encoding.shards import (
+    ShardInfo,
+    ShardWriter,
+    check_fingerprint,
+    read_info,
+    remove_shard,
+    shard_is_complete,
+)
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 
