@@ -268,3 +268,31 @@ def test_more_shards_than_documents(models, corpus, queries, tmp_path):
         assert search_main(["--query_reps", str(tmp_path / "q.pkl"), "--passage_reps", str(emb / "corpus.*.pkl"),
                             "--depth", "2", "--save_ranking_to", str(tmp_path / "r.txt"), "--save_text", *extra]) == 0
         assert len((tmp_path / "r.txt").read_text().splitlines()) == 8 * 2
+
+
+# --------------------------------------------------------------------------- ids
+
+
+@pytest.mark.parametrize("docid, shown", [(r"a\nb", r"'\n'"), ("a b", "' '"), (r"a\tb", r"'\t'"),
+                                          (r"a\u0000b", r"'\x00'"), (r"a\u200bb", r"'\u200b'")])
+def test_docids_with_whitespace_or_control_characters_are_refused_at_read(models, tmp_path, capsys, docid, shown):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"docid": "ok", "text": "fine"}\n' f'{{"docid": "{docid}", "text": "x"}}\n')
+    rc = encode_main(["--model_name_or_path", str(models["dpr"]), "--dataset_path", str(path),
+                      "--encode_output_path", str(tmp_path / "o.pkl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "corpus.jsonl line 2: field 'docid'" in err and shown in err, err
+    assert not (tmp_path / "o.pkl").exists() and not partial_paths(tmp_path / "o.pkl")[0].exists()
+
+
+def test_tsv_docid_and_query_id_with_a_space(tmp_path):
+    from multiview_plugin.data.readers import InputFormatError, load_corpus, load_queries
+
+    tsv = tmp_path / "psgs.tsv"
+    tsv.write_text("id\ttext\ttitle\n1\tparis\tfrance\n2 3\trome\titaly\n")
+    with pytest.raises(InputFormatError, match=r"psgs.tsv line 3: field 'id': docid '2 3' contains whitespace"):
+        load_corpus(tsv)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"query_id": "q 1", "query": "what"}\n')
+    with pytest.raises(InputFormatError, match="q.jsonl line 1: field 'query_id': query id 'q 1' contains"):
+        load_queries(queries)

@@ -25,6 +25,7 @@ import gzip
 import json
 import logging
 import os
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -221,6 +222,16 @@ class _Ctx:
         return [self.string({key: v}, key, f"{key}[{i}]", allow_int=True) for i, v in enumerate(items)]
 
 
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a document or query id (None if it can): whitespace or control characters
+    would split or corrupt the line-based files ids end up in (shard lookups, docid files, runs)."""
+    for ch in value:
+        if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf"):
+            kind = "whitespace" if ch.isspace() else "a control character"
+            return f"{value!r} contains {kind} ({ch!r}); ids must be single tokens"
+    return None
+
+
 def _first_key(obj: Mapping, keys: Iterable[str]) -> str:
     """The first of ``keys`` present in ``obj`` (or the first key, for the error message)."""
     keys = list(keys)
@@ -385,14 +396,16 @@ def iter_corpus(path: PathLike, passage_field_separator: str = " ") -> Iterator[
     Raises
     ------
     InputFormatError
-        Missing docid or text field, an empty docid, a docid containing ``'#'``, or a duplicate docid
-        (both line numbers named).
+        Missing docid or text field, an empty docid, a docid containing whitespace, a control character or
+        ``'#'``, or a duplicate docid (both line numbers named). Whitespace around a docid is stripped.
     """
     seen: dict[str, int] = {}
     id_field = "id" if _is_tsv(path) else "docid"
     for lineno, docid, title, text in _iter_raw_corpus(path):
         if not docid:
             raise InputFormatError(str(path), lineno, id_field, "expected a non-empty docid")
+        if id_problem(docid):
+            raise InputFormatError(str(path), lineno, id_field, f"docid {id_problem(docid)}")
         if "#" in docid:
             raise InputFormatError(str(path), lineno, id_field,
                                    f"docid {docid!r}: docids must not contain '#', which separates a docid "
@@ -431,7 +444,8 @@ def load_queries(path: PathLike) -> dict[str, str]:
     Raises
     ------
     InputFormatError
-        A line without id or text, or a duplicate query id.
+        A line without id or text, a query id with whitespace or control characters inside, or a duplicate
+        query id.
     """
     queries: dict[str, str] = {}
     lines: dict[str, int] = {}
@@ -452,6 +466,8 @@ def load_queries(path: PathLike) -> dict[str, str]:
                                            f"expected 'qid<TAB>query text', got {line!r}")
                 yield lineno, qid.strip(), text.strip()
     for lineno, qid, text in rows():
+        if id_problem(qid):
+            raise InputFormatError(str(path), lineno, "query_id", f"query id {id_problem(qid)}")
         if qid in lines:
             raise InputFormatError(str(path), lineno, "query_id",
                                    f"duplicate query id {qid!r} (first seen on line {lines[qid]})")
