@@ -138,9 +138,8 @@ def encode_to_shard(
     multi = not is_query and not model.is_single_vector()
     info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
                      dtype=dtype, num_items=0, num_vectors=0, is_query=is_query, shard_index=shard_index,
-                     num_shards=num_shards, source=str(path), fingerprint=fingerprint)
-    if model_path:
-        info.extra["model_path"] = str(Path(model_path).resolve())  # for people; the fingerprint hashes the weights
+                     num_shards=num_shards, source=str(path), fingerprint=fingerprint,
+                     model_path=str(Path(model_path).resolve()) if model_path else None)
     if not is_query:
         # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
         info.extra["temperature"] = float(model.temperature)

@@ -67,6 +67,7 @@ class ShardInfo:
     # what determined the bytes (model, dtype, lengths, shard, input; see encoding/fingerprint.py); None in
     # sidecars written before this field and in plain Tevatron shards
     fingerprint: dict[str, Any] | None = None
+    model_path: str | None = None  # the model folder, for people (the fingerprint hashes its weights)
 
     @property
     def multi_vector(self) -> bool:
