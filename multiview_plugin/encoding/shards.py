@@ -18,19 +18,21 @@ strings, so a crafted pickle cannot run code; plain ``pickle`` only when the cal
 from __future__ import annotations
 
 import codecs
+import contextlib
 import glob
 import json
 import logging
 import mmap
 import os
 import pickle
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from multiview_plugin.atomic import atomic_open
+from multiview_plugin.atomic import atomic_open, with_path
 from multiview_plugin.encoding.fingerprint import describe_differences
 from multiview_plugin.errors import MultiViewError
 
@@ -301,18 +303,31 @@ class ShardWriter:
             if counts.max() > 1:
                 raise ShardFormatError("a single-vector shard received several vectors per document")
             lines = list(ids)
-        self._vec.write(rows.tobytes())
-        self._ids.write(("\n".join(lines) + "\n").encode("utf-8"))
+        with self._naming_errors():
+            self._vec.write(rows.tobytes())
+            self._ids.write(("\n".join(lines) + "\n").encode("utf-8"))
         self.docs_done += len(ids)
         self.rows_done += rows.shape[0]
         self.view_counts.update(int(c) for c in np.unique(counts))
 
+    @contextlib.contextmanager
+    def _naming_errors(self) -> Iterator[None]:
+        """A failed write (full disk, lost mount) names the shard's partial files."""
+        try:
+            yield
+        except OSError as err:
+            named = with_path(err, self._vec_path)
+            if named is err:
+                raise
+            raise named from err
+
     def checkpoint(self) -> None:
         """Make everything added so far survive a crash (the next writer resumes after it)."""
-        self._vec.flush()
-        self._ids.flush()
-        os.fsync(self._vec.fileno())
-        os.fsync(self._ids.fileno())
+        with self._naming_errors():
+            self._vec.flush()
+            self._ids.flush()
+            os.fsync(self._vec.fileno())
+            os.fsync(self._ids.fileno())
         state = {"docs": self.docs_done, "rows": self.rows_done, "dim": self.info.dim,
                  "ids_bytes": self._ids.tell(), "view_counts": sorted(self.view_counts), "extra": self.info.extra,
                  "fingerprint": self.info.fingerprint}
