@@ -296,3 +296,115 @@ def test_tsv_docid_and_query_id_with_a_space(tmp_path):
     queries.write_text('{"query_id": "q 1", "query": "what"}\n')
     with pytest.raises(InputFormatError, match="q.jsonl line 1: field 'query_id': query id 'q 1' contains"):
         load_queries(queries)
+
+
+# --------------------------------------------------------------------------- smaller: clear errors, documented fixes
+
+
+def test_empty_train_file_and_query_without_negatives(tiny_bert, tmp_path, capsys):
+    from multiview_plugin.driver.train import main as train_main
+
+    path = tmp_path / "data" / "train.jsonl"
+    path.parent.mkdir()
+    argv = ["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path", str(path),
+            "--output_dir", str(tmp_path / "out"), "--train_group_size", "2", "--report_to", "none"]
+    path.write_text("\n")
+    assert train_main(argv) == 2
+    assert f"{path}: the training file is empty" in capsys.readouterr().err
+    path.write_text('{"query_id": "0", "query": "who", "positive_passages": [{"docid": "d0", "text": "paris"}], '
+                    '"negative_passages": [{"docid": "d1", "text": "rome"}]}\n'
+                    '{"query_id": "1", "query": "what", "positive_passages": [{"docid": "d0", "text": "paris"}]}\n')
+    assert train_main(argv) == 2
+    err = capsys.readouterr().err
+    # refused while loading (nothing trained), naming the file with its folder
+    assert f"{path} line 2: field 'negative_passages': --train_group_size 2 needs hard negatives" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_positive_listed_as_negative_is_dropped_with_a_warning(tmp_path, caplog):
+    from multiview_plugin.data.readers import iter_train_records
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"query_id": "0", "query": "who", "positive_passages": [
+        {"docid": "d0", "text": "paris"}], "negative_passages": [
+        {"docid": "d0", "text": "paris"}, {"docid": "d1", "text": "rome"}, {"text": "paris"}],
+        "answers": []}) + "\n")
+    caplog.set_level("WARNING")
+    (rec,) = iter_train_records(path)
+    assert rec["negatives"] == ["rome"] and rec["negative_docids"] == ["d1"] and rec["negative_sentences"] == [-1]
+    assert "dropped 2 negative passages that are also positives of their query (in 1 queries)" in caplog.text
+
+
+def test_dpr_converter_without_positives_is_an_error(tmp_path):
+    from multiview_plugin.data.dpr import convert_dpr_biencoder
+    from multiview_plugin.data.readers import InputFormatError
+
+    src = tmp_path / "biencoder.json"
+    src.write_text(json.dumps([{"question": "who", "answers": ["x"], "positive_ctxs": [],
+                                "hard_negative_ctxs": [{"title": "t", "text": "x"}]}]))
+    with pytest.raises(InputFormatError, match="none of its 1 records has a positive passage"):
+        convert_dpr_biencoder(src, tmp_path / "train.jsonl")
+    assert not (tmp_path / "train.jsonl").exists()
+
+
+def test_dcsr_sampler_skips_an_empty_hard_negative(tiny_bert):
+    from multiview_plugin.data.sentence_dataset import SentenceTrainDataset
+
+    model = get_encoder_class("dcsr").build(ModelArguments(model_name_or_path=str(tiny_bert), model_name="dcsr"),
+                                            DataArguments(pad_to_multiple_of=None, passage_max_len=64))
+    rec = {"query_id": "q", "query": "who built paris", "answers": ["river"], "positive_docids": ["d0"],
+           "positives": ["paris is the capital. it was built on the river. it is old."],
+           "negative_docids": ["e", "d1"], "negatives": ["", "london is the capital of england."],
+           "negative_sentences": [-1, -1], "source": "t.jsonl:1"}
+    ds = SentenceTrainDataset([rec], model.formatter, in_passage_negatives=0, bm25_negatives=2)
+    for epoch in range(3):  # every epoch's window lands on the non-empty passage
+        ds.set_epoch(epoch)
+        item = ds[0]
+        assert len(item["passages"]) == 3 and all(item["passages"][1:])
+
+
+def test_temperature_below_the_annealing_floor_is_refused(tiny_bert):
+    from multiview_plugin.errors import ConfigError
+
+    args = dict(model_name_or_path=str(tiny_bert), model_name="mvr", temperature=0.1,
+                temperature_schedule="annealed", mvr_min_temperature=0.3)
+    with pytest.raises(ConfigError, match=r"--temperature 0.1 is below --mvr_min_temperature 0.3"):
+        get_encoder_class("mvr").build(ModelArguments(**args), DataArguments())
+    args["mvr_min_temperature"] = 0.05  # below the start: the schedule anneals from 0.1 to 0.05
+    assert get_encoder_class("mvr").build(ModelArguments(**args), DataArguments()).temperature == pytest.approx(0.1)
+
+
+def test_hits_depth_topics_and_disk_errors_are_one_line(models, corpus, queries, tmp_path, capsys, monkeypatch):
+    emb = tmp_path / "emb"
+    _encode_shards(models["dpr"], corpus, emb, 1)
+    assert index_main(["--passage_reps", str(emb / "*.pkl"), "--index_dir", str(tmp_path / "idx")]) == 0
+    pyserini = ["--index", str(tmp_path / "idx"), "--encoder", str(models["dpr"]), "--output", str(tmp_path / "r")]
+    for hits in ("0", "-1"):
+        assert search_main([*pyserini, "--topics", str(queries), "--hits", hits]) == 2
+        assert f"--hits must be a positive number of documents per query, got {hits}" in capsys.readouterr().err
+    assert search_main(["--query_reps", str(emb / "corpus.0.pkl"), "--passage_reps", str(emb / "*.pkl"),
+                        "--depth", "0", "--save_ranking_to", str(tmp_path / "r")]) == 2
+    assert "--depth must be a positive" in capsys.readouterr().err
+    latin1 = tmp_path / "topics.tsv"
+    latin1.write_bytes("q1\twhat is caf\xe9\n".encode("latin-1"))
+    assert search_main([*pyserini, "--topics", str(latin1)]) == 2
+    err = capsys.readouterr().err
+    assert "topics.tsv line 1: not valid UTF-8" in err and "Traceback" not in err
+    # a folder that cannot be created (read-only, or a file in the way)
+    (tmp_path / "file").write_text("")
+    assert index_main(["--passage_reps", str(emb / "*.pkl"), "--index_dir", str(tmp_path / "file" / "idx")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(tmp_path / "file") in err and len(err.strip().splitlines()) == 1
+    # a full disk while encoding: the failed write names the file
+    import errno
+
+    import multiview_plugin.encoding.shards as shards
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shards.os, "fsync", full)
+    assert encode_main(["--model_name_or_path", str(models["dpr"]), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(tmp_path / "full.pkl")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"error: [Errno 28] No space left on device (writing {tmp_path / 'full.pkl.vectors.partial'})"
