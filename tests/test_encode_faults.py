@@ -52,7 +52,8 @@ def setup(tiny_bert, tmp_path_factory):
     reference = {}
     for fp16 in (False, True):
         out = folder / f"ref{int(fp16)}" / "c.pkl"
-        lines = _count_lines(lambda: encode_to_shard(model, str(corpus), out, batch_size=BATCH, fp16=fp16))
+        lines = _count_lines(lambda out=out, fp16=fp16: encode_to_shard(model, str(corpus), out, batch_size=BATCH,
+                                                                        fp16=fp16))
         reference[fp16] = (out.read_bytes(), json.loads(Path(f"{out}.json").read_text()), lines)
     return model, corpus, reference
 
@@ -114,11 +115,51 @@ def test_killed_encode_resumes_byte_identically(setup, tmp_path, seed):
     def run() -> None:
         encode_to_shard(model, str(corpus), out, batch_size=BATCH, fp16=fp16, checkpoint_every=every)
 
-    kills = 0
-    for _ in range(rng.choice([1, 2])):  # sometimes the resumed run is killed too
-        kills += _killed_at(rng.randint(1, lines), run)
-    assert kills >= 1 or out.exists()
+    # seed i kills within the i-th of len(SEEDS) equal stretches of the run, so together they cover all of it
+    # (the first batches through the final pickle and sidecar); half the seeds also kill the resumed run
+    start = 1 + seed * lines // len(SEEDS)
+    assert _killed_at(rng.randint(start, max(start, (seed + 1) * lines // len(SEEDS))), run)
+    if rng.random() < 0.5:
+        _killed_at(rng.randint(1, lines), run)
     run()
     assert out.read_bytes() == expected_bytes
     assert json.loads(Path(f"{out}.json").read_text()) == expected_sidecar
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pkl", "c.pkl.json"]  # no partial or temporary file
+
+
+def _close_lines(setup) -> list[int]:
+    """Positions (in traced lines) of every line ShardWriter.close runs itself, in an uninterrupted fp32 run."""
+    model, corpus, _ = setup
+    positions, count = [], 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+            if frame.f_code is shards.ShardWriter.close.__code__:
+                positions.append(count)
+        return local
+
+    out = Path(corpus).parent / "close_lines" / "c.pkl"
+    sys.settrace(lambda frame, event, arg: local if frame.f_code.co_filename in TRACED else None)
+    try:
+        encode_to_shard(model, str(corpus), out, batch_size=BATCH)
+    finally:
+        sys.settrace(None)
+    return positions
+
+
+def test_killed_at_every_line_of_the_final_write(setup, tmp_path):
+    """Every line of the final pickle + sidecar + clean-up step: the rerun ends with exactly the reference."""
+    model, corpus, reference = setup
+    expected_bytes, expected_sidecar, _ = reference[False]
+    for i, line in enumerate(_close_lines(setup)):
+        out = tmp_path / str(i) / "c.pkl"
+
+        def run(out=out) -> None:
+            encode_to_shard(model, str(corpus), out, batch_size=BATCH)
+
+        assert _killed_at(line, run)
+        run()
+        assert out.read_bytes() == expected_bytes and json.loads(Path(f"{out}.json").read_text()) == expected_sidecar
+        assert sorted(p.name for p in out.parent.iterdir()) == ["c.pkl", "c.pkl.json"], line

@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import random
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np

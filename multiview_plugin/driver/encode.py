@@ -32,6 +32,7 @@ from multiview_plugin.encoding.shards import (
     ShardInfo,
     ShardWriter,
     check_fingerprint,
+    partial_paths,
     read_info,
     remove_shard,
     shard_is_complete,
@@ -123,6 +124,8 @@ def encode_to_shard(
     elif shard_is_complete(output):
         info = read_info(output)
         check_fingerprint(output, info.fingerprint, fingerprint, "skip the finished shard")
+        for leftover in partial_paths(output):  # a kill after the sidecar, before the clean-up
+            leftover.unlink(missing_ok=True)
         logger.info("%s is complete (%d items); skipping (--overwrite to redo)", output, info.num_items)
         return info
     views = None
