@@ -88,7 +88,7 @@ def dev_callback(dev_args: DevArguments, data_args: DataArguments,
 def checkpoint_to_resume(training_args: MultiViewTrainingArguments) -> str | None:
     """An explicit --resume_from_checkpoint folder (refused if incomplete), else the newest complete checkpoint
     in --output_dir (an interrupted run continues; half-saved checkpoints are skipped with a warning)."""
-    expect = dict(optimizer_expected=not training_args.save_only_model, world_size=training_args.world_size)
+    expect = dict(optimizer_expected=not training_args.save_only_model)
     requested = training_args.resume_from_checkpoint
     if requested is not None and str(requested).lower() != "true":
         problems = checkpoint_problems(requested, **expect) if Path(requested).is_dir() else ["no such folder"]

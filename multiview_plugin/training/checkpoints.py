@@ -69,21 +69,20 @@ def _model_files(folder: Path) -> list[Path]:
     return [folder / CONFIG_NAME, *sorted(weights)]
 
 
-def checkpoint_problems(folder: str | os.PathLike, optimizer_expected: bool = True, world_size: int = 1
-                        ) -> list[str]:
+def checkpoint_problems(folder: str | os.PathLike, optimizer_expected: bool = True) -> list[str]:
     """What is missing or truncated in ``folder`` for the Trainer to resume from it (empty: complete).
 
     ``optimizer_expected``: False for ``--save_only_model`` checkpoints (no optimizer, scheduler or RNG state).
-    ``world_size``: one RNG state file per process (``rng_state.pth`` for a single process).
+    RNG states: at least one (``rng_state.pth``, or ``rng_state_<rank>.pth`` per process), all readable; the
+    Trainer itself tolerates a different process count on resume, so this does not insist on one file per rank.
     """
     folder = Path(folder)
     files = [folder / TRAINER_STATE_NAME, *_model_files(folder)]
     if not any(p.suffix in _WEIGHT_SUFFIXES for p in files):
         return ["no model weights"]
     if optimizer_expected:
-        files += [folder / OPTIMIZER_NAME, folder / SCHEDULER_NAME]
-        files += ([folder / "rng_state.pth"] if world_size <= 1
-                  else [folder / f"rng_state_{rank}.pth" for rank in range(world_size)])
+        rng_states = sorted(folder.glob("rng_state*.pth")) or [folder / "rng_state.pth"]
+        files += [folder / OPTIMIZER_NAME, folder / SCHEDULER_NAME, *rng_states]
     problems = []
     for path in files:
         problem = _file_problem(path)
@@ -92,13 +91,12 @@ def checkpoint_problems(folder: str | os.PathLike, optimizer_expected: bool = Tr
     return problems
 
 
-def last_complete_checkpoint(output_dir: str | os.PathLike, optimizer_expected: bool = True, world_size: int = 1
-                             ) -> str | None:
+def last_complete_checkpoint(output_dir: str | os.PathLike, optimizer_expected: bool = True) -> str | None:
     """The newest ``checkpoint-N`` in ``output_dir`` with nothing missing; incomplete ones are skipped with a
     warning (e.g. a crash during their save). None when there is none."""
     folders = [p for p in Path(output_dir).iterdir() if p.is_dir() and _CHECKPOINT_RE.match(p.name)]
     for folder in sorted(folders, key=lambda p: int(_CHECKPOINT_RE.match(p.name).group(1)), reverse=True):
-        problems = checkpoint_problems(folder, optimizer_expected, world_size)
+        problems = checkpoint_problems(folder, optimizer_expected)
         if not problems:
             return str(folder)
         logger.warning("skipping incomplete checkpoint %s (%s); it was probably interrupted while saving",
