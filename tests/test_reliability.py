@@ -440,3 +440,32 @@ def test_checkpoint_completeness_checks(tmp_path):
     assert checkpoint_problems(only_model, optimizer_expected=False) == []
     assert "optimizer.pt missing" in checkpoint_problems(only_model)
     assert last_complete_checkpoint(tmp_path, optimizer_expected=False) == str(only_model)
+
+
+def test_every_fingerprint_field_tracks_its_option(models, corpus, tmp_path):
+    """Each encode option that changes a shard's bytes changes exactly its fingerprint field; moving the
+    corpus or the model folder does not."""
+    from multiview_plugin.encoding.fingerprint import differing_fields, encode_fingerprint
+
+    model = load_encoder(models["mvr"])
+    pq_a, pq_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    pq_a.write_text('{"docid": "d0", "queries": ["x"]}\n')
+    pq_b.write_text('{"docid": "d0", "queries": ["y"]}\n')
+    base = dict(is_query=False, num_shards=2, shard_index=0, dtype="float32", separator=" ", pseudo_queries=str(pq_a))
+    ref = encode_fingerprint(model, corpus, **base)
+    moved = tmp_path / "moved.jsonl"
+    moved.write_bytes(corpus.read_bytes())
+    assert differing_fields(ref, encode_fingerprint(load_encoder(models["mvr"]), moved, **base)) == []
+    edited = tmp_path / "edited.jsonl"
+    edited.write_bytes(corpus.read_bytes().replace(b"paris", b"rome!"))
+    assert differing_fields(ref, encode_fingerprint(model, edited, **base)) == ["input"]
+    for change, field in [({"num_shards": 3}, "num_shards"), ({"shard_index": 1}, "shard_index"),
+                          ({"dtype": "float16"}, "dtype"), ({"separator": " | "}, "passage_field_separator"),
+                          ({"pseudo_queries": str(pq_b)}, "pseudo_queries")]:
+        assert differing_fields(ref, encode_fingerprint(model, corpus, **{**base, **change})) == [field]
+    query = encode_fingerprint(model, corpus, **{**base, "is_query": True})
+    assert differing_fields(ref, query) == ["max_len", "is_query", "passage_field_separator", "pseudo_queries"]
+    model.config.passage_max_len = 8
+    assert differing_fields(ref, encode_fingerprint(model, corpus, **base)) == ["max_len"]
+    model.config.options["mvr_num_views"] = 5
+    assert "model_config" in differing_fields(ref, encode_fingerprint(model, corpus, **base))

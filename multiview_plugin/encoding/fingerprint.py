@@ -63,7 +63,7 @@ def weights_digest(module: torch.nn.Module) -> str:
             digest.update(f"same as {seen[key]}".encode())
             continue
         seen[key] = name
-        digest.update(tensor.contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest.update(tensor.contiguous().cpu().reshape(-1).view(torch.uint8).numpy())  # no copy
     return digest.hexdigest()[:16]
 
 
