@@ -91,7 +91,7 @@ def add_shard_safety_flags(p: argparse.ArgumentParser) -> None:
                    "restricted loader that admits only Tevatron's (ndarray, ids) payload).")
 
 
-def positive(value: int, flag: str) -> int:
+def require_positive(value: int, flag: str) -> int:
     if value < 1:
         raise ConfigError(f"{flag} must be a positive number of documents per query, got {value}")
     return value
@@ -133,7 +133,7 @@ def to_run(q_ids: Sequence[str], docids: np.ndarray, scores: np.ndarray) -> dict
 def search_tevatron(args: argparse.Namespace) -> None:
     if not (args.query_reps and args.passage_reps and args.save_ranking_to):
         raise ConfigError("Tevatron style needs --query_reps, --passage_reps and --save_ranking_to")
-    positive(args.depth, "--depth")
+    require_positive(args.depth, "--depth")
     shard_paths = sorted(glob.glob(args.passage_reps))
     if not shard_paths:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
@@ -173,7 +173,7 @@ def aggregation_options(args: argparse.Namespace, extra: dict) -> dict:
 def search_pyserini(args: argparse.Namespace) -> None:
     if not args.output:
         raise ConfigError("--index needs --output")
-    positive(args.hits, "--hits")
+    require_positive(args.hits, "--hits")
     searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
                                    ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}))
     if args.encoded_queries:
