@@ -35,10 +35,20 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str = "utf-8
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise
+        named = with_path(err, path)
+        if named is err:
+            raise
+        raise named from err
+
+
+def with_path(err: BaseException, path: str | os.PathLike) -> BaseException:
+    """``err`` naming ``path`` when it is an OSError without a file name (a failed write, e.g. a full disk)."""
+    if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+        return type(err)(err.errno, f"{err.strerror} (writing {path})")
+    return err
 
 
 def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> Path:

@@ -102,9 +102,9 @@ def test_legacy_train_round_trip(tmp_path):
     assert first == {"query_id": "7", "query": "q?", "answers": ["a"],
                      "positive_docids": ["d1"], "positives": ["T1 | one"],
                      "negative_docids": ["d2"], "negatives": ["two"], "negative_sentences": [-1],
-                     "source": "train.jsonl.gz:1"}
+                     "source": f"{path}:1"}
     assert second["positive_docids"] == [""] and second["negatives"] == [] and second["answers"] == []
-    assert second["source"] == "train.jsonl.gz:2"
+    assert second["source"] == f"{path}:2"  # the full path: errors found later name the folder too
 
 
 def test_new_format_train_resolved_against_corpus(tmp_path):

@@ -161,7 +161,7 @@ def test_bad_inputs(tmp_path):
     paths = write_shards(tmp_path, docids, reps, mask, 2)
     with pytest.raises(ShardFormatError, match="does not exist"):
         build_index([tmp_path / "missing.pkl"], tmp_path / "x")
-    with pytest.raises(MultiViewError, match="docids already in an earlier shard"):
+    with pytest.raises(MultiViewError, match="are both shard 0 of 2"):
         build_index([paths[0], paths[0]], tmp_path / "x")
     build_index(paths, tmp_path / "idx")
     with pytest.raises(ConfigError, match="already holds an index"):

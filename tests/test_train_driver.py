@@ -180,3 +180,39 @@ def test_hub_style_loading_through_load_dataset(train_file):
     assert len(records) == len(local) == 16
     assert records[3]["positives"] == local[3]["positives"]
     assert records[3]["source"] == "json:4"
+
+
+def test_resume_skips_a_checkpoint_cut_short_while_saving(tiny_bert, train_file, tmp_path, caplog):
+    """A crash while checkpoint-4 was being saved: the rerun warns, resumes from checkpoint-2 and ends with
+    the same model as the uninterrupted run."""
+    out = tmp_path / "run"
+    argv = ["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file),
+            "--output_dir", str(out), "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2",
+            "--logging_steps", "1", *COMMON]
+    assert main(argv) == 0
+    final = (out / "model.safetensors").read_bytes()
+    broken = out / "checkpoint-4"
+    (broken / "trainer_state.json").unlink()  # written last: a crash mid-save leaves no trainer state
+    optimizer = broken / "optimizer.pt"
+    optimizer.write_bytes(optimizer.read_bytes()[: optimizer.stat().st_size // 2])
+    from multiview_plugin.training.checkpoints import checkpoint_problems
+
+    assert checkpoint_problems(broken) == ["trainer_state.json missing",
+                                           "optimizer.pt unreadable (File is not a zip file)"]
+    assert checkpoint_problems(out / "checkpoint-2") == []
+    caplog.set_level(logging.INFO, logger="multiview_plugin")
+    assert main(argv) == 0
+    assert f"skipping incomplete checkpoint {broken}" in caplog.text
+    assert f"resuming from {out / 'checkpoint-2'}" in caplog.text
+    assert [h["step"] for h in losses(out)] == [1, 2, 3, 4]
+    assert (out / "model.safetensors").read_bytes() == final  # steps 3-4 redone exactly
+
+
+def test_explicit_incomplete_checkpoint_is_refused(tiny_bert, train_file, tmp_path, capsys):
+    folder = tmp_path / "checkpoint-9"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
+    err = run_error(capsys, ["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path",
+                             str(train_file), "--output_dir", str(tmp_path / "x"), "--resume_from_checkpoint",
+                             str(folder), *COMMON])
+    assert "incomplete checkpoint" in err and "trainer_state.json missing" in err and "multiview_config.json" in err

@@ -22,6 +22,7 @@ from torch.utils.data import Dataset
 
 from multiview_plugin.data.readers import (
     InputFormatError,
+    first_nonblank_line,
     format_passage,
     iter_train_records,
     load_corpus,
@@ -43,9 +44,15 @@ RECORD_FEATURES = datasets.Features({
 })
 
 
-def _generate_records(paths: list[str], corpus_path: str | None, separator: str, stamps: Any) -> Iterator[dict]:
-    # ``stamps`` (size, mtime of each file) is unused here but part of the datasets cache fingerprint, so an
-    # edited file is re-read instead of served stale from the cache.
+# Part of the datasets cache fingerprint: bump when parsing changes what a record holds (2: full-path sources,
+# negatives that are also positives dropped), so caches of older versions are not served.
+RECORDS_VERSION = 2
+
+
+def _generate_records(paths: list[str], corpus_path: str | None, separator: str, stamps: Any,
+                      version: int = RECORDS_VERSION) -> Iterator[dict]:
+    # ``stamps`` (size, mtime of each file) and ``version`` are unused here but part of the datasets cache
+    # fingerprint, so an edited file (or a newer parser) is re-read instead of served stale from the cache.
     corpus = load_corpus(corpus_path, separator) if corpus_path else None
     for path in paths:
         yield from iter_train_records(path, corpus=corpus, passage_field_separator=separator)
@@ -74,12 +81,15 @@ def load_train_records(
     for p in paths + ([corpus_path] if corpus_path else []):
         if not Path(p).is_file():
             raise FileNotFoundError(f"training input {p} does not exist")
+    for p in paths:
+        if not first_nonblank_line(p):
+            raise InputFormatError(p, None, None, "the training file is empty: no training examples")
     stamps = [_stamp(p) for p in paths] + ([_stamp(corpus_path)] if corpus_path else [])
     try:
         records = datasets.Dataset.from_generator(
             _generate_records,
             gen_kwargs={"paths": paths, "corpus_path": corpus_path, "separator": passage_field_separator,
-                        "stamps": stamps},
+                        "stamps": stamps, "version": RECORDS_VERSION},
             features=RECORD_FEATURES,
             cache_dir=cache_dir,
         )
@@ -101,6 +111,23 @@ def _error_at(source: str, field: str, message: str) -> InputFormatError:
     """An error located at a record's ``source`` ("file:line")."""
     path, _, line = source.rpartition(":")
     return InputFormatError(path or source, int(line) if line.isdigit() else None, field, message)
+
+
+def require_negatives(records: datasets.Dataset | Sequence[dict], message: str) -> None:
+    """Refuse, before training starts, a record without negative passages (``message`` says why they are
+    needed); the error names its file and line."""
+    if isinstance(records, datasets.Dataset):
+        import pyarrow.compute as pc
+
+        # Arrow lengths: no Python strings built, and any select/shuffle of the dataset is respected
+        column = records.with_format("arrow")["negatives"]
+        counts = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        empty = np.flatnonzero(counts == 0)
+        first = int(empty[0]) if len(empty) else None
+    else:
+        first = next((i for i, rec in enumerate(records) if not rec["negatives"]), None)
+    if first is not None:
+        raise _error_at(records[first]["source"], "negative_passages", message)
 
 
 class TrainDataset(Dataset):
@@ -131,6 +158,12 @@ class TrainDataset(Dataset):
         self.positive_no_shuffle = positive_no_shuffle
         self.negative_no_shuffle = negative_no_shuffle
         self.epoch = 0
+        if group_size > 1:
+            require_negatives(records, self._needs_negatives())
+
+    def _needs_negatives(self) -> str:
+        return (f"--train_group_size {self.group_size} needs hard negatives, this query has none "
+                "(use --train_group_size 1 for in-batch negatives only)")
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -154,9 +187,7 @@ class TrainDataset(Dataset):
         if need == 0:
             chosen: list[str] = []
         elif not negatives:
-            raise _error_at(rec["source"], "negative_passages",
-                            f"--train_group_size {self.group_size} needs hard negatives, this query has none "
-                            "(use --train_group_size 1 for in-batch negatives only)")
+            raise _error_at(rec["source"], "negative_passages", self._needs_negatives())
         elif len(negatives) < need:
             chosen = random.Random(f"{self.seed}:{index}:{self.epoch}").choices(negatives, k=need)
         elif self.negative_no_shuffle:

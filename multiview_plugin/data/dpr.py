@@ -81,7 +81,8 @@ def convert_dpr_biencoder(path: PathLike, output: PathLike, negatives: str = "ha
     """Write a Tevatron legacy train file from a DPR biencoder json; returns counts.
 
     ``negatives``: ``hard`` (DPR's BM25 ``hard_negative_ctxs``, Tevatron's choice), ``random``
-    (``negative_ctxs``) or ``both``. Records without a positive are skipped and counted.
+    (``negative_ctxs``) or ``both``. Records without a positive are skipped and counted; a file where every
+    record lacks one is an error.
     """
     if negatives not in ("hard", "random", "both"):
         raise ValueError(f"negatives must be hard, random or both, got {negatives!r}")
@@ -102,6 +103,9 @@ def convert_dpr_biencoder(path: PathLike, output: PathLike, negatives: str = "ha
                                   "positive_passages": positives, "negative_passages": negs},
                                  ensure_ascii=False) + "\n")
             written += 1
+        if not written:  # inside the with: no empty output file is left behind
+            raise InputFormatError(str(path), None, "positive_ctxs", f"none of its {skipped} records has a positive "
+                                   "passage: nothing to train on (is this a DPR biencoder file?)")
     logger.info("%s → %s: %d queries (%d without a positive skipped)", path, output, written, skipped)
     return {"written": written, "skipped": skipped}
 

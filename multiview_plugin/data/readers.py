@@ -25,6 +25,7 @@ import gzip
 import json
 import logging
 import os
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -114,12 +115,14 @@ def _csv_rows(path: PathLike) -> Iterator[tuple[int, list[str]]]:
         raise InputFormatError(str(path), reader.line_num, None, f"bad TSV: {err}") from None
 
 
+def first_nonblank_line(path: PathLike) -> str:
+    """The first line with text ('' if the file is blank); bad UTF-8 before it is an InputFormatError."""
+    return next((line for _, line in _iter_lines(path) if line.strip()), "")
+
+
 def _first_char(path: PathLike) -> str:
     """First non-blank character of a file ('' if the file is blank)."""
-    for _, line in _iter_lines(path):
-        if line.strip():
-            return line.lstrip()[0]
-    return ""
+    return first_nonblank_line(path).lstrip()[:1]
 
 
 def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict]]:
@@ -219,6 +222,16 @@ class _Ctx:
         return [self.string({key: v}, key, f"{key}[{i}]", allow_int=True) for i, v in enumerate(items)]
 
 
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a document or query id (None if it can): whitespace or control characters
+    would split or corrupt the line-based files ids end up in (shard lookups, docid files, runs)."""
+    for ch in value:
+        if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf"):
+            kind = "whitespace" if ch.isspace() else "a control character"
+            return f"{value!r} contains {kind} ({ch!r}); ids must be single tokens"
+    return None
+
+
 def _first_key(obj: Mapping, keys: Iterable[str]) -> str:
     """The first of ``keys`` present in ``obj`` (or the first key, for the error message)."""
     keys = list(keys)
@@ -291,7 +304,9 @@ def iter_train_records(path: PathLike, corpus: Mapping[str, str] | None = None,
         "negative_sentences": list[int], "source": "train.jsonl:17"}``. ``negative_sentences`` holds a
         legacy negative passage's optional ``"sentence"`` (the index of a mined hard sentence, see
         ``multiview_plugin.driver.mine_negatives``), -1 where absent. A missing ``query_id`` becomes the
-        ``source`` string; a missing legacy ``docid`` becomes ``""``.
+        ``source`` string; a missing legacy ``docid`` becomes ``""``. A negative that is also a positive of its
+        query (same docid, or same text) is dropped, with one warning per file: mined negatives sometimes
+        contain the positive, and training against it would push the query away from its own answer.
 
     Raises
     ------
@@ -299,16 +314,21 @@ def iter_train_records(path: PathLike, corpus: Mapping[str, str] | None = None,
         Bad JSON, a missing/empty query, no positive passage, a passage without text, a wrong type,
         a new-format line without a corpus, or an unknown docid.
     """
-    name = Path(path).name
+    dropped = {"negatives": 0, "queries": 0}
     for lineno, obj in iter_jsonl(path):
-        yield parse_train_record(obj, path, lineno, corpus, passage_field_separator, source=f"{name}:{lineno}")
+        yield parse_train_record(obj, path, lineno, corpus, passage_field_separator, source=f"{path}:{lineno}",
+                                 dropped=dropped)
+    if dropped["negatives"]:
+        logger.warning("%s: dropped %d negative passages that are also positives of their query (in %d queries)",
+                       path, dropped["negatives"], dropped["queries"])
 
 
 def parse_train_record(obj: Mapping, path: PathLike, line: int | None, corpus: Mapping[str, str] | None = None,
-                       passage_field_separator: str = " ", source: str | None = None) -> dict:
+                       passage_field_separator: str = " ", source: str | None = None,
+                       dropped: dict[str, int] | None = None) -> dict:
     """Validate one Tevatron train record (legacy or new format) into the normalised schema of
     :func:`iter_train_records`. ``path`` and ``line`` locate errors (for hub datasets: the dataset name
-    and row number)."""
+    and row number). Negatives that are also positives are dropped and counted in ``dropped``."""
     ctx = _Ctx(path, line)
     source = source or f"{Path(str(path)).name}:{line}"
     new_format = "query_text" in obj or "positive_document_ids" in obj
@@ -332,10 +352,26 @@ def parse_train_record(obj: Mapping, path: PathLike, line: int | None, corpus: M
     neg_sentences = [-1] * len(negatives) if new_format else _sentence_indices(ctx, obj, "negative_passages")
     if not positives:
         raise ctx.error(pos_key, f"expected at least one positive {'id' if new_format else 'passage'}")
+    neg_ids, negatives, neg_sentences = _drop_positives(pos_ids, positives, neg_ids, negatives, neg_sentences,
+                                                        dropped)
     return {"query_id": query_id, "query": query, "answers": list(answers),
             "positive_docids": pos_ids, "positives": positives,
             "negative_docids": neg_ids, "negatives": negatives, "negative_sentences": neg_sentences,
             "source": source}
+
+
+def _drop_positives(pos_ids: list[str], positives: list[str], neg_ids: list[str], negatives: list[str],
+                    neg_sentences: list[int], dropped: dict[str, int] | None
+                    ) -> tuple[list[str], list[str], list[int]]:
+    """The negatives that are not also positives (same non-empty docid, or same text)."""
+    pos_id_set, pos_texts = {d for d in pos_ids if d}, set(positives)
+    keep = [i for i, (d, t) in enumerate(zip(neg_ids, negatives)) if not (d in pos_id_set or t in pos_texts)]
+    if len(keep) == len(negatives):
+        return neg_ids, negatives, neg_sentences
+    if dropped is not None:
+        dropped["negatives"] += len(negatives) - len(keep)
+        dropped["queries"] += 1
+    return [neg_ids[i] for i in keep], [negatives[i] for i in keep], [neg_sentences[i] for i in keep]
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -383,14 +419,16 @@ def iter_corpus(path: PathLike, passage_field_separator: str = " ") -> Iterator[
     Raises
     ------
     InputFormatError
-        Missing docid or text field, an empty docid, a docid containing ``'#'``, or a duplicate docid
-        (both line numbers named).
+        Missing docid or text field, an empty docid, a docid containing whitespace, a control character or
+        ``'#'``, or a duplicate docid (both line numbers named). Whitespace around a docid is stripped.
     """
     seen: dict[str, int] = {}
     id_field = "id" if _is_tsv(path) else "docid"
     for lineno, docid, title, text in _iter_raw_corpus(path):
         if not docid:
             raise InputFormatError(str(path), lineno, id_field, "expected a non-empty docid")
+        if id_problem(docid):
+            raise InputFormatError(str(path), lineno, id_field, f"docid {id_problem(docid)}")
         if "#" in docid:
             raise InputFormatError(str(path), lineno, id_field,
                                    f"docid {docid!r}: docids must not contain '#', which separates a docid "
@@ -429,7 +467,8 @@ def load_queries(path: PathLike) -> dict[str, str]:
     Raises
     ------
     InputFormatError
-        A line without id or text, or a duplicate query id.
+        A line without id or text, a query id with whitespace or control characters inside, or a duplicate
+        query id.
     """
     queries: dict[str, str] = {}
     lines: dict[str, int] = {}
@@ -450,6 +489,8 @@ def load_queries(path: PathLike) -> dict[str, str]:
                                            f"expected 'qid<TAB>query text', got {line!r}")
                 yield lineno, qid.strip(), text.strip()
     for lineno, qid, text in rows():
+        if id_problem(qid):
+            raise InputFormatError(str(path), lineno, "query_id", f"query id {id_problem(qid)}")
         if qid in lines:
             raise InputFormatError(str(path), lineno, "query_id",
                                    f"duplicate query id {qid!r} (first seen on line {lines[qid]})")

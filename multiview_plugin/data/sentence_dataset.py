@@ -28,7 +28,7 @@ import datasets
 import torch
 from torch.utils.data import Dataset
 
-from multiview_plugin.data.dataset import _error_at, content_keys
+from multiview_plugin.data.dataset import _error_at, content_keys, require_negatives
 from multiview_plugin.data.sentences import answer_sentences, best_overlap_sentence
 
 logger = logging.getLogger(__name__)
@@ -87,6 +87,10 @@ def prepare_sentence_records(records: datasets.Dataset | Sequence[dict], formatt
     return usable
 
 
+_NEEDS_NEGATIVES = ("dcsr needs hard-negative passages with text for its sentence negatives; this query has none "
+                    "(use --dcsr_bm25_negatives 0 --dcsr_in_passage_negatives 0 for in-batch only)")
+
+
 class SentenceTrainDataset(Dataset):
     """Items ``{"query", "passages": [token plans], "selection": [(passage, sentence), ...]}``.
 
@@ -100,6 +104,8 @@ class SentenceTrainDataset(Dataset):
             raise ValueError("dcsr: negative counts must be >= 0")
         self.formatter = formatter
         self.records = prepare_sentence_records(records, formatter, num_proc)
+        if bm25_negatives:
+            require_negatives(self.records, _NEEDS_NEGATIVES)
         self.in_passage = in_passage_negatives
         self.bm25 = bm25_negatives
         self.seed = seed
@@ -137,12 +143,11 @@ class SentenceTrainDataset(Dataset):
         need_passages = self.bm25 + (1 if missing and not self.bm25 else 0)
         if need_passages:
             negatives = list(rec["negatives"])
-            if not negatives:
-                raise _error_at(rec["source"], "negative_passages",
-                                "dcsr needs hard-negative passages for its sentence negatives; this query has none "
-                                "(use --dcsr_bm25_negatives 0 --dcsr_in_passage_negatives 0 for in-batch only)")
+            # passages without text have no sentence to sample (an empty hard negative in the train file)
+            order = [i for i, text in enumerate(negatives) if text.strip()]
+            if not order:
+                raise _error_at(rec["source"], "negative_passages", _NEEDS_NEGATIVES)
             mined = list(rec.get("negative_sentences") or [-1] * len(negatives))
-            order = list(range(len(negatives)))
             random.Random(f"{self.seed}:{index}").shuffle(order)
             start = (self.epoch * need_passages) % len(order)
             chosen = [order[(start + i) % len(order)] for i in range(need_passages)]
@@ -157,6 +162,9 @@ class SentenceTrainDataset(Dataset):
                 hard = mined[n] if 0 <= mined[n] < len(kept) else None
                 picks = ([hard] if hard is not None else []) + rng.sample(pool, len(pool))
                 picks = list(dict.fromkeys(picks))
+                if not picks:
+                    raise _error_at(rec["source"], f"negative_passages[{n}]",
+                                    "no sentence of this hard-negative passage fits --passage_max_len")
                 take = (1 if slot <= self.bm25 else 0) + (missing if slot == 1 else 0)
                 # reuse sentences when a short passage has fewer than needed
                 selection += [(slot, picks[i % len(picks)]) for i in range(take)]

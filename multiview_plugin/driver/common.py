@@ -30,7 +30,8 @@ def setup_logging(level: int = logging.INFO) -> None:
 
 
 def cli(main: Callable[..., int | None]) -> Callable[..., int]:
-    """Run ``main``; input and configuration errors become one ``error: ...`` line and exit status 2.
+    """Run ``main``; input and configuration errors, and file-system errors (a missing file, a read-only
+    folder, a full disk: the message names the path), become one ``error: ...`` line and exit status 2.
 
     Set ``MULTIVIEW_TRACEBACK=1`` to see the full traceback instead.
     """
@@ -39,7 +40,7 @@ def cli(main: Callable[..., int | None]) -> Callable[..., int]:
     def wrapper(*args, **kwargs) -> int:
         try:
             return main(*args, **kwargs) or 0
-        except (MultiViewError, FileNotFoundError) as err:
+        except (MultiViewError, OSError) as err:
             if os.environ.get("MULTIVIEW_TRACEBACK"):
                 raise
             print(f"error: {err}", file=sys.stderr)

@@ -8,7 +8,9 @@
 
 Writes Tevatron's ``(ndarray, lookup)`` pickle (multi-vector models: one row per view, lookup ``docid#j``) plus
 a ``.json`` sidecar. A finished shard is skipped on rerun (``--overwrite`` re-encodes it); an interrupted one
-resumes after its last flushed batch.
+resumes after its last flushed batch. Both only when the run's fingerprint (model weights, dtype, lengths,
+shard, input file; see ``multiview_plugin.encoding.fingerprint``) matches the recorded one: otherwise the run
+stops and names what differs.
 """
 
 from __future__ import annotations
@@ -25,7 +27,16 @@ from tqdm import tqdm
 
 from multiview_plugin.data.readers import iter_corpus, load_queries
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
-from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_info, shard_is_complete
+from multiview_plugin.encoding.fingerprint import encode_fingerprint
+from multiview_plugin.encoding.shards import (
+    ShardInfo,
+    ShardWriter,
+    check_fingerprint,
+    partial_paths,
+    read_info,
+    remove_shard,
+    shard_is_complete,
+)
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 
@@ -51,7 +62,10 @@ class EncodeArguments:
     per_device_eval_batch_size: int = field(default=64, metadata={"help": "Texts per forward pass."})
     fp16: bool = field(default=False, metadata={"help": "Store float16 vectors (and autocast on GPU)."})
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 ... (default: cuda if any)."})
-    overwrite: bool = field(default=False, metadata={"help": "Re-encode even if the shard is complete."})
+    overwrite: bool = field(default=False, metadata={"help": "Delete the shard, its sidecar and any partial files "
+                            "of an interrupted run, then encode afresh. Without it a complete shard is skipped and "
+                            "an interrupted one resumes, both only if made by the same model, dtype, lengths, "
+                            "shard and input."})
     checkpoint_every: int = field(default=50, metadata={"help": "Flush to disk every N batches (resume point)."})
     pseudo_queries: str | None = field(
         default=None, metadata={"help": "dce: the documents' pseudo-queries, one view each: jsonl {docid, queries} "
@@ -93,16 +107,27 @@ def encode_to_shard(
     overwrite: bool = False,
     checkpoint_every: int = 50,
     pseudo_queries: str | None = None,
+    model_path: str | None = None,
 ) -> ShardInfo:
-    """Encode one shard of ``path`` into ``output``; returns its sidecar info. Skips a complete shard."""
+    """Encode one shard of ``path`` into ``output``; returns its sidecar info.
+
+    Skips a complete shard and resumes an interrupted one, each only when made with the same fingerprint
+    (else :class:`~multiview_plugin.encoding.shards.ShardFormatError` names the difference); ``overwrite``
+    deletes the shard and every partial file first.
+    """
     output = Path(output)
-    if shard_is_complete(output) and not overwrite:
+    dtype = "float16" if fp16 else "float32"
+    fingerprint = encode_fingerprint(model, path, is_query=is_query, num_shards=num_shards, shard_index=shard_index,
+                                     dtype=dtype, separator=separator, pseudo_queries=pseudo_queries)
+    if overwrite:
+        remove_shard(output)
+    elif shard_is_complete(output):
         info = read_info(output)
+        check_fingerprint(output, info.fingerprint, fingerprint, "skip the finished shard")
+        for leftover in partial_paths(output):  # a kill after the sidecar, before the clean-up
+            leftover.unlink(missing_ok=True)
         logger.info("%s is complete (%d items); skipping (--overwrite to redo)", output, info.num_items)
         return info
-    if overwrite:
-        for stale in (output, Path(str(output) + ".json")):
-            stale.unlink(missing_ok=True)
     views = None
     if pseudo_queries and not is_query:
         from multiview_plugin.data.pseudo_queries import load_pseudo_queries
@@ -115,8 +140,9 @@ def encode_to_shard(
         start, end = shard_bounds(count_items(path, is_query, separator), num_shards, shard_index)
     multi = not is_query and not model.is_single_vector()
     info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
-                     dtype="float16" if fp16 else "float32", num_items=0, num_vectors=0, is_query=is_query,
-                     shard_index=shard_index, num_shards=num_shards, source=str(path))
+                     dtype=dtype, num_items=0, num_vectors=0, is_query=is_query, shard_index=shard_index,
+                     num_shards=num_shards, source=str(path), fingerprint=fingerprint,
+                     model_path=str(Path(model_path).resolve()) if model_path else None)
     if not is_query:
         # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
         info.extra["temperature"] = float(model.temperature)
@@ -204,7 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     num_shards=args.dataset_number_of_shards, shard_index=args.dataset_shard_index,
                     batch_size=args.per_device_eval_batch_size, fp16=args.fp16,
                     separator=args.passage_field_separator, overwrite=args.overwrite,
-                    checkpoint_every=args.checkpoint_every, pseudo_queries=args.pseudo_queries)
+                    checkpoint_every=args.checkpoint_every, pseudo_queries=args.pseudo_queries,
+                    model_path=args.model_name_or_path)
     return 0
 
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.search import build_index
 from multiview_plugin.search.aggregators import AGGREGATORS
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the model's, i.e. max).")
     p.add_argument("--use_gpu", action="store_true", help="Build with GPU Faiss (faiss-gpu) when available.")
     p.add_argument("--overwrite", action="store_true", help="Replace an existing index folder.")
+    add_shard_safety_flags(p)
     return p
 
 
@@ -40,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not shards:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
     build_index(shards, args.index_dir, index_factory=args.index_factory, aggregation=args.aggregation,
-                train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite)
+                train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite,
+                allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle)
     return 0
 
 

@@ -28,7 +28,8 @@ from tqdm import tqdm
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_queries
 from multiview_plugin.driver.common import cli, setup_logging
-from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard
+from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set, model_identity
+from multiview_plugin.encoding.shards import ShardFormatError, read_shard
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
 from multiview_plugin.search import MultiVectorSearcher, VectorStore, get_aggregator, search_batched, search_shards
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     pys.add_argument("--ef_search", "--efSearch", dest="ef_search", type=int, help="HNSW indexes: efSearch.")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="How a document's vector scores combine "
                    "(default: the index's recorded aggregation, else max).")
+    add_shard_safety_flags(p)
     has = p.add_argument_group("HasAns aggregation (dcsr; DCSR paper eq. 2)")
     has.add_argument("--hasans_temperature", type=float, help="Softmax temperature over the fetched sentence "
                      "scores (default: the model's training temperature recorded with the index or shards, else 1, "
@@ -79,13 +81,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_shard_safety_flags(p: argparse.ArgumentParser) -> None:
+    """--allow_partial and --allow_unsafe_pickle: the two ways past the shard checks (index and search)."""
+    p.add_argument("--allow_partial", action="store_true", help="Use the passage shards given even if their "
+                   "sidecars show the set is incomplete (a shard_index of num_shards missing) or a shard has no "
+                   "sidecar (default: refuse, naming the missing shards). Shards of another model are always refused.")
+    p.add_argument("--allow_unsafe_pickle", action="store_true", help="Load shards with plain pickle, which runs "
+                   "any code a crafted file contains; only for trusted files in an older format (default: a "
+                   "restricted loader that admits only Tevatron's (ndarray, ids) payload).")
+
+
+def require_positive(value: int, flag: str) -> int:
+    if value < 1:
+        raise ConfigError(f"{flag} must be a positive number of documents per query, got {value}")
+    return value
+
+
 def load_topics(path: str) -> dict[str, str]:
     """Queries by qid. DPR QA files (``question<TAB>[answers]`` or jsonl ``{"question", "answer"}``) have no
     ids: their qids are 0-based line numbers, as in Pyserini, so runs line up with their answers."""
-    from multiview_plugin.data.readers import open_text
+    from multiview_plugin.data.readers import first_nonblank_line
 
-    with open_text(path) as f:
-        first = next((line for line in f if line.strip()), "")
+    first = first_nonblank_line(path)
     cells = first.rstrip("\n").split("\t")
     is_dpr = (len(cells) == 2 and cells[1].lstrip('"').startswith("[")) or (
         first.lstrip().startswith("{") and '"question"' in first)
@@ -96,10 +113,15 @@ def load_topics(path: str) -> dict[str, str]:
     return load_queries(path)
 
 
-def load_query_reps(path: str) -> tuple[np.ndarray, list[str]]:
-    reps, lookup, info = read_shard(path)
+def load_query_reps(path: str, unsafe_pickle: bool = False, passages: tuple[str, dict | None] | None = None
+                    ) -> tuple[np.ndarray, list[str]]:
+    """Query vectors and ids; ``passages`` = (where, model identity) of the passages they will be searched
+    against: a query shard of another model is refused."""
+    reps, lookup, info = read_shard(path, unsafe_pickle)
     if info is not None and not info.is_query:
         raise ShardFormatError(f"{path} holds passages; encode queries with --encode_is_query")
+    if passages is not None and passages[1] is not None and info is not None:
+        check_same_model(passages, (path, model_identity(info)))
     return np.asarray(reps, dtype=np.float32), lookup
 
 
@@ -111,11 +133,14 @@ def to_run(q_ids: Sequence[str], docids: np.ndarray, scores: np.ndarray) -> dict
 def search_tevatron(args: argparse.Namespace) -> None:
     if not (args.query_reps and args.passage_reps and args.save_ranking_to):
         raise ConfigError("Tevatron style needs --query_reps, --passage_reps and --save_ranking_to")
+    require_positive(args.depth, "--depth")
     shard_paths = sorted(glob.glob(args.passage_reps))
     if not shard_paths:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
-    q_reps, q_ids = load_query_reps(args.query_reps)
-    info = read_info(shard_paths[0])
+    infos = check_shard_set(shard_paths, args.allow_partial)
+    info = next((i for i in infos if i is not None), None)
+    reference = (shard_paths[infos.index(info)], model_identity(info)) if info is not None else None
+    q_reps, q_ids = load_query_reps(args.query_reps, args.allow_unsafe_pickle, reference)
     aggregation = args.aggregation or DEFAULT_AGGREGATION.get(info.model_name if info else "", "max")
     if args.shard_search:
         if aggregation != "max":
@@ -123,10 +148,10 @@ def search_tevatron(args: argparse.Namespace) -> None:
                               f"{aggregation} normalises over the whole collection's top vectors: search without "
                               "--shard_search or build an index")
         ids, scores = search_shards(q_reps, tqdm(shard_paths, desc="search", unit="shard"), args.depth,
-                                    aggregation, args.batch_size)
+                                    aggregation, args.batch_size, args.allow_unsafe_pickle)
     else:
         aggregator = get_aggregator(aggregation, **aggregation_options(args, info.extra if info else {}))
-        ids, scores = search_batched(VectorStore.from_shards(shard_paths), q_reps, args.depth,
+        ids, scores = search_batched(VectorStore.from_shards(shard_paths, args.allow_unsafe_pickle), q_reps, args.depth,
                                      aggregator, args.batch_size, progress=True)
     out = Path(args.save_ranking_to)
     if args.save_text:
@@ -148,10 +173,12 @@ def aggregation_options(args: argparse.Namespace, extra: dict) -> dict:
 def search_pyserini(args: argparse.Namespace) -> None:
     if not args.output:
         raise ConfigError("--index needs --output")
+    require_positive(args.hits, "--hits")
     searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
                                    ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}))
     if args.encoded_queries:
-        q_reps, q_ids = load_query_reps(args.encoded_queries)
+        index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
+        q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model)
     elif args.topics and args.encoder:
         topics = load_topics(args.topics)
         q_ids = list(topics)

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 from transformers import set_seed
-from transformers.trainer_utils import get_last_checkpoint
 
 from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
 from multiview_plugin.data.dataset import TrainDataset, load_train_records
@@ -27,6 +26,7 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 from multiview_plugin.modeling.config import is_multiview_model
 from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.training.checkpoints import checkpoint_problems, last_complete_checkpoint
 from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
 
 logger = logging.getLogger("multiview_plugin.train")
@@ -85,6 +85,27 @@ def dev_callback(dev_args: DevArguments, data_args: DataArguments,
     return DevSelectionCallback(dev, training_args.output_dir, dev_args.dev_eval_steps, dev_args.dev_patience)
 
 
+def checkpoint_to_resume(training_args: MultiViewTrainingArguments) -> str | None:
+    """An explicit --resume_from_checkpoint folder (refused if incomplete), else the newest complete checkpoint
+    in --output_dir (an interrupted run continues; half-saved checkpoints are skipped with a warning)."""
+    expect = dict(optimizer_expected=not training_args.save_only_model)
+    requested = training_args.resume_from_checkpoint
+    if requested is not None and str(requested).lower() != "true":
+        problems = checkpoint_problems(requested, **expect) if Path(requested).is_dir() else ["no such folder"]
+        if problems:
+            raise ConfigError(f"--resume_from_checkpoint {requested}: incomplete checkpoint ({'; '.join(problems)})")
+        return requested
+    output_dir = Path(training_args.output_dir)
+    resume = None
+    if not training_args.overwrite_output_dir and output_dir.is_dir():
+        resume = last_complete_checkpoint(output_dir, **expect)
+    if resume:
+        logger.info("resuming from %s", resume)
+    elif requested is not None:
+        raise ConfigError(f"--resume_from_checkpoint true: no complete checkpoint in {output_dir}")
+    return resume
+
+
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     model_args, data_args, dev_args, training_args = parse_dataclasses(
@@ -110,12 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_collator=collator,
         callbacks=callbacks,
     )
-    resume = training_args.resume_from_checkpoint
-    if resume is None and not training_args.overwrite_output_dir and Path(training_args.output_dir).is_dir():
-        resume = get_last_checkpoint(training_args.output_dir)  # an interrupted run continues
-        if resume:
-            logger.info("resuming from %s", resume)
-    trainer.train(resume_from_checkpoint=resume)
+    trainer.train(resume_from_checkpoint=checkpoint_to_resume(training_args))
     trainer.save_model()
     trainer.save_state()  # trainer_state.json: the loss / temperature history
     if trainer.is_world_process_zero():

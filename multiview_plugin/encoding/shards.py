@@ -8,22 +8,32 @@ shard is complete only when both files exist and agree.
 :class:`ShardWriter` streams: vectors go to a raw temporary file batch by batch (memory stays bounded by the
 batch), and an interrupted encode resumes after the last flushed batch. The final pickle is written from a
 memory map of that file with pickle protocol 5, then renamed into place.
+
+Resume and skip are guarded by a fingerprint (:mod:`multiview_plugin.encoding.fingerprint`) kept in the resume
+state and in the sidecar: a run with another model, dtype, length, shard or input refuses to continue or skip.
+Shards are read with a restricted unpickler (:func:`load_shard_pickle`) that builds only numpy arrays, lists and
+strings, so a crafted pickle cannot run code; plain ``pickle`` only when the caller asks (``unsafe_pickle``).
 """
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import glob
 import json
 import logging
 import mmap
 import os
 import pickle
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from multiview_plugin.atomic import atomic_open
+from multiview_plugin.atomic import atomic_open, with_path
+from multiview_plugin.encoding.fingerprint import describe_differences
 from multiview_plugin.errors import MultiViewError
 
 logger = logging.getLogger(__name__)
@@ -56,6 +66,10 @@ class ShardInfo:
     # whether lookups are ``docid#j``: a multi-vector model's shard keeps that layout even when every
     # document happens to have one view (None in sidecars written before this field: inferred from counts)
     view_ids: bool | None = None
+    # what determined the bytes (model, dtype, lengths, shard, input; see encoding/fingerprint.py); None in
+    # sidecars written before this field and in plain Tevatron shards
+    fingerprint: dict[str, Any] | None = None
+    model_path: str | None = None  # the model folder, for people (the fingerprint hashes its weights)
 
     @property
     def multi_vector(self) -> bool:
@@ -73,6 +87,32 @@ def _atomic_write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
+def partial_paths(path: str | os.PathLike) -> list[Path]:
+    """The files an unfinished encode of ``path`` leaves: raw vectors, lookup lines, resume state, and the
+    temporary files of interrupted atomic writes."""
+    path = Path(path)
+    named = [path.with_name(f"{path.name}.{part}.partial") for part in ("vectors", "lookup", "state")]
+    return named + sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+
+
+def remove_shard(path: str | os.PathLike) -> None:
+    """Delete a shard, its sidecar and every partial file (``--overwrite``: nothing of an old run survives)."""
+    for p in (Path(path), sidecar_path(path), *partial_paths(path)):
+        p.unlink(missing_ok=True)
+
+
+def check_fingerprint(path: str | os.PathLike, recorded: dict[str, Any] | None, current: dict[str, Any],
+                      what: str) -> None:
+    """Refuse to reuse ``what`` (a finished shard or an interrupted run) of ``path`` made differently."""
+    if recorded is None:
+        raise ShardFormatError(f"{path}: cannot {what}: it records no fingerprint (written by an older version), "
+                               "so it may come from another model or input; pass --overwrite to encode afresh")
+    differences = describe_differences(recorded, current)
+    if differences:
+        raise ShardFormatError(f"{path}: cannot {what}: it was made with a different {differences}; "
+                               "pass --overwrite to encode afresh (or use another --encode_output_path)")
+
+
 def shard_is_complete(path: str | os.PathLike) -> bool:
     """True when the pickle and its sidecar both exist (the sidecar is written only after the pickle)."""
     return Path(path).is_file() and sidecar_path(path).is_file()
@@ -88,24 +128,72 @@ def read_info(path: str | os.PathLike) -> ShardInfo | None:
         raise ShardFormatError(f"{side}: not a multiview_plugin shard sidecar ({err})") from err
 
 
-def read_shard(path: str | os.PathLike) -> tuple[np.ndarray, list[str], ShardInfo | None]:
-    """Load a shard: (float32 or float16 array, lookup, sidecar or None for plain Tevatron shards)."""
+# Everything a Tevatron shard (or ours) needs to unpickle: numpy arrays (protocols 2-5), dtypes, numpy scalars
+# (numeric ids) and protocol 2's bytes encoding. Nothing here can run code or touch files.
+_NUMPY_CORE = getattr(np, "_core", None) or np.core
+_SAFE_GLOBALS: dict[tuple[str, str], Any] = {
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): codecs.encode,
+    **{(f"numpy.{core}.multiarray", "_reconstruct"): _NUMPY_CORE.multiarray._reconstruct for core in ("core", "_core")},
+    **{(f"numpy.{core}.multiarray", "scalar"): _NUMPY_CORE.multiarray.scalar for core in ("core", "_core")},
+    **{(f"numpy.{core}.numeric", "_frombuffer"): _NUMPY_CORE.numeric._frombuffer for core in ("core", "_core")},
+}
+
+
+class UnsafePickleError(ShardFormatError):
+    """A shard pickle that asks for anything beyond arrays, lists and strings (it could run code)."""
+
+
+class _ShardUnpickler(pickle.Unpickler):
+    """Builds only what a shard holds; any other class or function in the stream is refused before it loads."""
+
+    def __init__(self, file, path: Path):
+        super().__init__(file)
+        self.path = path
+
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return _SAFE_GLOBALS[(module, name)]
+        except KeyError:
+            raise UnsafePickleError(
+                f"{self.path}: refusing to unpickle {module}.{name}: a shard holds only (ndarray, list of ids); "
+                "this file could run code. If you trust it, pass --allow_unsafe_pickle") from None
+
+
+def load_shard_pickle(path: Path, unsafe_pickle: bool = False) -> Any:
+    """Unpickle a shard file: restricted to arrays, lists and strings unless ``unsafe_pickle``."""
+    with path.open("rb") as f:
+        try:
+            return pickle.load(f) if unsafe_pickle else _ShardUnpickler(f, path).load()
+        except UnsafePickleError:
+            raise
+        except Exception as err:  # truncated or foreign files
+            raise ShardFormatError(f"{path}: cannot unpickle ({err}); incomplete or not a shard") from err
+
+
+def read_shard(path: str | os.PathLike, unsafe_pickle: bool = False
+               ) -> tuple[np.ndarray, list[str], ShardInfo | None]:
+    """Load a shard: (float32 or float16 array, lookup, sidecar or None for plain Tevatron shards).
+
+    ``unsafe_pickle`` uses plain :func:`pickle.load` (runs whatever the file says: trusted files only).
+    """
     path = Path(path)
     if not path.is_file():
         raise ShardFormatError(f"shard {path} does not exist")
     info = read_info(path)
-    with path.open("rb") as f:
-        try:
-            obj = pickle.load(f)
-        except Exception as err:  # truncated or foreign files
-            raise ShardFormatError(f"{path}: cannot unpickle ({err}); incomplete or not a shard") from err
+    obj = load_shard_pickle(path, unsafe_pickle)
     if not (isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], np.ndarray)):
         raise ShardFormatError(f"{path}: expected Tevatron's (ndarray, lookup) 2-tuple")
     reps, lookup = obj
+    if reps.dtype.kind != "f":
+        raise ShardFormatError(f"{path}: vectors must be floats, got dtype {reps.dtype}")
+    if not isinstance(lookup, (list, tuple, np.ndarray)):
+        raise ShardFormatError(f"{path}: the lookup must be a list or array of ids, got {type(lookup).__name__}")
     lookup = [str(x) for x in lookup]
     if reps.ndim != 2 or reps.shape[0] != len(lookup):
         raise ShardFormatError(f"{path}: {reps.shape} vectors do not match {len(lookup)} lookup entries")
-    if info is not None and (info.num_vectors != reps.shape[0] or info.dim != reps.shape[1]):
+    if info is not None and (info.num_vectors != reps.shape[0] or (reps.shape[0] and info.dim != reps.shape[1])):
         raise ShardFormatError(f"{path}: sidecar says {info.num_vectors}x{info.dim}, file holds {reps.shape}")
     return reps, lookup, info
 
@@ -161,9 +249,7 @@ class ShardWriter:
         self.multi_vector = multi_vector
         self.info.view_ids = multi_vector
         self.dtype = np.dtype(info.dtype)
-        self._vec_path = self.path.with_name(self.path.name + ".vectors.partial")
-        self._ids_path = self.path.with_name(self.path.name + ".lookup.partial")
-        self._state_path = self.path.with_name(self.path.name + ".state.partial")
+        self._vec_path, self._ids_path, self._state_path = partial_paths(self.path)[:3]
         self.docs_done = 0
         self.rows_done = 0
         self.view_counts: set[int] = set()
@@ -176,16 +262,24 @@ class ShardWriter:
             for p in (self._vec_path, self._ids_path):
                 p.unlink(missing_ok=True)
             return
-        state = json.loads(self._state_path.read_text())
+        try:
+            state = json.loads(self._state_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise ShardFormatError(f"{self._state_path}: unreadable resume state ({err}); pass --overwrite") from err
+        if self.info.fingerprint is not None:
+            check_fingerprint(self.path, state.get("fingerprint"), self.info.fingerprint, "resume the interrupted "
+                              "encode")
         self.docs_done, self.rows_done = state["docs"], state["rows"]
         self.info.dim = state["dim"]
         self.view_counts = set(state["view_counts"])
         self.info.extra = {**state.get("extra", {}), **self.info.extra}
-        # drop anything written after the last recorded flush
-        with self._vec_path.open("r+b") as f:
-            f.truncate(self.rows_done * self.info.dim * self.dtype.itemsize)
-        with self._ids_path.open("r+b") as f:
-            f.truncate(state["ids_bytes"])
+        # drop anything written after the last recorded flush (files shorter than recorded: data was lost)
+        for part, size in ((self._vec_path, self.rows_done * self.info.dim * self.dtype.itemsize),
+                           (self._ids_path, state["ids_bytes"])):
+            if not part.is_file() or part.stat().st_size < size:
+                raise ShardFormatError(f"{part}: shorter than its resume state records; pass --overwrite")
+            with part.open("r+b") as f:
+                f.truncate(size)
         logger.info("resuming %s after %d items (%d vectors)", self.path, self.docs_done, self.rows_done)
 
     def add(self, ids: list[str], reps: np.ndarray, mask: np.ndarray | None = None) -> None:
@@ -209,20 +303,34 @@ class ShardWriter:
             if counts.max() > 1:
                 raise ShardFormatError("a single-vector shard received several vectors per document")
             lines = list(ids)
-        self._vec.write(rows.tobytes())
-        self._ids.write(("\n".join(lines) + "\n").encode("utf-8"))
+        with self._naming_errors():
+            self._vec.write(rows.tobytes())
+            self._ids.write(("\n".join(lines) + "\n").encode("utf-8"))
         self.docs_done += len(ids)
         self.rows_done += rows.shape[0]
         self.view_counts.update(int(c) for c in np.unique(counts))
 
+    @contextlib.contextmanager
+    def _naming_errors(self) -> Iterator[None]:
+        """A failed write (full disk, lost mount) names the shard's partial files."""
+        try:
+            yield
+        except OSError as err:
+            named = with_path(err, self._vec_path)
+            if named is err:
+                raise
+            raise named from err
+
     def checkpoint(self) -> None:
         """Make everything added so far survive a crash (the next writer resumes after it)."""
-        self._vec.flush()
-        self._ids.flush()
-        os.fsync(self._vec.fileno())
-        os.fsync(self._ids.fileno())
+        with self._naming_errors():
+            self._vec.flush()
+            self._ids.flush()
+            os.fsync(self._vec.fileno())
+            os.fsync(self._ids.fileno())
         state = {"docs": self.docs_done, "rows": self.rows_done, "dim": self.info.dim,
-                 "ids_bytes": self._ids.tell(), "view_counts": sorted(self.view_counts), "extra": self.info.extra}
+                 "ids_bytes": self._ids.tell(), "view_counts": sorted(self.view_counts), "extra": self.info.extra,
+                 "fingerprint": self.info.fingerprint}
         _atomic_write_text(self._state_path, json.dumps(state))
 
     def close(self) -> ShardInfo:
@@ -246,6 +354,6 @@ class ShardWriter:
         self.info.max_views = counts[-1] if counts else 0
         self.info.views_per_doc = counts[0] if len(counts) == 1 else ("variable" if counts else 0)
         _atomic_write_text(sidecar_path(self.path), json.dumps(asdict(self.info), indent=2) + "\n")
-        for p in (self._vec_path, self._ids_path, self._state_path):
+        for p in partial_paths(self.path):
             p.unlink(missing_ok=True)
         return self.info

@@ -44,7 +44,7 @@ from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter
 from multiview_plugin.registry import get_encoder_class, get_loss_class
 from multiview_plugin.training.distributed import gather_across_processes
-from multiview_plugin.training.temperature import temperature_at
+from multiview_plugin.training.temperature import MIN_TEMPERATURE, temperature_at
 
 logger = logging.getLogger(__name__)
 
@@ -278,7 +278,7 @@ class MultiViewEncoder(nn.Module):
             schedule=self.config.temperature_schedule,
             initial=self.config.temperature,
             alpha=opts.get("mvr_alpha", 0.1),
-            minimum=opts.get("mvr_min_temperature", 0.3),
+            minimum=opts.get("mvr_min_temperature", MIN_TEMPERATURE),
         )
 
     # -------------------------------------------------------- build/save/load
@@ -328,6 +328,11 @@ class MultiViewEncoder(nn.Module):
         if config.temperature_schedule not in ("fixed", "annealed"):
             raise ConfigError(f"--temperature_schedule must be 'fixed' or 'annealed', "
                              f"got {config.temperature_schedule!r}")
+        floor = config.options.get("mvr_min_temperature", MIN_TEMPERATURE)
+        if config.temperature_schedule == "annealed" and config.temperature < floor:
+            raise ConfigError(f"--temperature {config.temperature} is below --mvr_min_temperature {floor}: the "
+                              f"annealed schedule never goes below its floor, so training would run at {floor} "
+                              "throughout; raise --temperature or lower --mvr_min_temperature")
         if cls.pools_tokens and config.pooling not in ("cls", "mean"):
             raise ConfigError(f"{cls.registered_name}: --pooling must be 'cls' or 'mean', got {config.pooling!r}")
 

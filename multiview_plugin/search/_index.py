@@ -21,7 +21,8 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, split_lookup
+from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
+from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
 from multiview_plugin.errors import ConfigError, MultiViewError
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class IndexMeta:
     extra: dict = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
     view_ids: bool | None = None  # docid file lines are docid#j (None in older folders: inferred from counts)
+    # the shards' model (encoding/shard_sets.model_identity): query vectors must come from the same one
+    model_fingerprint: dict | None = None
 
     @property
     def multi_vector(self) -> bool:
@@ -82,15 +85,17 @@ def contiguous_docs(row_docids: np.ndarray, where: str) -> tuple[np.ndarray, np.
     return docs, np.cumsum(starts) - 1
 
 
-def _sample_for_training(shards: list[Path], size: int, seed: int) -> np.ndarray:
-    infos = [read_info(p) for p in shards]
-    sizes = [info.num_vectors if info else read_shard(p)[0].shape[0] for p, info in zip(shards, infos)]
+def _sample_for_training(shards: list[Path], infos: list, size: int, seed: int, unsafe_pickle: bool = False
+                         ) -> np.ndarray:
+    sizes = [info.num_vectors if info else read_shard(p, unsafe_pickle)[0].shape[0] for p, info in zip(shards, infos)]
     total = sum(sizes)
     rng = np.random.default_rng(seed)
     parts = []
     for path, n in zip(shards, sizes):
+        if n == 0:
+            continue
         take = min(n, math.ceil(size * n / total))
-        reps = read_shard(path)[0]
+        reps = read_shard(path, unsafe_pickle)[0]
         parts.append(np.asarray(reps[np.sort(rng.choice(n, take, replace=False))], dtype=np.float32))
     return np.ascontiguousarray(np.concatenate(parts))
 
@@ -104,11 +109,16 @@ def build_index(
     use_gpu: bool = False,
     overwrite: bool = False,
     seed: int = 42,
+    allow_partial: bool = False,
+    unsafe_pickle: bool = False,
 ) -> IndexMeta:
     """Write an index folder from encoded shards (see module docstring).
 
     ``index_factory`` is any ``faiss.index_factory`` string (``Flat``, ``HNSW32``, ``IVF4096,PQ64``, ...);
     indexes that need training are trained on a random sample of ``train_size`` vectors across shards.
+    The shards must be complete sets from one model (:func:`~multiview_plugin.encoding.shard_sets.check_shard_set`;
+    ``allow_partial`` accepts missing shards); ``unsafe_pickle`` loads them with plain pickle (trusted files only).
+    Empty shards (more shards than documents) are valid and add nothing.
     """
     paths = [Path(p) for p in shards]
     if not paths:
@@ -120,10 +130,10 @@ def build_index(
     if (index_dir / META_FILE).exists() and not overwrite:
         raise ConfigError(f"{index_dir} already holds an index (pass overwrite=True / --overwrite)")
 
-    infos = [read_info(p) for p in paths]
+    infos = check_shard_set(paths, allow_partial)
     if any(i is not None and i.is_query for i in infos):
         raise ShardFormatError("query shards cannot be indexed; pass passage shards")
-    dims = {i.dim for i in infos if i is not None}
+    dims = {i.dim for i in infos if i is not None and i.num_vectors}
     if len(dims) > 1:
         raise ShardFormatError(f"shards disagree on the vector dim: {sorted(dims)}")
     models = {i.model_name for i in infos if i is not None}
@@ -140,7 +150,7 @@ def build_index(
     try:
         with (tmp_dir / DOCID_FILE).open("w", encoding="utf-8") as docid_out:
             for path in tqdm(paths, desc="index shards", unit="shard"):
-                reps, lookup, info = read_shard(path)
+                reps, lookup, info = read_shard(path, unsafe_pickle)
                 shard_multi = info.multi_vector if info is not None else any("#" in x for x in lookup[:1000])
                 multi = multi or shard_multi
                 row_docids = split_lookup(lookup, shard_multi)
@@ -149,13 +159,15 @@ def build_index(
                 if overlap:
                     raise MultiViewError(f"{path}: docids already in an earlier shard: {sorted(overlap)[:5]}")
                 seen.update(docs.tolist())
+                if not len(reps):
+                    continue  # an empty shard: nothing to add (its dim may be unknown)
                 if index is None:
                     dim = reps.shape[1]
                     index = faiss.index_factory(dim, index_factory, faiss.METRIC_INNER_PRODUCT)
                     if use_gpu:
                         index = _to_gpu(index)
                     if not index.is_trained:
-                        sample = _sample_for_training(paths, train_size, seed)
+                        sample = _sample_for_training(paths, infos, train_size, seed, unsafe_pickle)
                         logger.info("training %s on %d vectors", index_factory, len(sample))
                         index.train(sample)
                 elif reps.shape[1] != index.d:
@@ -165,6 +177,8 @@ def build_index(
                 num_docs += len(docs)
                 num_vectors += len(lookup)
                 view_counts.append(np.bincount(row_doc))
+        if index is None:
+            raise ShardFormatError(f"no vectors: all {len(paths)} shard(s) are empty")
         counts = np.concatenate(view_counts) if view_counts else np.array([0])
         if use_gpu:
             index = faiss.index_gpu_to_cpu(index)
@@ -174,7 +188,8 @@ def build_index(
             mean_views=float(counts.mean()),
             views_per_doc=int(counts[0]) if (counts == counts[0]).all() else "variable",
             aggregation=aggregation or DEFAULT_AGGREGATION.get(model_name, "max"), model_name=model_name,
-            index_factory=index_factory, shards=[str(p) for p in paths], extra=_merge_extra(infos), view_ids=multi)
+            index_factory=index_factory, shards=[str(p) for p in paths], extra=_merge_extra(infos), view_ids=multi,
+            model_fingerprint=next((model_identity(i) for i in infos if i is not None and i.fingerprint), None))
         if not multi and meta.max_views > 1:
             raise ShardFormatError("single-vector shards hold several rows for one docid")
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")

@@ -22,9 +22,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
+from multiview_plugin.encoding.fingerprint import model_fingerprint
+from multiview_plugin.encoding.shard_sets import check_same_model
+from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, split_lookup
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, IndexMeta, contiguous_docs
+from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, META_FILE, IndexMeta, contiguous_docs
 from multiview_plugin.search.aggregators import Aggregator, get_aggregator
 
 logger = logging.getLogger(__name__)
@@ -56,14 +58,18 @@ class VectorStore:
         return cls(index, docids, row_doc, len(row_doc) / max(1, len(docids)))
 
     @classmethod
-    def from_shards(cls, paths: Sequence[str | os.PathLike]) -> VectorStore:
-        """An in-memory flat index over encoded shards (Tevatron's search without an index folder)."""
+    def from_shards(cls, paths: Sequence[str | os.PathLike], unsafe_pickle: bool = False) -> VectorStore:
+        """An in-memory flat index over encoded shards (Tevatron's search without an index folder).
+
+        Empty shards add nothing; ``unsafe_pickle`` loads with plain pickle (trusted files only)."""
         index, lookup, multi = None, [], False
         for path in paths:
-            reps, lk, info = read_shard(path)
+            reps, lk, info = read_shard(path, unsafe_pickle)
             if info is not None and info.is_query:
                 raise ShardFormatError(f"{path} holds queries, not passages")
             multi = multi or (info.multi_vector if info is not None else False)
+            if not len(reps):
+                continue
             if index is None:
                 index = faiss.IndexFlatIP(reps.shape[1])
             elif reps.shape[1] != index.d:
@@ -71,7 +77,7 @@ class VectorStore:
             index.add(np.ascontiguousarray(reps, dtype=np.float32))
             lookup.extend(lk)
         if index is None:
-            raise ShardFormatError("no passage shards given")
+            raise ShardFormatError(f"no passage vectors in {', '.join(map(str, paths)) or 'no shards'}")
         return cls.from_lookup(index, lookup, multi, ", ".join(map(str, paths)))
 
     @property
@@ -157,6 +163,10 @@ class MultiVectorSearcher:
             from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 
             encoder = query_encoder if isinstance(query_encoder, MultiViewEncoder) else load_encoder(query_encoder)
+            if self.meta.model_fingerprint is not None:  # queries of another model would score nonsense
+                name = "the query encoder" if encoder is query_encoder else str(query_encoder)
+                check_same_model((str(index_dir / META_FILE), self.meta.model_fingerprint),
+                                 (name, model_fingerprint(encoder)))
             dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
             self.encoder = encoder.to(dev).eval()
 
@@ -207,7 +217,7 @@ def search_batched(store: VectorStore, q_reps: np.ndarray, k: int, aggregator: A
 
 def search_shards(
     q_reps: np.ndarray, shard_paths: Sequence[str | os.PathLike], k: int, aggregation: str = "max",
-    batch_size: int | None = None,
+    batch_size: int | None = None, unsafe_pickle: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Tevatron's ``--shard_search``: search each shard alone, then merge the per-shard top-k.
 
@@ -220,7 +230,10 @@ def search_shards(
                           f"{aggregator.name}")
     all_ids, all_scores, seen = [], [], set()
     for path in shard_paths:
-        store = VectorStore.from_shards([path])
+        info = read_info(path)
+        if info is not None and info.num_vectors == 0:
+            continue  # an empty shard (more shards than documents)
+        store = VectorStore.from_shards([path], unsafe_pickle)
         dup = seen.intersection(store.docids.tolist())
         if dup:
             raise ShardFormatError(f"{path}: docids also in an earlier shard: {sorted(dup)[:5]}")

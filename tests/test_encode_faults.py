@@ -1,0 +1,165 @@
+"""Fault injection: encoding killed (SIGKILL) at random points resumes to exactly the uninterrupted shard.
+
+Each case forks the test process; the child encodes with a line tracer over the encode driver, the shard writer
+and the atomic-write helper that sends itself SIGKILL at a chosen line, so it dies like ``kill -9`` anywhere:
+mid-batch, between a flush and its resume state, inside an atomic write (leaving its temporary file), between the
+final pickle and its sidecar. A second child may die again in the resumed run. The parent then finishes the
+encode and compares shard and sidecar with an uninterrupted run's, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from multiview_plugin import atomic
+from multiview_plugin.arguments import DataArguments, ModelArguments
+from multiview_plugin.driver import encode
+from multiview_plugin.driver.encode import encode_to_shard
+from multiview_plugin.encoding import shards
+from multiview_plugin.registry import get_encoder_class
+
+from .conftest import TOPICS
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+SEEDS = range(24)
+TRACED = {str(Path(m.__file__).resolve()) for m in (encode, shards, atomic)}
+BATCH = 2
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_bert, tmp_path_factory):
+    """A tiny mvr model, a 20-document corpus, and the uninterrupted shards (fp32 and fp16) with their sizes
+    in traced lines."""
+    folder = tmp_path_factory.mktemp("faults")
+    torch.manual_seed(0)
+    model = get_encoder_class("mvr").build(
+        ModelArguments(model_name_or_path=str(tiny_bert), model_name="mvr", mvr_num_views=3),
+        DataArguments(pad_to_multiple_of=None, passage_max_len=32, query_max_len=16)).eval()
+    corpus = folder / "corpus.jsonl"
+    docs = [{"docid": f"d{i}", "title": a, "text": t} for i, (a, _, t) in enumerate(TOPICS)]
+    docs += [{"docid": f"x{i}", "title": TOPICS[i % 8][1], "text": " ".join(TOPICS[(i * 3) % 8][2].split()[i % 4:])}
+             for i in range(12)]
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    reference = {}
+    for fp16 in (False, True):
+        out = folder / f"ref{int(fp16)}" / "c.pkl"
+        lines = _count_lines(lambda out=out, fp16=fp16: encode_to_shard(model, str(corpus), out, batch_size=BATCH,
+                                                                        fp16=fp16))
+        reference[fp16] = (out.read_bytes(), json.loads(Path(f"{out}.json").read_text()), lines)
+    return model, corpus, reference
+
+
+def _count_lines(run) -> int:
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if frame.f_code.co_filename in TRACED else None)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def _killed_at(line: int, run) -> bool:
+    """Run ``run`` in a forked child that SIGKILLs itself at its ``line``-th traced line; True if it died."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            torch.set_num_threads(1)
+            seen = 0
+
+            def local(frame, event, arg):
+                nonlocal seen
+                if event == "line":
+                    seen += 1
+                    if seen == line:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                return local
+
+            sys.settrace(lambda frame, event, arg: local if frame.f_code.co_filename in TRACED else None)
+            run()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status):
+        assert os.WEXITSTATUS(status) == 0
+        return False
+    assert os.WTERMSIG(status) == signal.SIGKILL
+    return True
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_killed_encode_resumes_byte_identically(setup, tmp_path, seed):
+    model, corpus, reference = setup
+    rng = random.Random(seed)
+    fp16 = seed % 2 == 1
+    expected_bytes, expected_sidecar, lines = reference[fp16]
+    out = tmp_path / "c.pkl"
+    every = rng.choice([1, 2, 3])
+
+    def run() -> None:
+        encode_to_shard(model, str(corpus), out, batch_size=BATCH, fp16=fp16, checkpoint_every=every)
+
+    # seed i kills within the i-th of len(SEEDS) equal stretches of the run, so together they cover all of it
+    # (the first batches through the final pickle and sidecar); half the seeds also kill the resumed run
+    start = 1 + seed * lines // len(SEEDS)
+    assert _killed_at(rng.randint(start, max(start, (seed + 1) * lines // len(SEEDS))), run)
+    if rng.random() < 0.5:
+        _killed_at(rng.randint(1, lines), run)
+    run()
+    assert out.read_bytes() == expected_bytes
+    assert json.loads(Path(f"{out}.json").read_text()) == expected_sidecar
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pkl", "c.pkl.json"]  # no partial or temporary file
+
+
+def _close_lines(setup) -> list[int]:
+    """Positions (in traced lines) of every line ShardWriter.close runs itself, in an uninterrupted fp32 run."""
+    model, corpus, _ = setup
+    positions, count = [], 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+            if frame.f_code is shards.ShardWriter.close.__code__:
+                positions.append(count)
+        return local
+
+    out = Path(corpus).parent / "close_lines" / "c.pkl"
+    sys.settrace(lambda frame, event, arg: local if frame.f_code.co_filename in TRACED else None)
+    try:
+        encode_to_shard(model, str(corpus), out, batch_size=BATCH)
+    finally:
+        sys.settrace(None)
+    return positions
+
+
+def test_killed_at_every_line_of_the_final_write(setup, tmp_path):
+    """Every line of the final pickle + sidecar + clean-up step: the rerun ends with exactly the reference."""
+    model, corpus, reference = setup
+    expected_bytes, expected_sidecar, _ = reference[False]
+    for i, line in enumerate(_close_lines(setup)):
+        out = tmp_path / str(i) / "c.pkl"
+
+        def run(out=out) -> None:
+            encode_to_shard(model, str(corpus), out, batch_size=BATCH)
+
+        assert _killed_at(line, run)
+        run()
+        assert out.read_bytes() == expected_bytes and json.loads(Path(f"{out}.json").read_text()) == expected_sidecar
+        assert sorted(p.name for p in out.parent.iterdir()) == ["c.pkl", "c.pkl.json"], line
