@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -223,8 +223,9 @@ def encode_to_shard(
 def describe_shard_views(model: MultiViewEncoder, path: str | Path, separator: str,
                          pseudo_queries: str | None) -> dict:
     """The model's view description plus where the texts are (absolute paths, for explanations)."""
+    config = {k: v for k, v in asdict(model.config).items() if k != "format_version"}
     views = {"version": VIEW_INFO_VERSION, **model.describe_views(), "corpus": os.path.abspath(path),
-             "separator": separator}
+             "separator": separator, "model": config}
     if views["kind"] == "pseudo_query" and pseudo_queries:
         views["pseudo_queries"] = ",".join(os.path.abspath(p) for p in pseudo_queries.split(","))
     return views
