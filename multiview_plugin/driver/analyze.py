@@ -179,7 +179,10 @@ def write_plots(result: dict[str, Any], output: str | os.PathLike, title: str | 
     ax = axes[0, 1]
     dist = {int(k): v for k, v in result["views_per_document"].items()}
     ax.bar(list(dist), list(dist.values()), color="tab:gray")
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    if len(dist) <= 20:
+        ax.set_xticks(sorted(dist))
+    else:
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("views (vectors) per document")
     ax.set_ylabel("documents")
     ax.set_title(f"Views per document (mean {result['mean_views_per_document']:.2f})")
@@ -192,7 +195,9 @@ def write_plots(result: dict[str, Any], output: str | os.PathLike, title: str | 
         ax.axhline(1.0 / width, color="tab:red", linestyle="--", linewidth=1, label=f"uniform over {width} views")
         ax.set_xlabel("view rank within the document (1 = best)")
         ax.set_ylabel(f"mean softmax(f/τ) over views, τ={result['lv_temperature']:g}")
-        ax.set_title(f"Normalised view scores: LV {result['local_variation']:.3g}")
+        ax.set_ylim(0, 1.1 * max(max(probs), 1.0 / width))  # from 0: collapsed views lie on the uniform line
+        ax.set_title(f"Normalised view scores: LV {result['local_variation']:.3g} "
+                     f"(raw {result['local_variation_raw']:.3g})")
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "one view per document", ha="center", va="center")
@@ -220,12 +225,11 @@ def write_plots(result: dict[str, Any], output: str | os.PathLike, title: str | 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m multiview_plugin.driver.analyze", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--index", required=True, help="Index folder (from multiview_plugin.driver.index).")
-    p.add_argument("--topics", required=True, help="Queries: jsonl {query_id, query}, BEIR queries.jsonl or "
-                   "qid<TAB>text.")
-    p.add_argument("--qrels", required=True, help="Relevance judgments (TREC qrels or BEIR tsv): the (query, "
-                   "relevant document) pairs analysed.")
-    p.add_argument("--encoder", required=True, help="Saved model folder that encodes the topics.")
+    p.add_argument("--index", help="Index folder (from multiview_plugin.driver.index).")
+    p.add_argument("--topics", help="Queries: jsonl {query_id, query}, BEIR queries.jsonl or qid<TAB>text.")
+    p.add_argument("--qrels", help="Relevance judgments (TREC qrels or BEIR tsv): the (query, relevant document) "
+                   "pairs analysed.")
+    p.add_argument("--encoder", help="Saved model folder that encodes the topics.")
     p.add_argument("--output_dir", required=True, help=f"Where {ANALYSIS_FILE} and {PLOT_FILE} go.")
     p.add_argument("--hits", type=int, default=10, help="Top hits per query whose winning views are counted "
                    "(default 10).")
@@ -233,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "Local Variation (default 1, the paper's; the model's τ is also reported).")
     p.add_argument("--aggregation", help="Ranking for the top-hit counts (default: the index's).")
     p.add_argument("--title", help="Plot title (default: model, pairs and queries).")
+    p.add_argument("--replot", action="store_true", help=f"Only redraw {PLOT_FILE} from the {ANALYSIS_FILE} "
+                   "already in --output_dir (no index, topics or encoder needed).")
     return p
 
 
@@ -242,9 +248,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     if args.lv_temperature <= 0 or args.hits < 1:
         raise ConfigError("--lv_temperature must be > 0 and --hits >= 1")
+    out = Path(args.output_dir)
+    if args.replot:
+        if not (out / ANALYSIS_FILE).is_file():
+            raise ConfigError(f"--replot: {out / ANALYSIS_FILE} does not exist")
+        write_plots(json.loads((out / ANALYSIS_FILE).read_text(encoding="utf-8")), out / PLOT_FILE, args.title)
+        logger.info("redrew %s", out / PLOT_FILE)
+        return 0
+    missing = [f"--{k}" for k in ("index", "topics", "qrels", "encoder") if not getattr(args, k)]
+    if missing:
+        raise ConfigError(f"analysis needs {', '.join(missing)} (or --replot)")
     result = analyze_index(args.index, args.topics, args.qrels, args.encoder, hits=args.hits,
                            lv_temperature=args.lv_temperature, aggregation=args.aggregation)
-    out = Path(args.output_dir)
     with atomic_open(out / ANALYSIS_FILE) as f:
         f.write(json.dumps(result, indent=2) + "\n")
     write_plots(result, out / PLOT_FILE, args.title)
