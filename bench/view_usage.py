@@ -2,7 +2,7 @@
 DCSR hits for the README.
 
     python bench/view_usage.py train   --squad_path ../shared/data/squad/dev-v1.1.json --output_dir runs/views
-    python bench/view_usage.py analyze --output_dir runs/views --plots_dir results/plots --readme_block block.md
+    python bench/view_usage.py analyze --output_dir runs/views --readme_block block.md --readme README.md
 
 ``train`` converts SQuAD (the README's SQuAD-dev protocol) and fine-tunes all-MiniLM-L6-v2 briefly as each
 multi-view method (``--steps`` steps of ``--batch_size`` questions, 1 positive + 1 BM25 negative each; 2 shared CPU
@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=40, help="Training steps per method.")
     p.add_argument("--batch_size", type=int, default=8, help="Questions per step (1 positive + 1 negative each).")
     p.add_argument("--passage_max_len", type=int, default=128, help="Passage length (positions).")
-    p.add_argument("--plots_dir", default="results/plots", help="analyze: where <method>.png/.json are copied.")
+    p.add_argument("--plots_dir", default="results/plots/views-squad",
+                   help="analyze: where <method>.png/.json are copied.")
     p.add_argument("--readme_block", help="analyze: write the DCSR explained-hits Markdown block here.")
     p.add_argument("--readme", help="analyze: also replace the README's <!-- explain:start/end --> block.")
     p.add_argument("--examples", type=int, default=4, help="analyze: questions in the DCSR block.")

@@ -237,6 +237,7 @@ def test_analyze_counts_wins_and_normalised_local_variation(tiny_bert, tmp_path)
     assert result["views_per_document"] == {"4": len(TOPICS)}
     assert result["view_labels"] == ["[VIE1]", "[VIE2]", "[VIE3]", "[VIE4]"]
     assert sum(result["mean_sorted_probability"]) == pytest.approx(1.0)
+    assert result["mean_uniform_probability"] == pytest.approx([0.25] * 4)
     # --lv_temperature is the softmax's τ
     assert analyze_main([*args, "--output_dir", str(tmp_path / "b"), "--lv_temperature", "0.01"]) == 0
     sharp = json.loads((tmp_path / "b" / "analysis.json").read_text())

@@ -148,6 +148,10 @@ def analyze_index(
         ranked = -np.sort(-np.where(valid, p, -1.0), axis=1)
         ranked[ranked < 0] = np.nan
         result["mean_sorted_probability"] = np.nanmean(ranked, axis=0).tolist()
+        # the same curve if every document's views scored alike (1/k at each rank a k-view document has)
+        k = valid.sum(axis=1, keepdims=True).astype(float)
+        uniform = np.where(np.arange(width)[None, :] < k, 1.0 / k, np.nan)
+        result["mean_uniform_probability"] = np.nanmean(uniform, axis=0).tolist()
         second = np.sort(np.where(valid, scores, -np.inf), axis=1)[:, -2]
         margin = scores.max(axis=1) - second
         result["mean_margin_to_runner_up"] = float(np.mean(margin[np.isfinite(margin)]))
@@ -192,10 +196,12 @@ def write_plots(result: dict[str, Any], output: str | os.PathLike, title: str | 
         probs = result["mean_sorted_probability"]
         ax.plot(np.arange(1, len(probs) + 1), probs, marker="o")
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-        ax.axhline(1.0 / width, color="tab:red", linestyle="--", linewidth=1, label=f"uniform over {width} views")
+        uniform = result.get("mean_uniform_probability", [1.0 / width] * len(probs))
+        ax.plot(np.arange(1, len(uniform) + 1), uniform, color="tab:red", linestyle="--", linewidth=1,
+                label="if a document's views scored alike (1/k)")
         ax.set_xlabel("view rank within the document (1 = best)")
         ax.set_ylabel(f"mean softmax(f/τ) over views, τ={result['lv_temperature']:g}")
-        ax.set_ylim(0, 1.1 * max(max(probs), 1.0 / width))  # from 0: collapsed views lie on the uniform line
+        ax.set_ylim(0, 1.1 * max(max(probs), max(uniform)))  # from 0: collapsed views lie on the uniform line
         ax.set_title(f"Normalised view scores: LV {result['local_variation']:.3g} "
                      f"(raw {result['local_variation_raw']:.3g})")
         ax.legend(fontsize=8)
