@@ -258,3 +258,34 @@ def test_index_report_describes_the_index(dcsr_index, capsys):
     assert f"vectors          {meta['num_vectors']}" in out and "dcsr (backbone" in out
     assert f"{meta['extra']['sentences']['truncated']} cut short" in out and "IndexFlatIP" in out
     assert "shards float32" in out and "views.npy" in out
+
+
+def test_sentence_spans_survive_a_killed_and_resumed_encode(tiny_bert, tmp_path):
+    from multiview_plugin.driver.encode import encode_to_shard
+
+    build_dcsr(tiny_bert, passage_max_len=24).save(tmp_path / "dcsr")
+    model = load_encoder(tmp_path / "dcsr").eval()
+    corpus = write_corpus(tmp_path / "corpus.jsonl", PASSAGES)
+    encode_to_shard(model, str(corpus), tmp_path / "a.pkl", batch_size=2)
+    want = np.load(shard_views_path(tmp_path / "a.pkl"))
+
+    class Boom(RuntimeError):
+        pass
+
+    original, calls = model.encode_passage, {"n": 0}
+
+    def dying(batch):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise Boom
+        return original(batch)
+
+    model.encode_passage = dying
+    with pytest.raises(Boom):
+        encode_to_shard(model, str(corpus), tmp_path / "b.pkl", batch_size=2, checkpoint_every=1)
+    assert not shard_views_path(tmp_path / "b.pkl").exists()
+    assert (tmp_path / "b.pkl.views.partial").stat().st_size > 0  # the first batch's rows, to resume after
+    model.encode_passage = original
+    encode_to_shard(model, str(corpus), tmp_path / "b.pkl", batch_size=2)
+    np.testing.assert_array_equal(np.load(shard_views_path(tmp_path / "b.pkl")), want)
+    assert len(want) == read_shard(tmp_path / "a.pkl")[0].shape[0]
