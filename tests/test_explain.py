@@ -289,3 +289,22 @@ def test_sentence_spans_survive_a_killed_and_resumed_encode(tiny_bert, tmp_path)
     encode_to_shard(model, str(corpus), tmp_path / "b.pkl", batch_size=2)
     np.testing.assert_array_equal(np.load(shard_views_path(tmp_path / "b.pkl")), want)
     assert len(want) == read_shard(tmp_path / "a.pkl")[0].shape[0]
+
+
+@pytest.mark.parametrize("pooling", ["mean", "independent"])
+def test_sentence_spans_for_every_dcsr_pooling(tiny_bert, tmp_path, pooling):
+    model_dir = tmp_path / "dcsr"
+    build_dcsr(tiny_bert, passage_max_len=24, dcsr_sentence_pooling=pooling).save(model_dir)
+    corpus = write_corpus(tmp_path / "corpus.jsonl", PASSAGES)
+    shard, index = encode_and_index(model_dir, corpus, tmp_path)
+    searcher = MultiVectorSearcher(index, model_dir, aggregation="max")
+    fmt = searcher.encoder.formatter
+    q = searcher.encode([QUERIES[0]])[0]
+    hits = searcher.search(QUERIES[0], k=len(PASSAGES), explain=True)
+    check_against_brute_force(searcher, shard, hits, q)
+    for hit in hits:
+        text, what = PASSAGES[hit.docid], hit.explanation.what
+        sentences = fmt.split(text)
+        kept = fmt.plan([sentences])[0]
+        assert hit.explanation.num_views == len(kept)
+        assert what["sentence"] == text[what["span"][0]:what["span"][1]] == sentences[hit.explanation.view]
