@@ -118,7 +118,7 @@ def test_texts_come_from_a_given_corpus_and_old_indexes_still_load(dcsr_index, t
     # an index written before view information: explanations still give the view, not what it is
     meta_path = index / "multiview.json"
     meta = json.loads(meta_path.read_text())
-    del meta["extra"]["views"]
+    del meta["extra"]["view_info"]
     meta_path.write_text(json.dumps(meta))
     (index / "views.npy").unlink()
     old = MultiVectorSearcher(index, model_dir).search(QUERIES[1], k=2, explain=True)

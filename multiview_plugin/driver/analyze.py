@@ -34,6 +34,7 @@ import torch
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_qrels
 from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.encoding.view_info import VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.scoring import local_variation, view_perplexity
 
@@ -113,8 +114,8 @@ def analyze_index(
     result: dict[str, Any] = {
         "index": str(index_dir),
         "model_name": searcher.meta.model_name,
-        "view_kind": (searcher.meta.extra.get("views") or {}).get("kind"),
-        "view_labels": view_labels(searcher.meta.extra.get("views"), width),
+        "view_kind": (searcher.meta.extra.get(VIEW_INFO_KEY) or {}).get("kind"),
+        "view_labels": view_labels(searcher.meta.extra.get(VIEW_INFO_KEY), width),
         "aggregation": searcher.aggregator.name,
         "queries": len(q_ids),
         "pairs": len(pairs),

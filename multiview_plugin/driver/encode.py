@@ -38,7 +38,7 @@ from multiview_plugin.encoding.shards import (
     remove_shard,
     shard_is_complete,
 )
-from multiview_plugin.encoding.view_info import VIEW_INFO_VERSION, ViewRowWriter
+from multiview_plugin.encoding.view_info import VIEW_INFO_KEY, VIEW_INFO_VERSION, ViewRowWriter
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 
@@ -149,9 +149,9 @@ def encode_to_shard(
         # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
         info.extra["temperature"] = float(model.temperature)
         # what each vector is, for explanations (view_info); DCSR's sentence spans go to <shard>.views.npy
-        info.extra["views"] = describe_shard_views(model, path, separator, pseudo_queries)
+        info.extra[VIEW_INFO_KEY] = describe_shard_views(model, path, separator, pseudo_queries)
     writer = ShardWriter(output, info, multi_vector=multi)
-    row_writer = ViewRowWriter(output, writer.rows_done) if info.extra.get("views", {}).get("rows") else None
+    row_writer = ViewRowWriter(output, writer.rows_done) if info.extra.get(VIEW_INFO_KEY, {}).get("rows") else None
     device = next(model.parameters()).device
     formatter = model.formatter
     stats = getattr(formatter, "stats", None) if not is_query else None  # e.g. dcsr's sentence counts

@@ -2,10 +2,11 @@
 
 Two parts, versioned together (``VIEW_INFO_VERSION``):
 
-* a small description in the shard sidecar's / index meta's ``extra["views"]``: the kind of view and the facts
-  shared by all documents (``{"kind": "viewer", "labels": ["[VIE1]", ...]}``, ``{"kind": "layer", "labels":
-  [6, 5, 4, 3]}``, ``{"kind": "token"}``, ``{"kind": "pseudo_query", "pseudo_queries": path}``, ``{"kind":
-  "sentence", "rows": true}``), plus where the texts are (``corpus``, ``separator``);
+* a small description in the shard sidecar's / index meta's ``extra["view_info"]`` (``VIEW_INFO_KEY``): the
+  kind of view and the facts shared by all documents (``{"kind": "viewer", "labels": ["[VIE1]", ...]}``,
+  ``{"kind": "layer", "labels": [6, 5, 4, 3]}``, ``{"kind": "token"}``, ``{"kind": "pseudo_query",
+  "pseudo_queries": path}``, ``{"kind": "sentence", "rows": true}``), plus where the texts are (``corpus``,
+  ``separator``);
 * for views that differ per document (DCSR's sentences), one int32 row per vector in a side file, in vector
   order: ``<shard>.views.npy`` beside a shard, ``views.npy`` in an index folder, columns
   ``ROW_COLUMNS`` (sentence start and end character in the passage text, 1 if the sentence was cut short).
@@ -27,6 +28,7 @@ import numpy as np
 from multiview_plugin.encoding.shards import ShardFormatError
 
 VIEW_INFO_VERSION = 1
+VIEW_INFO_KEY = "view_info"  # the key in a sidecar's / index meta's ``extra``
 ROW_COLUMNS = ("start", "end", "cut")
 ROW_DTYPE = np.dtype(np.int32)
 INDEX_VIEWS_FILE = "views.npy"

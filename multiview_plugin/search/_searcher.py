@@ -25,7 +25,7 @@ from tqdm import tqdm
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model
 from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, split_lookup
-from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE
+from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, META_FILE, IndexMeta, contiguous_docs
 from multiview_plugin.search.aggregators import Aggregator, get_aggregator
@@ -215,7 +215,7 @@ class MultiVectorSearcher:
     def explainer(self) -> ViewExplainer:
         """Explains hits of this index (see :mod:`multiview_plugin.search.explain`)."""
         if self._explainer is None:
-            views = self.meta.extra.get("views")
+            views = self.meta.extra.get(VIEW_INFO_KEY)
             rows_path = self.index_dir / INDEX_VIEWS_FILE
             rows = np.load(rows_path, mmap_mode="r") if views and views.get("rows") and rows_path.is_file() else None
             self._explainer = ViewExplainer(self.store, views, rows, *self._explain_sources)

@@ -52,7 +52,7 @@ class ViewExplainer:
     Parameters
     ----------
     store : the searched vectors (rows of a document contiguous).
-    views : the index's view description (``multiview.json`` ``extra["views"]``), None for older indexes.
+    views : the index's view description (``multiview.json`` ``extra["view_info"]``), None for older indexes.
     rows : per-vector rows (``views.npy``, memory-mapped) for views that differ by document (DCSR), or None.
     corpus : passage texts by docid, or corpus file(s), instead of the corpus recorded in ``views``.
     pseudo_queries : DCE's pseudo-query file, instead of the one recorded in ``views``.

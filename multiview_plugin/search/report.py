@@ -10,6 +10,7 @@ from typing import Any
 import faiss
 
 from multiview_plugin.encoding.shards import VIEW_DELIMITER, read_info
+from multiview_plugin.encoding.view_info import VIEW_INFO_KEY
 from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, IndexMeta
 
 
@@ -60,7 +61,7 @@ def index_report(index_dir: str | os.PathLike) -> str:
     counts, dtype, Faiss type and size on disk."""
     folder = Path(index_dir)
     meta = IndexMeta.load(folder)
-    views: dict[str, Any] = meta.extra.get("views") or {}
+    views: dict[str, Any] = meta.extra.get(VIEW_INFO_KEY) or {}
     model: dict[str, Any] = views.get("model") or {}
     lines = [f"index            {folder}"]
     lines.append(f"model            {meta.model_name or 'unknown'}"
