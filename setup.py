@@ -46,6 +46,7 @@ setup(
             "multiview-index=multiview_plugin.driver.index:main",
             "multiview-search=multiview_plugin.driver.search:main",
             "multiview-evaluate=multiview_plugin.driver.evaluate:main",
+            "multiview-analyze=multiview_plugin.driver.analyze:main",
             "multiview-mine-negatives=multiview_plugin.driver.mine_negatives:main",
             "multiview-generate-queries=multiview_plugin.driver.generate_queries:main",
             "multiview-quickstart=multiview_plugin.quickstart.__main__:main",

@@ -42,16 +42,32 @@ def max_sim(q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor | N
     return view_scores(q_reps, p_reps, p_mask).max(dim=-1).values
 
 
-def local_variation(pair_view_scores: torch.Tensor) -> torch.Tensor:
-    """MVR's Local Variation (paper eq. 9) averaged over query–document pairs.
+def local_variation(pair_view_scores: torch.Tensor, temperature: float = 1.0, normalize: bool = True) -> torch.Tensor:
+    """MVR's Local Variation (paper eq. 9, §5.2) averaged over query–document pairs.
 
-    ``LV = max_i f_i - (sum_i f_i - max_i f_i) / (k - 1)`` for each row of ``(N, k)`` view scores.
+    ``LV = max_i s_i - (sum_i s_i - max_i s_i) / (k - 1)`` for each row of ``(N, k)`` view scores. As in the
+    paper, the scores are first normalised over the pair's views, ``s = softmax(f / temperature)`` (so LV lies in
+    [0, 1]: 0 when the views score alike, 1 when one view takes all); ``normalize=False`` uses the raw scores.
+    Padded views (``-inf``) are left out, k is each pair's own number of views, and pairs with fewer than two
+    views are skipped.
+
+    >>> round(local_variation(torch.tensor([[0.0, 0.0]])).item(), 6)       # identical views
+    0.0
+    >>> round(local_variation(torch.tensor([[1.0, 0.0, 0.0]]), normalize=False).item(), 6)
+    1.0
     """
-    k = pair_view_scores.shape[-1]
-    if k < 2:
-        raise ValueError("local variation needs at least two views")
-    top = pair_view_scores.max(dim=-1).values
-    rest = (pair_view_scores.sum(dim=-1) - top) / (k - 1)
+    scores = pair_view_scores.double()
+    valid = torch.isfinite(scores)
+    k = valid.sum(dim=-1)
+    keep = k >= 2
+    if not bool(keep.any()):
+        raise ValueError("local variation needs pairs with at least two views")
+    scores, valid, k = scores[keep], valid[keep], k[keep]
+    if normalize:
+        scores = torch.softmax(scores / temperature, dim=-1)  # -inf padding → probability 0
+    scores = torch.where(valid, scores, torch.zeros_like(scores))
+    top = scores.masked_fill(~valid, float("-inf")).max(dim=-1).values
+    rest = (scores.sum(dim=-1) - top) / (k - 1)
     return (top - rest).mean()
 
 

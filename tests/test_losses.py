@@ -92,8 +92,20 @@ def test_annealed_temperature_paper_values():
 
 def test_local_variation_and_perplexity():
     scores = torch.tensor([[3.0, 1.0, 2.0], [0.0, 0.0, 3.0]])
-    # LV = max - mean(others): (3 - 1.5) and (3 - 0)
-    assert local_variation(scores).item() == pytest.approx((1.5 + 3.0) / 2)
+    # raw: LV = max - mean(others): (3 - 1.5) and (3 - 0)
+    assert local_variation(scores, normalize=False).item() == pytest.approx((1.5 + 3.0) / 2)
+    # the paper's: on the scores softmax-normalised over each pair's views (at a temperature)
+    for tau in (1.0, 0.5):
+        p = torch.softmax(scores / tau, dim=-1)
+        want = [(row.max() - (row.sum() - row.max()) / 2).item() for row in p]
+        assert local_variation(scores, temperature=tau).item() == pytest.approx(sum(want) / 2)
+    # identical views: 0 either way; shifting every view's score changes nothing after normalising
+    assert local_variation(torch.ones(3, 4)).item() == pytest.approx(0.0)
+    assert local_variation(scores + 7.0).item() == pytest.approx(local_variation(scores).item())
+    # padded views (-inf) are not views: a pair's k is its own, and one-view pairs are skipped
+    padded = torch.tensor([[3.0, 1.0, float("-inf")], [2.0, float("-inf"), float("-inf")]])
+    p = torch.softmax(torch.tensor([3.0, 1.0]), dim=-1)
+    assert local_variation(padded).item() == pytest.approx((p[0] - p[1]).item())
     # doc 0: winners view 0 and view 2 -> p = [.5, 0, .5] -> PPL 2; doc 1: single winner -> PPL 1
     pair_scores = torch.tensor([[3.0, 0, 0], [0, 0, 3.0], [0, 5.0, 0]])
     docs = torch.tensor([0, 0, 1])

@@ -47,6 +47,25 @@ def split_sentences(text: str) -> tuple[str, ...]:
     return tuple(s for s in sentences if s) or (text.strip(),)
 
 
+def sentence_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
+    """Character spans [start, end) of ``sentences`` (stripped pieces of ``text``, in order) in ``text``;
+    (-1, -1) for one not found.
+
+    >>> text = "Paris is in France.  It has the Eiffel Tower."
+    >>> [text[a:b] for a, b in sentence_spans(text, split_sentences(text))]
+    ['Paris is in France.', 'It has the Eiffel Tower.']
+    """
+    spans, pos = [], 0
+    for sentence in sentences:
+        start = text.find(sentence, pos)
+        if start < 0:
+            spans.append((-1, -1))
+            continue
+        spans.append((start, start + len(sentence)))
+        pos = start + len(sentence)
+    return spans
+
+
 def answer_sentences(sentences: Sequence[str], answers: Sequence[str]) -> list[int]:
     """Indices of the sentences that contain an answer (DPR's normalised token match, as in evaluation).
 

@@ -16,10 +16,11 @@ stops and names what differs.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -37,6 +38,7 @@ from multiview_plugin.encoding.shards import (
     remove_shard,
     shard_is_complete,
 )
+from multiview_plugin.encoding.view_info import VIEW_INFO_KEY, VIEW_INFO_VERSION, ViewRowWriter
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 
@@ -146,7 +148,10 @@ def encode_to_shard(
     if not is_query:
         # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
         info.extra["temperature"] = float(model.temperature)
+        # what each vector is, for explanations (view_info); DCSR's sentence spans go to <shard>.views.npy
+        info.extra[VIEW_INFO_KEY] = describe_shard_views(model, path, separator, pseudo_queries)
     writer = ShardWriter(output, info, multi_vector=multi)
+    row_writer = ViewRowWriter(output, writer.rows_done) if info.extra.get(VIEW_INFO_KEY, {}).get("rows") else None
     device = next(model.parameters()).device
     formatter = model.formatter
     stats = getattr(formatter, "stats", None) if not is_query else None  # e.g. dcsr's sentence counts
@@ -187,10 +192,14 @@ def encode_to_shard(
                 inputs = model.passage_inputs(formatter, ids, texts, views)
                 reps, mask = model.index_views(*model.encode_passage(_to(inputs, device)))
                 writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
+                if row_writer is not None:
+                    row_writer.add(model.view_rows(formatter, texts, mask.cpu().numpy()))
             progress.update(len(batch))
             if n % checkpoint_every == 0:
                 if stats is not None:
                     writer.info.extra["sentences"] = stats_total()
+                if row_writer is not None:
+                    row_writer.flush()  # before the shard's resume point, so resumed rows are never missing
                 writer.checkpoint()
     progress.close()
     if writer.docs_done != end - start:
@@ -203,10 +212,23 @@ def encode_to_shard(
                         "(%.2f%%), %d kept but cut short", output, totals["sentences"], totals.get("passages", 0),
                         totals["sentences"] / max(1, totals.get("passages", 0)), totals.get("dropped", 0),
                         100.0 * totals.get("dropped", 0) / totals["sentences"], totals.get("truncated", 0))
+    if row_writer is not None:
+        row_writer.close(writer.rows_done)  # before the sidecar: a complete shard has its view rows
     info = writer.close()
     logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
                 "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)
     return info
+
+
+def describe_shard_views(model: MultiViewEncoder, path: str | Path, separator: str,
+                         pseudo_queries: str | None) -> dict:
+    """The model's view description plus where the texts are (absolute paths, for explanations)."""
+    config = {k: v for k, v in asdict(model.config).items() if k != "format_version"}
+    views = {"version": VIEW_INFO_VERSION, **model.describe_views(), "corpus": os.path.abspath(path),
+             "separator": separator, "model": config}
+    if views["kind"] == "pseudo_query" and pseudo_queries:
+        views["pseudo_queries"] = ",".join(os.path.abspath(p) for p in pseudo_queries.split(","))
+    return views
 
 
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

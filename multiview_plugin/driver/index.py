@@ -2,6 +2,8 @@
 
     python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr \
         [--index_factory Flat|HNSW32|IVF1024,PQ32] [--use_gpu]
+
+    python -m multiview_plugin.driver.index --report indexes/mvr     # what an index holds
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ from collections.abc import Sequence
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
+from multiview_plugin.errors import ConfigError
 from multiview_plugin.search import build_index
 from multiview_plugin.search.aggregators import AGGREGATORS
+from multiview_plugin.search.report import index_report
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m multiview_plugin.driver.index", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--passage_reps", required=True, help="Glob of encoded passage shards (quote it).")
-    p.add_argument("--index_dir", required=True, help="Folder to create (index, docid, multiview.json).")
+    p.add_argument("--report", metavar="DIR", help="Print what the index folder DIR holds (model and method "
+                   "options, documents, vectors, views-per-document histogram, dcsr dropped/cut sentences, dtype, "
+                   "Faiss type, size on disk) and exit; no other flag is needed.")
+    p.add_argument("--passage_reps", help="Glob of encoded passage shards (quote it). Required to build.")
+    p.add_argument("--index_dir", help="Folder to create (index, docid, multiview.json). Required to build.")
     p.add_argument("--index_factory", default="Flat", help="faiss.index_factory string, inner product: Flat "
                    "(exact, default), HNSW32, IVF4096,Flat, IVF4096,PQ64 ... Trained ones train on a sample.")
     p.add_argument("--train_size", type=int, default=262_144, help="Vectors sampled to train IVF/PQ indexes.")
@@ -38,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
+    if args.report:
+        print(index_report(args.report))
+        return 0
+    if not (args.passage_reps and args.index_dir):
+        raise ConfigError("building an index needs --passage_reps and --index_dir (or --report DIR)")
     shards = sorted(glob.glob(args.passage_reps))
     if not shards:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")

@@ -32,7 +32,14 @@ from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_s
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
-from multiview_plugin.search import MultiVectorSearcher, VectorStore, get_aggregator, search_batched, search_shards
+from multiview_plugin.search import (
+    MultiVectorSearcher,
+    VectorStore,
+    get_aggregator,
+    search_batched,
+    search_shards,
+    write_explanations,
+)
 from multiview_plugin.search._index import DEFAULT_AGGREGATION
 from multiview_plugin.search.aggregators import AGGREGATORS
 
@@ -78,6 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     has.add_argument("--hasans_mean_sentences", type=float, help="s̄, sentences per passage (default: the "
                      "index's recorded mean).")
     p.add_argument("--run_tag", default="multiview", help="Tag written in the last column of TREC runs.")
+    exp = p.add_argument_group("Explained hits (with --index)")
+    exp.add_argument("--explain", metavar="FILE", help="Also write a JSONL side file, one line per hit keyed by qid "
+                     "and docid: the winning view's index and score, the runner-up view's score and what the view "
+                     "is (dcsr: sentence and span; dce: pseudo-query; mlr: layer; mvr: viewer; mebert: token "
+                     "position). The run file is unchanged.")
+    exp.add_argument("--corpus", help="Corpus file for the explanations' sentence texts (default: the one recorded "
+                     "when the index was encoded).")
+    exp.add_argument("--pseudo_queries", help="dce: pseudo-query file for the explanations (default: the one "
+                     "recorded when the index was encoded).")
     return p
 
 
@@ -175,7 +191,8 @@ def search_pyserini(args: argparse.Namespace) -> None:
         raise ConfigError("--index needs --output")
     require_positive(args.hits, "--hits")
     searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
-                                   ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}))
+                                   ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}),
+                                   corpus=args.corpus, pseudo_queries=args.pseudo_queries)
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
         q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model)
@@ -192,12 +209,17 @@ def search_pyserini(args: argparse.Namespace) -> None:
     run = to_run(q_ids, ids, scores)
     write_run(run, args.output, fmt=args.output_format, tag=args.run_tag)
     logger.info("wrote %s (%d queries, %d hits each)", args.output, len(run), args.hits)
+    if args.explain:
+        n = write_explanations(args.explain, q_ids, ids, scores, searcher.explain(q_reps, ids))
+        logger.info("wrote %s (%d explained hits)", args.explain, n)
 
 
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
+    if args.explain and not args.index:
+        raise ConfigError("--explain needs --index (explanations read what each view is from the index folder)")
     if args.index:
         search_pyserini(args)
     elif args.query_reps or args.passage_reps:

@@ -91,13 +91,13 @@ def partial_paths(path: str | os.PathLike) -> list[Path]:
     """The files an unfinished encode of ``path`` leaves: raw vectors, lookup lines, resume state, and the
     temporary files of interrupted atomic writes."""
     path = Path(path)
-    named = [path.with_name(f"{path.name}.{part}.partial") for part in ("vectors", "lookup", "state")]
+    named = [path.with_name(f"{path.name}.{part}.partial") for part in ("vectors", "lookup", "state", "views")]
     return named + sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
 
 
 def remove_shard(path: str | os.PathLike) -> None:
     """Delete a shard, its sidecar and every partial file (``--overwrite``: nothing of an old run survives)."""
-    for p in (Path(path), sidecar_path(path), *partial_paths(path)):
+    for p in (Path(path), sidecar_path(path), Path(f"{path}.views.npy"), *partial_paths(path)):
         p.unlink(missing_ok=True)
 
 

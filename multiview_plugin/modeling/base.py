@@ -180,6 +180,19 @@ class MultiViewEncoder(nn.Module):
         """The views that go into the index (default: all). MLR's self-contrastive pooling keeps one."""
         return reps, mask
 
+    def describe_views(self) -> dict[str, Any]:
+        """What view j of any document is, for explanations and reports (stored with shards and indexes).
+
+        ``kind`` names the view ("viewer", "layer", "token", "sentence", "pseudo_query", or "document" for one
+        vector); ``labels[j]`` is view j's label where all documents share them. Methods override this.
+        """
+        return {"kind": "document" if self.is_single_vector() else "view"}
+
+    def view_rows(self, formatter: InputFormatter, texts: list[str], mask: np.ndarray) -> np.ndarray | None:
+        """Per-vector facts that differ by document, (mask.sum(), 3) int32 in vector order (see
+        :mod:`multiview_plugin.encoding.view_info`), or None (default: nothing per document)."""
+        return None
+
     @property
     def is_t5(self) -> bool:
         return getattr(self.query_encoder.config, "model_type", "") in T5_MODEL_TYPES

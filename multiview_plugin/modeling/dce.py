@@ -96,6 +96,10 @@ class DualCrossEncoder(MultiViewEncoder):
     def train_collator(self) -> QueryPairCollator:
         return QueryPairCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)
 
+    def describe_views(self) -> dict[str, Any]:
+        # view j is the document's j-th pseudo-query; the encode driver records where the queries are
+        return {"kind": "pseudo_query"}
+
 
 class QueryPairCollator:
     """(q, d⁺, d⁻...) → (q, q+d⁺, q+d⁻...): every passage of a group is cross-encoded with its own query

@@ -17,10 +17,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from multiview_plugin.data.sentences import split_sentences
+from multiview_plugin.data.sentences import sentence_spans, split_sentences
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
@@ -217,3 +218,24 @@ class ContextualSentenceEncoder(MultiViewEncoder):
         dataset = SentenceTrainDataset(records, self.formatter, in_passage_negatives=opts["dcsr_in_passage_negatives"],
                                        bm25_negatives=opts["dcsr_bm25_negatives"], seed=seed, num_proc=num_proc)
         return dataset, SentenceTrainCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)
+
+    def describe_views(self) -> dict[str, Any]:
+        return {"kind": "sentence", "rows": True}
+
+    def view_rows(self, formatter: SentenceFormatter, texts: list[str], mask: np.ndarray) -> np.ndarray:
+        """Each kept sentence's character span [start, end) in its passage text, and 1 if it was cut short."""
+        sentence_lists = [formatter.split(t) for t in texts]
+        plans = formatter.plan(sentence_lists)
+        last = [s[len(p) - 1] for s, p in zip(sentence_lists, plans) if p]
+        full = formatter.tokenizer(last, add_special_tokens=False)["input_ids"] if last else []
+        rows, n = [], 0
+        offset = len(formatter.passage_prefix)
+        for text, sentences, plan, count in zip(texts, sentence_lists, plans, mask.sum(axis=1).tolist()):
+            if len(plan) != count:
+                raise ValueError(f"{count} sentence vectors but {len(plan)} kept sentences")
+            spans = sentence_spans(formatter.passage_prefix + text, sentences[:len(plan)])
+            for j, (start, end) in enumerate(spans):
+                cut = j == len(plan) - 1 and len(plan[j]) < max(1, len(full[n]))
+                rows.append((max(start - offset, 0), max(end - offset, 0), int(cut)))
+            n += bool(plan)
+        return np.asarray(rows, dtype=np.int32).reshape(-1, 3)

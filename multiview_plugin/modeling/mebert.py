@@ -37,3 +37,5 @@ class MultiEmbeddingEncoder(MultiViewEncoder):
             mask = torch.nn.functional.pad(mask, (0, pad), value=False)
         return self._finish(hidden), mask
 
+    def describe_views(self) -> dict:
+        return {"kind": "token", "labels": list(range(self.config.options["mebert_num_vectors"]))}

@@ -128,3 +128,10 @@ class MultiLayerEncoder(MultiViewEncoder):
         if self.pooling_mode == "self_contrastive":
             return reps[:, :1], mask[:, :1]
         return reps, mask
+
+    def describe_views(self) -> dict[str, Any]:
+        if self.pooling_mode == "max":
+            return {"kind": "layer", "labels": list(self.layers)}
+        if self.pooling_mode == "self_contrastive":
+            return {"kind": "layer", "labels": self.layers[:1]}
+        return {"kind": "document", "layers": list(self.layers), "pooling": self.pooling_mode}

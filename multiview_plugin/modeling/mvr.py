@@ -251,3 +251,6 @@ class MultiViewerEncoder(MultiViewEncoder):
         else:
             reps = self._finish(self._last_hidden(self.p_encoder, batch)[:, :k])
         return reps, torch.ones(reps.shape[:2], dtype=torch.bool, device=reps.device)
+
+    def describe_views(self) -> dict[str, Any]:
+        return {"kind": "viewer", "labels": viewer_tokens(self.config.options["mvr_num_views"])}

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
+from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
 from multiview_plugin.errors import ConfigError, MultiViewError
 
 logger = logging.getLogger(__name__)
@@ -183,12 +184,15 @@ def build_index(
         if use_gpu:
             index = faiss.index_gpu_to_cpu(index)
         faiss.write_index(index, str(tmp_dir / INDEX_FILE))
+        extra = _merge_extra(infos)
+        if extra.get(VIEW_INFO_KEY, {}).get("rows") and not concat_rows(paths, tmp_dir / INDEX_VIEWS_FILE, num_vectors):
+            extra[VIEW_INFO_KEY]["rows"] = False  # a shard lacks its view rows: explanations omit what the view is
         meta = IndexMeta(
             dim=int(index.d), num_docs=num_docs, num_vectors=num_vectors, max_views=int(counts.max()),
             mean_views=float(counts.mean()),
             views_per_doc=int(counts[0]) if (counts == counts[0]).all() else "variable",
             aggregation=aggregation or DEFAULT_AGGREGATION.get(model_name, "max"), model_name=model_name,
-            index_factory=index_factory, shards=[str(p) for p in paths], extra=_merge_extra(infos), view_ids=multi,
+            index_factory=index_factory, shards=[str(p) for p in paths], extra=extra, view_ids=multi,
             model_fingerprint=next((model_identity(i) for i in infos if i is not None and i.fingerprint), None))
         if not multi and meta.max_views > 1:
             raise ShardFormatError("single-vector shards hold several rows for one docid")
@@ -214,6 +218,9 @@ def _merge_extra(infos: list) -> dict:
     sentence_counts = [e["sentences"] for e in extras if "sentences" in e]
     if sentence_counts:
         out["sentences"] = {k: sum(c.get(k, 0) for c in sentence_counts) for k in sentence_counts[0]}
+    views = merge_descriptions([i.extra.get(VIEW_INFO_KEY) if i is not None else None for i in infos])
+    if views is not None:
+        out[VIEW_INFO_KEY] = views
     return out
 
 

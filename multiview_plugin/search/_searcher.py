@@ -25,9 +25,11 @@ from tqdm import tqdm
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model
 from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, split_lookup
+from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, META_FILE, IndexMeta, contiguous_docs
 from multiview_plugin.search.aggregators import Aggregator, get_aggregator
+from multiview_plugin.search.explain import Explanation, ViewExplainer
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class Hit:
     docid: str
     score: float
     raw: str | None = None
+    explanation: Explanation | None = None  # with explain=True: the matching view and what it is
 
 
 class VectorStore:
@@ -126,6 +129,8 @@ class MultiVectorSearcher:
     aggregation_options : keyword arguments of the aggregator, e.g. ``{"temperature": 0.05, "fetch_docs": 100}``
         for ``hasans`` (its temperature defaults to the model's, recorded in the index).
     nprobe, ef_search : search-time knobs of IVF / HNSW indexes.
+    corpus, pseudo_queries : where explanations read sentence texts (a ``{docid: text}`` or corpus file) and DCE's
+        pseudo-queries; default: the files recorded when the index was encoded.
 
     Examples
     --------
@@ -144,8 +149,13 @@ class MultiVectorSearcher:
         device: str | None = None,
         query_batch_size: int = 64,
         aggregation_options: dict[str, Any] | None = None,
+        corpus: Any = None,
+        pseudo_queries: str | None = None,
     ):
         index_dir = Path(index_dir)
+        self.index_dir = index_dir
+        self._explain_sources = (corpus, pseudo_queries)
+        self._explainer: ViewExplainer | None = None
         self.meta = IndexMeta.load(index_dir)
         index = faiss.read_index(str(index_dir / INDEX_FILE))
         if nprobe is not None:
@@ -184,24 +194,41 @@ class MultiVectorSearcher:
         """Vectorised core: (docids (Q, k) object array with None padding, scores (Q, k))."""
         return self.store.search_docids(q_reps, k, self.aggregator)
 
-    def search(self, query: str | np.ndarray, k: int = 10) -> list[Hit]:
+    def search(self, query: str | np.ndarray, k: int = 10, explain: bool = False) -> list[Hit]:
+        """Top-k documents; ``explain=True`` fills each hit's :class:`Explanation` (its best view and what
+        that view is)."""
         q = self.encode([query]) if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
-        return self._hits(*self.search_vectors(q, k))[0]
+        return self._hits(q, *self.search_vectors(q, k), explain)[0]
 
     def batch_search(
-        self, queries: Sequence[str] | np.ndarray, q_ids: Sequence[str], k: int = 10, threads: int = 1
+        self, queries: Sequence[str] | np.ndarray, q_ids: Sequence[str], k: int = 10, threads: int = 1,
+        explain: bool = False,
     ) -> dict[str, list[Hit]]:
         if len(queries) != len(q_ids):
             raise ConfigError(f"{len(queries)} queries but {len(q_ids)} query ids")
         if threads > 0:
             faiss.omp_set_num_threads(threads)
         q = queries if isinstance(queries, np.ndarray) else self.encode(list(queries))
-        return dict(zip(q_ids, self._hits(*self.search_vectors(q, k))))
+        return dict(zip(q_ids, self._hits(q, *self.search_vectors(q, k), explain)))
 
-    @staticmethod
-    def _hits(docids: np.ndarray, scores: np.ndarray) -> list[list[Hit]]:
-        return [[Hit(d, float(s)) for d, s in zip(row_d, row_s) if d is not None]
-                for row_d, row_s in zip(docids.tolist(), scores.tolist())]
+    @property
+    def explainer(self) -> ViewExplainer:
+        """Explains hits of this index (see :mod:`multiview_plugin.search.explain`)."""
+        if self._explainer is None:
+            views = self.meta.extra.get(VIEW_INFO_KEY)
+            rows_path = self.index_dir / INDEX_VIEWS_FILE
+            rows = np.load(rows_path, mmap_mode="r") if views and views.get("rows") and rows_path.is_file() else None
+            self._explainer = ViewExplainer(self.store, views, rows, *self._explain_sources)
+        return self._explainer
+
+    def explain(self, q_reps: np.ndarray, docids: np.ndarray) -> list[list[Explanation | None]]:
+        """Explanations of (Q, k) hits (e.g. from :meth:`search_vectors`) for the (Q, D) query vectors."""
+        return self.explainer.explain(q_reps, docids)
+
+    def _hits(self, q_reps: np.ndarray, docids: np.ndarray, scores: np.ndarray, explain: bool) -> list[list[Hit]]:
+        explanations = self.explain(q_reps, docids) if explain else [[None] * docids.shape[1]] * len(docids)
+        return [[Hit(d, float(s), explanation=e) for d, s, e in zip(row_d, row_s, row_e) if d is not None]
+                for row_d, row_s, row_e in zip(docids.tolist(), scores.tolist(), explanations)]
 
 
 def search_batched(store: VectorStore, q_reps: np.ndarray, k: int, aggregator: Aggregator,
