@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     tev.add_argument("--query_reps", help="Encoded query shard (pickle from the encode driver --encode_is_query).")
     tev.add_argument("--passage_reps", help="Glob of encoded passage shards, e.g. 'emb/corpus.*.pkl' (quote it).")
     tev.add_argument("--depth", type=int, default=1000, help="Documents to return per query (default 1000).")
-    tev.add_argument("--batch_size", type=int, default=128, help="Queries searched at once (bounds memory).")
+    tev.add_argument("--batch_size", type=int, default=128,
+                     help="Queries searched at once (bounds memory); -1 or 0: all in one batch (as Tevatron).")
     tev.add_argument("--save_ranking_to", help="Output file of the Tevatron-style invocation.")
     tev.add_argument("--save_text", action="store_true", help="Write 'qid<TAB>docid<TAB>score' lines (Tevatron's "
                      "text ranking); without it, a pickle of (scores, docids) as Tevatron does.")
