@@ -253,6 +253,12 @@ class MultiViewEncoder(nn.Module):
         p_reps, p_mask = self.encode_passage(passage) if passage is not None else (None, None)
         if q_reps is None or p_reps is None or not self.training:
             return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask)
+        return self.loss_from_reps(q_reps, p_reps, p_mask, passage_keys=passage_keys)
+
+    def loss_from_reps(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor,
+                       passage_keys: torch.Tensor | None = None, **inputs: Any) -> EncoderOutput:
+        """The training loss from encoded vectors; ``passage_keys`` and ``inputs``: the collator's extra tensors
+        (e.g. dcsr's ``sentence_selection``). ``--grad_cache`` calls it on the cached vectors of the whole batch."""
         return self.contrastive_step(q_reps, p_reps, p_mask, passage_keys)
 
     def contrastive_step(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor,
