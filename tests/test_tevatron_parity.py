@@ -207,3 +207,19 @@ def test_train_driver_takes_tevatron_model_flags(tiny_bert, train_file, tmp_path
                             DataArguments())
         assert model.query_encoder.config._attn_implementation == attn
         assert next(model.parameters()).dtype == getattr(torch, dtype)
+
+
+def test_encode_reads_a_load_dataset_builder_and_split(tiny_bert, corpus, tmp_path):
+    """--dataset_name other than json goes through datasets.load_dataset (hub or builder), with its split."""
+    import datasets
+
+    want, want_ids = encode(tmp_path, tiny_bert, corpus)
+    rows = datasets.load_dataset("json", data_files=str(corpus), split="train")
+    rows.to_parquet(str(tmp_path / "corpus.parquet"))
+    got, ids = encode(tmp_path, tiny_bert, tmp_path / "corpus.parquet", "--dataset_name", "parquet",
+                      "--dataset_split", "train[2:]", name="p.pkl")
+    assert ids == want_ids[2:]
+    np.testing.assert_allclose(got, want[2:], atol=1e-6)
+    assert (tmp_path / "p.pkl.input.jsonl").is_file()
+    assert encode_main(["--model_name_or_path", str(tiny_bert), "--dataset_path", str(corpus), "--dataset_split",
+                        "test", "--encode_output_path", str(tmp_path / "x.pkl")]) == 2

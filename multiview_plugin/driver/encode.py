@@ -48,12 +48,18 @@ class EncodeArguments:
     model_name_or_path: str = field(
         metadata={"help": "A saved multiview model folder (multiview_config.json), or a plain Hugging Face / "
                   "Tevatron checkpoint, encoded as a dpr model with --pooling and --normalize (as Tevatron)."})
-    dataset_path: str = field(
+    dataset_path: str | None = field(
+        default=None,
         metadata={"help": "Corpus jsonl ({docid|_id, title?, text|document_text}) or DPR psgs tsv; with "
                   "--encode_is_query, queries as jsonl ({query_id, query|query_text}, BEIR {_id,text}) or "
                   "qid<TAB>text. .gz accepted."})
-    encode_output_path: str = field(metadata={"help": "Where to write the shard pickle (sidecar: <path>.json)."})
-    dataset_name: str = field(default="json", metadata={"help": "Only local files ('json') are read here."})
+    encode_output_path: str | None = field(
+        default=None, metadata={"help": "Where to write the shard pickle (sidecar: <path>.json). Required."})
+    dataset_name: str = field(default="json", metadata={"help": "'json': local files read directly; otherwise "
+                              "a datasets.load_dataset name (hub dataset, or a builder such as 'parquet' over "
+                              "--dataset_path), exported once to <encode_output_path>.input.jsonl."})
+    dataset_config: str | None = field(default=None, metadata={"help": "Config of a --dataset_name dataset."})
+    dataset_cache_dir: str | None = field(default=None, metadata={"help": "Cache folder for --dataset_name."})
     dataset_number_of_shards: int = field(default=1, metadata={"help": "Split the input into this many "
                                           "contiguous shards (like datasets.Dataset.shard)."})
     dataset_shard_index: int = field(default=0, metadata={"help": "Which shard (0-based) this run encodes."})
@@ -65,7 +71,7 @@ class EncodeArguments:
     fp16: bool = field(default=False, metadata={"help": "Store float16 vectors (and autocast on GPU)."})
     bf16: bool = field(default=False, metadata={"help": "Compute in bfloat16 (weights cast; autocast on GPU); "
                                                 "vectors are stored as float32 (numpy has no bfloat16)."})
-    dataset_split: str = field(default="train", metadata={"help": "Split to read; local files have only 'train'."})
+    dataset_split: str = field(default="train", metadata={"help": "Split to read (local json files: 'train')."})
     # None below: the saved model's own setting (a plain checkpoint: Tevatron's default, shown in brackets)
     pooling: str | None = field(default=None, metadata={"help": "Pooling (cls, first, mean, avg, average, last, "
                                 "eos): the model's [cls]."})
@@ -263,10 +269,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args,) = parse_dataclasses((EncodeArguments,), argv, driver="encode",
                                 ignored=(ModelArguments, DataArguments, MultiViewTrainingArguments))
     setup_logging()
+    if not args.encode_output_path:
+        raise ConfigError("--encode_output_path is required")
     if args.dataset_name != "json":
-        raise ConfigError("the encode driver reads local files: pass --dataset_path (and --dataset_name json)")
-    if args.dataset_split != "train":
-        raise ConfigError(f"--dataset_split {args.dataset_split}: local files have only the 'train' split")
+        from multiview_plugin.data.hub import export_dataset
+
+        args.dataset_path = str(export_dataset(args.dataset_name, args.dataset_config, args.dataset_path,
+                                               args.dataset_split, args.dataset_cache_dir,
+                                               f"{args.encode_output_path}.input.jsonl"))
+    elif not args.dataset_path:
+        raise ConfigError("--dataset_path is required with --dataset_name json")
+    elif args.dataset_split != "train":
+        raise ConfigError(f"--dataset_split {args.dataset_split}: local json files have only the 'train' split")
     if args.fp16 and args.bf16:
         raise ConfigError("--fp16 and --bf16 exclude each other")
     model = load_model(args)
