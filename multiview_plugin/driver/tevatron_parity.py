@@ -84,7 +84,7 @@ def our_flags() -> dict[str, dict[str, object]]:
     driver accepts and ignores."""
     import dataclasses
 
-    from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
+    from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
     from multiview_plugin.driver.encode import EncodeArguments
     from multiview_plugin.driver.search import build_parser
 
@@ -98,7 +98,7 @@ def our_flags() -> dict[str, dict[str, object]]:
                                    "<required>")
         return out
 
-    train = defaults(ModelArguments, DataArguments, MultiViewTrainingArguments)
+    train = defaults(ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments)
     encode = defaults(EncodeArguments)
     search = {a.dest: ("<required>" if a.required else a.default) for a in build_parser()._actions if a.dest != "help"}
     return {"train": train, "encode": encode, "search": search,
