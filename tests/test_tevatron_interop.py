@@ -171,3 +171,21 @@ def test_plugin_driver_losses_equal_our_driver(name, squad, tiny_bert, tmp_path)
     assert len(losses["ours"]) == 3 and losses["plugin"] == losses["ours"]
     # the plugin's output is our model format, encodable by our driver
     assert load_encoder(tmp_path / "plugin").config.model_name == name
+
+
+def test_tevatron_lora_adapter_encodes_identically(squad, tiny_bert, corpus, tmp_path):
+    """A DPR adapter from Tevatron's --lora training, merged by its encoder and by ours (--lora_name_or_path)."""
+    run("tevatron.retriever.driver.train", "--model_name_or_path", tiny_bert, "--output_dir", tmp_path / "lora",
+        "--dataset_path", squad["legacy"]["train"], "--lora", "--lora_target_modules", "query,value", "--lora_r", "4",
+        *CPU, *STEPS)
+    assert (tmp_path / "lora" / "adapter_config.json").is_file()
+    common = ["--output_dir", "temp", "--model_name_or_path", str(tiny_bert), "--lora_name_or_path",
+              str(tmp_path / "lora"), "--dataset_name", "json", "--dataset_path", str(corpus), "--pooling", "cls"]
+    run("tevatron.retriever.driver.encode", *common, "--encode_output_path", tmp_path / "tev.pkl", *CPU)
+    assert encode_main([*common, "--encode_output_path", str(tmp_path / "ours.pkl"), "--pad_to_multiple_of", "16",
+                        *CPU]) == 0
+    assert encode_main([*common[:4], *common[6:], "--encode_output_path", str(tmp_path / "base.pkl")]) == 0
+    (theirs, their_ids), (ours, our_ids) = load(tmp_path / "tev.pkl"), load(tmp_path / "ours.pkl")
+    assert our_ids == their_ids
+    np.testing.assert_allclose(ours, theirs, atol=1e-6)
+    assert not np.allclose(ours, load(tmp_path / "base.pkl")[0], atol=1e-4)  # the adapter changed the vectors

@@ -88,6 +88,9 @@ class EncodeArguments:
     attn_implementation: str | None = field(default=None, metadata={"help": "eager, sdpa or flash_attention_2 "
                                             "(default: transformers' choice)."})
     dtype: str | None = field(default=None, metadata={"help": "Load weights in float32, float16 or bfloat16."})
+    lora_name_or_path: str | None = field(
+        default=None, metadata={"help": "A LoRA adapter (e.g. Tevatron --lora training's output) merged into the "
+                                "--model_name_or_path checkpoint before encoding, as Tevatron's encode (needs peft)."})
     output_dir: str | None = field(default=None, metadata={"help": "Unused (Tevatron's encode requires it from "
                                    "TrainingArguments); the output is --encode_output_path."})
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 ... (default: cuda if any)."})
@@ -259,7 +262,21 @@ def load_model(args: EncodeArguments) -> MultiViewEncoder:
             logger.info("--%s %s overrides the model's %r", name, value, getattr(model.config, name))
             setattr(model.config, name, value)
     type(model).validate_config(model.config)
+    if args.lora_name_or_path:
+        merge_lora(model, args.lora_name_or_path)
     return model
+
+
+def merge_lora(model: MultiViewEncoder, adapter: str) -> None:
+    """Merge a peft LoRA adapter into the model's (tied) encoder, as Tevatron's ``DenseModel.load`` does."""
+    try:
+        from peft import PeftModel
+    except ImportError as err:
+        raise ConfigError("--lora_name_or_path needs peft: pip install peft") from err
+    if model.passage_encoder is not None:
+        raise ConfigError("--lora_name_or_path: the model has untied encoders; merge an adapter into each first")
+    model.query_encoder = PeftModel.from_pretrained(model.query_encoder, adapter).merge_and_unload()
+    logger.info("merged the LoRA adapter %s", adapter)
 
 
 @cli

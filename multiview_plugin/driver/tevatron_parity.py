@@ -36,9 +36,9 @@ REFUSED_TRAIN: dict[str, str] = {
 }
 
 REFUSED_ENCODE: dict[str, str] = {
-    **REFUSED_TRAIN,
-    "lora_name_or_path": "merge the adapter into its base model (tevatron.utils.merge_lora) and pass the merged "
-                         "folder as --model_name_or_path",
+    **{k: v for k, v in REFUSED_TRAIN.items() if k != "lora_name_or_path"},
+    **{k: "a LoRA training flag: drop it (encoding takes --lora_name_or_path)"
+       for k in ("lora", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")},
 }
 
 REFUSED_SEARCH: dict[str, str] = {}
