@@ -97,16 +97,26 @@ def load(path):
 def test_both_encoders_give_identical_arrays_for_one_dpr_model(tiny_bert, corpus, queries, tmp_path):
     for is_query, data in ((False, corpus), (True, queries)):
         flag = ["--encode_is_query"] if is_query else []
+        tev_path = tmp_path / ("tev_q.pkl" if is_query else "tev_c.pkl")
         run("tevatron.retriever.driver.encode", "--output_dir", "temp", "--model_name_or_path", tiny_bert,
-            "--dataset_name", "json", "--dataset_path", data, "--encode_output_path", tmp_path / "tev.pkl",
+            "--dataset_name", "json", "--dataset_path", data, "--encode_output_path", tev_path,
             "--per_device_eval_batch_size", "3", "--pooling", "mean", "--normalize", *flag, *CPU)
         assert encode_main(["--output_dir", "temp", "--model_name_or_path", str(tiny_bert), "--dataset_name", "json",
                             "--dataset_path", str(data), "--encode_output_path", str(tmp_path / "ours.pkl"),
                             "--per_device_eval_batch_size", "3", "--pooling", "mean", "--normalize", "--overwrite",
                             "--pad_to_multiple_of", "16", *flag, *CPU]) == 0
-        (theirs, their_ids), (ours, our_ids) = load(tmp_path / "tev.pkl"), load(tmp_path / "ours.pkl")
+        (theirs, their_ids), (ours, our_ids) = load(tev_path), load(tmp_path / "ours.pkl")
         assert our_ids == their_ids and len(our_ids) == (4 if is_query else 5)
         np.testing.assert_array_equal(ours, theirs)
+    # the other way round: our search reads Tevatron's shards and ranks as its search
+    reps = ["--query_reps", tmp_path / "tev_q.pkl", "--passage_reps", tmp_path / "tev_c.pkl", "--depth", "5"]
+    run("tevatron.retriever.driver.search", *reps, "--save_ranking_to", tmp_path / "tev.txt", "--save_text")
+    assert search_main([*map(str, reps), "--save_ranking_to", str(tmp_path / "ours.txt"), "--save_text"]) == 0
+    theirs, ours = read_run(tmp_path / "tev.txt"), read_run(tmp_path / "ours.txt")
+    assert sorted(ours) == [f"q{i}" for i in range(4)]
+    for qid in ours:
+        assert [d for d, _ in ours[qid]] == [d for d, _ in theirs[qid]]
+        np.testing.assert_allclose([s for _, s in ours[qid]], [s for _, s in theirs[qid]], rtol=1e-5)
 
 
 def collapse_by_max(lines: list[str]) -> dict[str, list[tuple[str, float]]]:
