@@ -40,7 +40,7 @@ def loss_and_grads(model, step):
     torch.manual_seed(123)
     loss = step()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    return float(loss), grads
+    return float(loss.detach()), grads
 
 
 def plain_step(model, batch):
