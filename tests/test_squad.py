@@ -142,6 +142,11 @@ def test_write_split_round_trip(small_squad, tmp_path):
     assert paths["eval_qrels"].read_text().splitlines()[0] == "q4 0 1_0 1"
     answers = [json.loads(line) for line in paths["eval_answers"].read_text().splitlines()]
     assert answers[0] == {"query_id": "q4", "answers": ["Seine"]}
+    # the new Tevatron format: the same records once resolved against the corpus
+    new = write_squad_split(split, tmp_path / "new", train_format="new")
+    assert json.loads(new["train"].read_text().splitlines()[0])["positive_document_ids"] == ["0_0"]
+    assert list(iter_train_records(new["train"], corpus=corpus)) == [
+        {**r, "source": r["source"].replace("out", "new")} for r in records]
 
 
 def test_cli(small_squad, tmp_path, capsys):

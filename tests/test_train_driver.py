@@ -216,3 +216,23 @@ def test_explicit_incomplete_checkpoint_is_refused(tiny_bert, train_file, tmp_pa
                              str(train_file), "--output_dir", str(tmp_path / "x"), "--resume_from_checkpoint",
                              str(folder), *COMMON])
     assert "incomplete checkpoint" in err and "trainer_state.json missing" in err and "multiview_config.json" in err
+
+
+def test_new_format_train_file_with_corpus_path(tmp_path):
+    """Id-only train rows resolved against --corpus_path (regression: datasets failed with 'Sharding is
+    ambiguous' because the generator's list arguments had different lengths)."""
+    from .conftest import TOPICS, write_topics_corpus
+
+    corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"query_id": f"q{i}", "query_text": f"what is {a}",
+                                         "positive_document_ids": [f"d{i}"],
+                                         "negative_document_ids": [f"d{(i + 1) % len(TOPICS)}"]}) + "\n"
+                             for i, (a, _, _) in enumerate(TOPICS)))
+    for paths in ([str(train)], [str(train), str(train)]):
+        records = load_train_records(",".join(paths), str(corpus))
+        assert len(records) == len(TOPICS) * len(paths)
+        a, b, text = TOPICS[2]
+        assert records[2]["query"] == "what is rome"
+        assert records[2]["positives"] == [f"{a} {text}"]
+        assert records[2]["negatives"] == [" ".join(TOPICS[3][::2])]

@@ -49,7 +49,7 @@ RECORD_FEATURES = datasets.Features({
 RECORDS_VERSION = 2
 
 
-def _generate_records(paths: list[str], corpus_path: str | None, separator: str, stamps: Any,
+def _generate_records(paths: Sequence[str], corpus_path: str | None, separator: str, stamps: Any,
                       version: int = RECORDS_VERSION) -> Iterator[dict]:
     # ``stamps`` (size, mtime of each file) and ``version`` are unused here but part of the datasets cache
     # fingerprint, so an edited file (or a newer parser) is re-read instead of served stale from the cache.
@@ -86,10 +86,12 @@ def load_train_records(
             raise InputFormatError(p, None, None, "the training file is empty: no training examples")
     stamps = [_stamp(p) for p in paths] + ([_stamp(corpus_path)] if corpus_path else [])
     try:
+        # Tuples, not lists: datasets reads list-valued gen_kwargs as shards to split across, and lists of
+        # different lengths (stamps has one more entry with a corpus) fail with "Sharding is ambiguous".
         records = datasets.Dataset.from_generator(
             _generate_records,
-            gen_kwargs={"paths": paths, "corpus_path": corpus_path, "separator": passage_field_separator,
-                        "stamps": stamps, "version": RECORDS_VERSION},
+            gen_kwargs={"paths": tuple(paths), "corpus_path": corpus_path, "separator": passage_field_separator,
+                        "stamps": tuple(stamps), "version": RECORDS_VERSION},
             features=RECORD_FEATURES,
             cache_dir=cache_dir,
         )

@@ -213,7 +213,15 @@ def convert_squad(path: str | os.PathLike, train_articles: range = range(32),
     return split
 
 
-def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike) -> dict[str, Path]:
+def new_format_record(record: dict) -> dict:
+    """A legacy train record in Tevatron's new format: document ids, resolved against corpus.jsonl."""
+    return {"query_id": record["query_id"], "query_text": record["query"], "answers": record["answers"],
+            "positive_document_ids": [p["docid"] for p in record["positive_passages"]],
+            "negative_document_ids": [p["docid"] for p in record["negative_passages"]]}
+
+
+def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike,
+                      train_format: str = "legacy") -> dict[str, Path]:
     """Write a :class:`SquadSplit` as Tevatron / TREC files, each atomically.
 
     Parameters
@@ -222,6 +230,9 @@ def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike) -> dict[
         The converted data.
     output_dir : str or os.PathLike
         Created if missing.
+    train_format : {"legacy", "new"}
+        train.jsonl in Tevatron's legacy format (passage texts inline) or its new one (``query_text``,
+        ``positive_document_ids``, ``negative_document_ids``; train with ``--corpus_path corpus.jsonl``).
 
     Returns
     -------
@@ -231,6 +242,8 @@ def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike) -> dict[
         TREC ``qid 0 docid 1``, space separated) and ``eval_answers`` (eval_answers.jsonl
         ``{"query_id","answers"}``).
     """
+    if train_format not in ("legacy", "new"):
+        raise ValueError(f"train_format must be 'legacy' or 'new', got {train_format!r}")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -239,7 +252,8 @@ def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike) -> dict[
 
     contents = {
         "corpus": ("corpus.jsonl", (dumps(p) for p in split.corpus.values())),
-        "train": ("train.jsonl", (dumps(r) for r in split.train)),
+        "train": ("train.jsonl", (dumps(r if train_format == "legacy" else new_format_record(r))
+                                  for r in split.train)),
         "eval_queries": ("eval_queries.jsonl",
                          (dumps({"query_id": q, "query": t}) for q, t in split.eval_queries.items())),
         "eval_qrels": ("eval_qrels.tsv", (f"{q} 0 {d} {r}" for q, rel in split.eval_qrels.items()
@@ -295,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "'random': random non-gold paragraphs (default bm25)")
     parser.add_argument("--seed", type=int, default=42,
                         help="random seed for --negatives_from random (default 42)")
+    parser.add_argument("--train_format", choices=["legacy", "new"], default="legacy",
+                        help="train.jsonl in Tevatron's legacy format (passages inline) or its new one (document "
+                             "ids; train with --corpus_path corpus.jsonl). Default legacy")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -303,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               args.negatives_from, args.seed)
     except (ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
-    for key, path in write_squad_split(split, args.output_dir).items():
+    for key, path in write_squad_split(split, args.output_dir, args.train_format).items():
         logger.info("%s: %s", key, path)
     return 0
 

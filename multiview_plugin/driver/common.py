@@ -13,16 +13,44 @@ from transformers import HfArgumentParser
 from multiview_plugin.errors import ConfigError, MultiViewError
 
 
-def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None) -> tuple:
-    """Parse ``argv`` into the dataclasses; a single ``*.json`` argument is read as a config file."""
+def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: str | None = None,
+                      ignored: tuple = ()) -> tuple:
+    """Parse ``argv`` into the dataclasses; a single ``*.json`` argument is read as a config file.
+
+    ``driver`` ('train', 'encode'): refuse the Tevatron flags that driver does not support, with what to use
+    instead. ``ignored``: dataclasses whose flags are accepted but unused here (logged), as Tevatron's encode
+    accepts every training flag.
+    """
+    from multiview_plugin.driver.tevatron_parity import refuse_unsupported
+
     parser = HfArgumentParser(types)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if driver:
+        refuse_unsupported(argv, driver)
     if len(argv) == 1 and argv[0].endswith(".json"):
         return parser.parse_json_file(json_file=os.path.abspath(argv[0]))
     *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    if remaining and ignored:
+        remaining = _drop_ignored(remaining, ignored)
     if remaining:
         raise ConfigError(f"unrecognised arguments: {' '.join(remaining)} (see --help)")
     return tuple(parsed)
+
+
+def _drop_ignored(args: list[str], ignored: tuple) -> list[str]:
+    """``args`` without the flags (and values) of the ``ignored`` dataclasses, each logged."""
+    from multiview_plugin.driver.tevatron_parity import flag_name
+
+    parser = HfArgumentParser(ignored)
+    for action in parser._actions:
+        action.required = False  # only recognising them here
+    _, rest = parser.parse_known_args(args)
+    dropped = [flag_name(t) for t in args if flag_name(t) and t not in rest]
+    if dropped:
+        logging.getLogger("multiview_plugin").warning(
+            "ignored here (training flags; Tevatron's encode ignores them too): %s",
+            " ".join(f"--{name}" for name in dropped))
+    return rest
 
 
 def setup_logging(level: int = logging.INFO) -> None:

@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -47,13 +47,21 @@ logger = logging.getLogger("multiview_plugin.encode")
 
 @dataclass
 class EncodeArguments:
-    model_name_or_path: str = field(metadata={"help": "A saved multiview model folder (multiview_config.json)."})
-    dataset_path: str = field(
+    model_name_or_path: str = field(
+        metadata={"help": "A saved multiview model folder (multiview_config.json), or a plain Hugging Face / "
+                  "Tevatron checkpoint, encoded as a dpr model with --pooling and --normalize (as Tevatron)."})
+    dataset_path: str | None = field(
+        default=None,
         metadata={"help": "Corpus jsonl ({docid|_id, title?, text|document_text}) or DPR psgs tsv; with "
                   "--encode_is_query, queries as jsonl ({query_id, query|query_text}, BEIR {_id,text}) or "
                   "qid<TAB>text. .gz accepted."})
-    encode_output_path: str = field(metadata={"help": "Where to write the shard pickle (sidecar: <path>.json)."})
-    dataset_name: str = field(default="json", metadata={"help": "Only local files ('json') are read here."})
+    encode_output_path: str | None = field(
+        default=None, metadata={"help": "Where to write the shard pickle (sidecar: <path>.json). Required."})
+    dataset_name: str = field(default="json", metadata={"help": "'json': local files read directly; otherwise "
+                              "a datasets.load_dataset name (hub dataset, or a builder such as 'parquet' over "
+                              "--dataset_path), exported once to <encode_output_path>.input.jsonl."})
+    dataset_config: str | None = field(default=None, metadata={"help": "Config of a --dataset_name dataset."})
+    dataset_cache_dir: str | None = field(default=None, metadata={"help": "Cache folder for --dataset_name."})
     dataset_number_of_shards: int = field(default=1, metadata={"help": "Split the input into this many "
                                           "contiguous shards (like datasets.Dataset.shard)."})
     dataset_shard_index: int = field(default=0, metadata={"help": "Which shard (0-based) this run encodes."})
@@ -63,6 +71,30 @@ class EncodeArguments:
     passage_field_separator: str = field(default=" ", metadata={"help": "Joins a passage's title and text."})
     per_device_eval_batch_size: int = field(default=64, metadata={"help": "Texts per forward pass."})
     fp16: bool = field(default=False, metadata={"help": "Store float16 vectors (and autocast on GPU)."})
+    bf16: bool = field(default=False, metadata={"help": "Compute in bfloat16 (weights cast; autocast on GPU); "
+                                                "vectors are stored as float32 (numpy has no bfloat16)."})
+    dataset_split: str = field(default="train", metadata={"help": "Split to read (local json files: 'train')."})
+    # None below: the saved model's own setting (a plain checkpoint: Tevatron's default, shown in brackets)
+    pooling: str | None = field(default=None, metadata={"help": "Pooling (cls, first, mean, avg, average, last, "
+                                "eos): the model's [cls]."})
+    normalize: bool = field(default=False, metadata={"help": "L2-normalise vectors (unset: the model's [False])."})
+    query_prefix: str | None = field(default=None, metadata={"help": "Prepended to queries: the model's ['']."})
+    passage_prefix: str | None = field(default=None, metadata={"help": "Prepended to passages: the model's ['']."})
+    padding_side: str | None = field(default=None, metadata={"help": "dpr: 'right' or 'left': the model's [right]."})
+    append_eos_token: bool = field(default=False, metadata={"help": "dpr: end texts with eos (unset: the model's "
+                                   "[False])."})
+    add_special_tokens: bool = field(default=True, metadata={"help": "dpr: the tokenizer's special tokens; "
+                                     "--no_add_special_tokens drops them (unset: the model's [True])."})
+    pad_to_multiple_of: int | None = field(default=None, metadata={"help": "Pad lengths to a multiple: the "
+                                           "model's [16 on GPU, none on CPU]."})
+    attn_implementation: str | None = field(default=None, metadata={"help": "eager, sdpa or flash_attention_2 "
+                                            "(default: transformers' choice)."})
+    dtype: str | None = field(default=None, metadata={"help": "Load weights in float32, float16 or bfloat16."})
+    lora_name_or_path: str | None = field(
+        default=None, metadata={"help": "A LoRA adapter (e.g. Tevatron --lora training's output) merged into the "
+                                "--model_name_or_path checkpoint before encoding, as Tevatron's encode (needs peft)."})
+    output_dir: str | None = field(default=None, metadata={"help": "Unused (Tevatron's encode requires it from "
+                                   "TrainingArguments); the output is --encode_output_path."})
     device: str | None = field(default=None, metadata={"help": "cpu, cuda, cuda:1 ... (default: cuda if any)."})
     overwrite: bool = field(default=False, metadata={"help": "Delete the shard, its sidecar and any partial files "
                             "of an interrupted run, then encode afresh. Without it a complete shard is skipped and "
@@ -235,19 +267,66 @@ def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch
     return {k: v.to(device) for k, v in batch.items()}
 
 
+# Flags that override the saved model's config (and configure a plain checkpoint loaded as dpr).
+CONFIG_OVERRIDES = ("pooling", "normalize", "query_prefix", "passage_prefix", "padding_side", "append_eos_token",
+                    "add_special_tokens", "pad_to_multiple_of", "query_max_len", "passage_max_len")
+
+
+def load_model(args: EncodeArguments) -> MultiViewEncoder:
+    """The model to encode with: a saved multiview model (flags override its config) or a plain checkpoint as dpr."""
+    from multiview_plugin.modeling.base import backbone_options
+
+    unset = {f.name: f.default for f in fields(EncodeArguments)}  # None, or a bool flag's Tevatron default
+    overrides = {name: getattr(args, name) for name in CONFIG_OVERRIDES if getattr(args, name) != unset[name]}
+    model = load_encoder(args.model_name_or_path, checkpoint_options=overrides, **backbone_options(args))
+    for name, value in overrides.items():
+        if getattr(model.config, name) != value:
+            logger.info("--%s %s overrides the model's %r", name, value, getattr(model.config, name))
+            setattr(model.config, name, value)
+    type(model).validate_config(model.config)
+    if args.lora_name_or_path:
+        merge_lora(model, args.lora_name_or_path)
+    return model
+
+
+def merge_lora(model: MultiViewEncoder, adapter: str) -> None:
+    """Merge a peft LoRA adapter into the model's (tied) encoder, as Tevatron's ``DenseModel.load`` does."""
+    try:
+        from peft import PeftModel
+    except ImportError as err:
+        raise ConfigError("--lora_name_or_path needs peft: pip install peft") from err
+    if model.passage_encoder is not None:
+        raise ConfigError("--lora_name_or_path: the model has untied encoders; merge an adapter into each first")
+    model.query_encoder = PeftModel.from_pretrained(model.query_encoder, adapter).merge_and_unload()
+    logger.info("merged the LoRA adapter %s", adapter)
+
+
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
-    (args,) = parse_dataclasses((EncodeArguments,), argv)
+    from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
+
+    (args,) = parse_dataclasses((EncodeArguments,), argv, driver="encode",
+                                ignored=(ModelArguments, DataArguments, MultiViewTrainingArguments))
     setup_logging()
+    if not args.encode_output_path:
+        raise ConfigError("--encode_output_path is required")
     if args.dataset_name != "json":
-        raise ConfigError("the encode driver reads local files: pass --dataset_path (and --dataset_name json)")
-    model = load_encoder(args.model_name_or_path)
-    if args.query_max_len:
-        model.config.query_max_len = args.query_max_len
-    if args.passage_max_len:
-        model.config.passage_max_len = args.passage_max_len
+        from multiview_plugin.data.hub import export_dataset
+
+        args.dataset_path = str(export_dataset(args.dataset_name, args.dataset_config, args.dataset_path,
+                                               args.dataset_split, args.dataset_cache_dir,
+                                               f"{args.encode_output_path}.input.jsonl"))
+    elif not args.dataset_path:
+        raise ConfigError("--dataset_path is required with --dataset_name json")
+    elif args.dataset_split != "train":
+        raise ConfigError(f"--dataset_split {args.dataset_split}: local json files have only the 'train' split")
+    if args.fp16 and args.bf16:
+        raise ConfigError("--fp16 and --bf16 exclude each other")
+    model = load_model(args)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model.to(device).eval()
+    if args.bf16:
+        model.to(torch.bfloat16)
     encode_to_shard(model, args.dataset_path, args.encode_output_path, is_query=args.encode_is_query,
                     num_shards=args.dataset_number_of_shards, shard_index=args.dataset_shard_index,
                     batch_size=args.per_device_eval_batch_size, fp16=args.fp16,

@@ -53,12 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
     tev.add_argument("--query_reps", help="Encoded query shard (pickle from the encode driver --encode_is_query).")
     tev.add_argument("--passage_reps", help="Glob of encoded passage shards, e.g. 'emb/corpus.*.pkl' (quote it).")
     tev.add_argument("--depth", type=int, default=1000, help="Documents to return per query (default 1000).")
-    tev.add_argument("--batch_size", type=int, default=128, help="Queries searched at once (bounds memory).")
+    tev.add_argument("--batch_size", type=int, default=128,
+                     help="Queries searched at once (bounds memory); -1 or 0: all in one batch (as Tevatron).")
     tev.add_argument("--save_ranking_to", help="Output file of the Tevatron-style invocation.")
     tev.add_argument("--save_text", action="store_true", help="Write 'qid<TAB>docid<TAB>score' lines (Tevatron's "
                      "text ranking); without it, a pickle of (scores, docids) as Tevatron does.")
     tev.add_argument("--shard_search", action="store_true", help="Search shard by shard and merge the per-shard "
                      "top-k (exact: a document never spans shards); memory = one shard.")
+    tev.add_argument("--quiet", action="store_true", help="No progress bars.")
+    tev.add_argument("--cpu_search", action="store_true", help="Search on CPU (always so here: accepted for "
+                     "Tevatron's commands).")
+    tev.add_argument("--gpu_float32", action="store_true", help="Keep float32 vectors on GPU (vectors are always "
+                     "searched in float32 here: accepted for Tevatron's commands).")
     pys = p.add_argument_group("Pyserini style")
     pys.add_argument("--index", help="Index folder (index, docid, multiview.json).")
     pys.add_argument("--topics", help="Queries: jsonl {query_id, query}, BEIR queries.jsonl, qid<TAB>text, or a "
@@ -163,12 +169,12 @@ def search_tevatron(args: argparse.Namespace) -> None:
             raise ConfigError(f"--shard_search merges per-shard top-k, which is exact only for max aggregation; "
                               f"{aggregation} normalises over the whole collection's top vectors: search without "
                               "--shard_search or build an index")
-        ids, scores = search_shards(q_reps, tqdm(shard_paths, desc="search", unit="shard"), args.depth,
-                                    aggregation, args.batch_size, args.allow_unsafe_pickle)
+        shards = tqdm(shard_paths, desc="search", unit="shard", disable=args.quiet)
+        ids, scores = search_shards(q_reps, shards, args.depth, aggregation, args.batch_size, args.allow_unsafe_pickle)
     else:
         aggregator = get_aggregator(aggregation, **aggregation_options(args, info.extra if info else {}))
         ids, scores = search_batched(VectorStore.from_shards(shard_paths, args.allow_unsafe_pickle), q_reps, args.depth,
-                                     aggregator, args.batch_size, progress=True)
+                                     aggregator, args.batch_size, progress=not args.quiet)
     out = Path(args.save_ranking_to)
     if args.save_text:
         write_run(to_run(q_ids, ids, scores), out, fmt="tevatron")
@@ -205,7 +211,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
     if args.threads > 0:
         faiss.omp_set_num_threads(args.threads)
     ids, scores = search_batched(searcher.store, q_reps, args.hits, searcher.aggregator, args.batch_size,
-                                 progress=True)
+                                 progress=not args.quiet)
     run = to_run(q_ids, ids, scores)
     write_run(run, args.output, fmt=args.output_format, tag=args.run_tag)
     logger.info("wrote %s (%d queries, %d hits each)", args.output, len(run), args.hits)

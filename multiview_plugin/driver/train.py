@@ -4,13 +4,14 @@
         --dataset_path train.jsonl --output_dir runs/mvr --train_group_size 2 \
         --per_device_train_batch_size 16 --learning_rate 2e-5 --num_train_epochs 40
 
-Every ``transformers.TrainingArguments`` flag works too; under ``torchrun`` add ``--negatives_x_device`` to
-share in-batch negatives across processes. ``--help`` lists every flag.
+Every ``transformers.TrainingArguments`` flag works too; under ``torchrun`` in-batch negatives are shared across
+processes (as Tevatron; ``--no_negatives_x_device`` turns that off). ``--help`` lists every flag.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -109,9 +110,11 @@ def checkpoint_to_resume(training_args: MultiViewTrainingArguments) -> str | Non
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     model_args, data_args, dev_args, training_args = parse_dataclasses(
-        (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv)
+        (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv, driver="train")
     setup_logging(logging.INFO if training_args.local_rank in (-1, 0) else logging.WARNING)
     set_seed(training_args.seed)
+    if training_args.logging_dir:
+        os.environ["TENSORBOARD_LOGGING_DIR"] = training_args.logging_dir
     if not torch.cuda.is_available():
         training_args.dataloader_pin_memory = False  # nothing to pin to; avoids a warning per epoch
 

@@ -40,7 +40,7 @@ from multiview_plugin import scoring
 from multiview_plugin.backbones import resolve_backbone
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
-from multiview_plugin.modeling.config import EncoderConfig
+from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
 from multiview_plugin.modeling.formatting import InputFormatter
 from multiview_plugin.registry import get_encoder_class, get_loss_class
 from multiview_plugin.training.distributed import gather_across_processes
@@ -49,13 +49,38 @@ from multiview_plugin.training.temperature import MIN_TEMPERATURE, temperature_a
 logger = logging.getLogger(__name__)
 
 EXTRA_WEIGHTS_NAME = "multiview_extra.safetensors"
+# Tevatron's poolings and their aliases: cls = first token, mean = masked average, last = last real token
+POOLINGS = ("cls", "first", "mean", "avg", "average", "last", "eos")
 T5_MODEL_TYPES = ("t5", "mt5", "umt5")
+
+
+def backbone_options(args: Any) -> dict[str, Any]:
+    """``from_pretrained`` keywords from Tevatron's ``--attn_implementation`` and ``--dtype`` (unset: transformers'
+    defaults)."""
+    options: dict[str, Any] = {}
+    if getattr(args, "attn_implementation", None):
+        options["attn_implementation"] = args.attn_implementation
+    dtype = getattr(args, "dtype", None)
+    if dtype:
+        if dtype not in ("float32", "float16", "bfloat16"):
+            raise ConfigError(f"--dtype must be float32, float16 or bfloat16, got {dtype!r}")
+        options["dtype"] = getattr(torch, dtype)
+    return options
+
+
+def load_tokenizer(path: str | os.PathLike, **kwargs: Any) -> PreTrainedTokenizerBase:
+    """The tokenizer; one without a pad token pads with its eos token (as Tevatron does for decoder models)."""
+    tokenizer = AutoTokenizer.from_pretrained(path, **{k: v for k, v in kwargs.items() if v is not None})
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
 
 
 def load_backbone(path: str | os.PathLike, **kwargs: Any) -> PreTrainedModel:
     """The encoder of a checkpoint: ``AutoModel``, or ``T5EncoderModel`` for T5-family models (their
     ``AutoModel`` is the whole encoder-decoder)."""
-    config = AutoConfig.from_pretrained(path, **kwargs)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    config = AutoConfig.from_pretrained(path, **{k: v for k, v in kwargs.items() if k in ("cache_dir", "revision")})
     if config.model_type in T5_MODEL_TYPES:
         return T5EncoderModel.from_pretrained(path, **kwargs)
     return AutoModel.from_pretrained(path, **kwargs)
@@ -86,6 +111,9 @@ class MultiViewEncoder(nn.Module):
     formatter_class: ClassVar[type[InputFormatter]] = InputFormatter
     # True for methods whose vectors are --pooling ('cls' or 'mean') of last-layer states (dpr, dcsr's queries, dce)
     pools_tokens: ClassVar[bool] = False
+    # True where every text is tokenised by InputFormatter alone, so Tevatron's --padding_side,
+    # --append_eos_token and --add_special_tokens apply (dpr)
+    tevatron_tokenization: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -105,7 +133,7 @@ class MultiViewEncoder(nn.Module):
         self.temperature = config.temperature
         self.negatives_x_device = False
         self._logged_gather = False
-        if self.pools_tokens and self.is_t5 and config.pooling == "cls":
+        if self.pools_tokens and self.is_t5 and config.pooling in ("cls", "first"):
             raise ConfigError("T5 encoders have no [CLS] token: use --pooling mean")
 
     # ------------------------------------------------------------------ inputs
@@ -126,6 +154,9 @@ class MultiViewEncoder(nn.Module):
             query_prefix=config.query_prefix,
             passage_prefix=config.passage_prefix,
             pad_to_multiple_of=config.pad_to_multiple_of,
+            padding_side=config.padding_side,
+            append_eos_token=config.append_eos_token,
+            add_special_tokens=config.add_special_tokens,
             **cls.formatter_options(config),
         )
 
@@ -139,12 +170,18 @@ class MultiViewEncoder(nn.Module):
         return encoder(**batch, return_dict=True).last_hidden_state
 
     def _pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        if self.config.pooling == "cls":
+        pooling = self.config.pooling
+        if pooling in ("cls", "first"):
             return hidden[:, 0]
-        if self.config.pooling == "mean":
+        if pooling in ("mean", "avg", "average"):
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        raise ValueError(f"unknown pooling {self.config.pooling!r}; expected 'cls' or 'mean'")
+        if pooling in ("last", "eos"):  # the last real token (Tevatron's decoder-model pooling)
+            if bool((attention_mask[:, -1] == 1).all()):  # left-padded (or no padding): the last column
+                return hidden[:, -1]
+            last = attention_mask.sum(1) - 1
+            return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        raise ValueError(f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
 
     def _finish(self, reps: torch.Tensor) -> torch.Tensor:
         return F.normalize(reps, dim=-1) if self.config.normalize else reps
@@ -229,6 +266,12 @@ class MultiViewEncoder(nn.Module):
         p_reps, p_mask = self.encode_passage(passage) if passage is not None else (None, None)
         if q_reps is None or p_reps is None or not self.training:
             return EncoderOutput(q_reps=q_reps, p_reps=p_reps, p_mask=p_mask)
+        return self.loss_from_reps(q_reps, p_reps, p_mask, passage_keys=passage_keys)
+
+    def loss_from_reps(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor,
+                       passage_keys: torch.Tensor | None = None, **inputs: Any) -> EncoderOutput:
+        """The training loss from encoded vectors; ``passage_keys`` and ``inputs``: the collator's extra tensors
+        (e.g. dcsr's ``sentence_selection``). ``--grad_cache`` calls it on the cached vectors of the whole batch."""
         return self.contrastive_step(q_reps, p_reps, p_mask, passage_keys)
 
     def contrastive_step(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor,
@@ -321,14 +364,17 @@ class MultiViewEncoder(nn.Module):
             passage_prefix=data_args.passage_prefix,
             pad_to_multiple_of=data_args.pad_to_multiple_of,
             mask_duplicate_positives=model_args.mask_duplicate_positives,
+            padding_side=getattr(data_args, "padding_side", "right"),
+            append_eos_token=getattr(data_args, "append_eos_token", False),
+            add_special_tokens=getattr(data_args, "add_special_tokens", True),
             options=cls.options_from_args(model_args),
         )
         cls.validate_config(config)
-        tokenizer = AutoTokenizer.from_pretrained(
-            resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
-            cache_dir=model_args.cache_dir,
-        )
-        query_encoder = load_backbone(backbone, cache_dir=model_args.cache_dir)
+        revision = getattr(model_args, "model_revision", None)
+        tokenizer = load_tokenizer(resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
+                                   cache_dir=model_args.cache_dir, revision=revision)
+        query_encoder = load_backbone(backbone, cache_dir=model_args.cache_dir, revision=revision,
+                                      **backbone_options(model_args))
         passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
         cls.prepare_backbone(config, tokenizer, query_encoder, passage_encoder)
         return cls(config, query_encoder, passage_encoder, tokenizer)
@@ -346,8 +392,17 @@ class MultiViewEncoder(nn.Module):
             raise ConfigError(f"--temperature {config.temperature} is below --mvr_min_temperature {floor}: the "
                               f"annealed schedule never goes below its floor, so training would run at {floor} "
                               "throughout; raise --temperature or lower --mvr_min_temperature")
-        if cls.pools_tokens and config.pooling not in ("cls", "mean"):
-            raise ConfigError(f"{cls.registered_name}: --pooling must be 'cls' or 'mean', got {config.pooling!r}")
+        if cls.pools_tokens and config.pooling not in POOLINGS:
+            raise ConfigError(f"{cls.registered_name}: --pooling must be one of {', '.join(POOLINGS)}, "
+                              f"got {config.pooling!r}")
+        if config.padding_side not in ("right", "left"):
+            raise ConfigError(f"--padding_side must be 'right' or 'left', got {config.padding_side!r}")
+        custom = [flag for flag, on in (("--padding_side left", config.padding_side != "right"),
+                                        ("--append_eos_token", config.append_eos_token),
+                                        ("--add_special_tokens False", not config.add_special_tokens)) if on]
+        if custom and not cls.tevatron_tokenization:
+            raise ConfigError(f"{cls.registered_name} builds its own input sequences: {', '.join(custom)} "
+                              "applies to dpr only")
 
     @classmethod
     def prepare_backbone(
@@ -389,14 +444,15 @@ class MultiViewEncoder(nn.Module):
         self.config = fresh.config
 
     @classmethod
-    def from_saved(cls, folder: str | os.PathLike, config: EncoderConfig) -> MultiViewEncoder:
+    def from_saved(cls, folder: str | os.PathLike, config: EncoderConfig, **hf_kwargs: Any) -> MultiViewEncoder:
+        """Load a saved model; ``hf_kwargs`` go to the backbones' ``from_pretrained`` (e.g. attn_implementation)."""
         folder = Path(folder)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer = load_tokenizer(folder)
         if config.untie_encoder:
-            query_encoder = load_backbone(folder / QUERY_SUBDIR)
-            passage_encoder = load_backbone(folder / PASSAGE_SUBDIR)
+            query_encoder = load_backbone(folder / QUERY_SUBDIR, **hf_kwargs)
+            passage_encoder = load_backbone(folder / PASSAGE_SUBDIR, **hf_kwargs)
         else:
-            query_encoder = passage_encoder = load_backbone(folder)
+            query_encoder = passage_encoder = load_backbone(folder, **hf_kwargs)
         model = cls(config, query_encoder, passage_encoder, tokenizer)
         extra_path = folder / EXTRA_WEIGHTS_NAME
         if extra_path.is_file():
@@ -419,14 +475,27 @@ def duplicate_positive_mask(keys: torch.Tensor, target: torch.Tensor) -> torch.T
     return same
 
 
-def load_encoder(folder: str | os.PathLike) -> MultiViewEncoder:
+def load_encoder(folder: str | os.PathLike, checkpoint_options: dict[str, Any] | None = None,
+                 **hf_kwargs: Any) -> MultiViewEncoder:
     """Rebuild any registered encoder from a folder written by :meth:`MultiViewEncoder.save`.
+
+    A plain Hugging Face / Tevatron checkpoint (no ``multiview_config.json``) loads as ``dpr`` when
+    ``checkpoint_options`` gives its :class:`EncoderConfig` fields (pooling, normalize, lengths, ...), as
+    Tevatron's encoder takes them from flags; without them it is an error. ``hf_kwargs`` go to
+    ``from_pretrained`` (``attn_implementation``, ``dtype``).
 
     Examples
     --------
     >>> model = load_encoder("runs/mvr")           # doctest: +SKIP
     >>> q = model.encode_query(model.formatter.queries(["who wrote hamlet"]))  # doctest: +SKIP
     """
-    config = EncoderConfig.load(folder)
-    cls = get_encoder_class(config.model_name)
-    return cls.from_saved(folder, config)
+    if checkpoint_options is not None and not is_multiview_model(folder):
+        config = EncoderConfig(model_name="dpr", backbone=str(folder), **checkpoint_options)
+        cls = get_encoder_class("dpr")
+        cls.validate_config(config)
+        logger.info("%s has no multiview_config.json: loading it as a dpr model (pooling %s, normalize %s)",
+                    folder, config.pooling, config.normalize)
+    else:
+        config = EncoderConfig.load(folder)
+        cls = get_encoder_class(config.model_name)
+    return cls.from_saved(folder, config, **hf_kwargs)

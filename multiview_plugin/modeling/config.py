@@ -35,6 +35,11 @@ class EncoderConfig:
     passage_prefix: str = ""
     pad_to_multiple_of: int | None = None  # None: 16 on GPU, none on CPU (decided when formatting)
     mask_duplicate_positives: bool = False  # training only: drop in-batch copies of a query's positive
+    # Tevatron's tokenisation options (dpr only): pad on the left, end every text with the eos token, or
+    # tokenise without the tokenizer's special tokens
+    padding_side: str = "right"
+    append_eos_token: bool = False
+    add_special_tokens: bool = True
     options: dict[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
 

@@ -204,7 +204,14 @@ class ContextualSentenceEncoder(MultiViewEncoder):
         if sentence_selection is None or not self.training or query is None or passage is None:
             return super().forward(query, passage, passage_keys)
         q_reps = self.encode_query(query)
-        p_reps, _ = self.encode_passage(passage)
+        p_reps, p_mask = self.encode_passage(passage)
+        return self.loss_from_reps(q_reps, p_reps, p_mask, passage_keys, sentence_selection=sentence_selection)
+
+    def loss_from_reps(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor,
+                       passage_keys: torch.Tensor | None = None,
+                       sentence_selection: torch.Tensor | None = None) -> EncoderOutput:
+        if sentence_selection is None:
+            return super().loss_from_reps(q_reps, p_reps, p_mask, passage_keys)
         rows, sents = sentence_selection[..., 0].reshape(-1), sentence_selection[..., 1].reshape(-1)
         candidates = p_reps[rows, sents].unsqueeze(1)  # (B·C, 1, D)
         return self.contrastive_step(q_reps, candidates, torch.ones(candidates.shape[:2], dtype=torch.bool,

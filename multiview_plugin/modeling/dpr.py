@@ -18,6 +18,7 @@ class DenseEncoder(MultiViewEncoder):
 
     default_loss = "contrastive"
     pools_tokens = True
+    tevatron_tokenization = True
 
     def is_single_vector(self) -> bool:
         return True

@@ -36,8 +36,14 @@ class InputFormatter:
         query_prefix: str = "",
         passage_prefix: str = "",
         pad_to_multiple_of: int | None = None,
+        padding_side: str = "right",
+        append_eos_token: bool = False,
+        add_special_tokens: bool = True,
     ):
         self.tokenizer = tokenizer
+        self.padding_side = padding_side
+        self.append_eos_token = append_eos_token
+        self.add_special_tokens = add_special_tokens
         self.query_max_len = query_max_len
         self.passage_max_len = passage_max_len
         self.query_prefix = query_prefix
@@ -54,6 +60,8 @@ class InputFormatter:
         return self._encode([self.passage_prefix + t for t in texts], self.passage_max_len)
 
     def _encode(self, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
+        if self.append_eos_token or self.padding_side != "right" or not self.add_special_tokens:
+            return self._encode_tevatron(texts, max_len)
         batch = self.tokenizer(
             texts,
             max_length=max_len,
@@ -62,6 +70,25 @@ class InputFormatter:
             pad_to_multiple_of=self.pad_to_multiple_of,
             return_tensors="pt",
         )
+        return dict(batch)
+
+    def _encode_tevatron(self, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
+        """Tevatron's collator: tokenise to ``max_len`` (one less with ``append_eos_token``, whose eos id then
+        ends every text), then pad on ``padding_side``."""
+        tok = self.tokenizer
+        eos = [tok.eos_token_id] if self.append_eos_token else []
+        if self.append_eos_token and tok.eos_token_id is None:
+            raise ValueError(f"--append_eos_token: tokenizer {type(tok).__name__} has no eos token")
+        ids = tok(texts, max_length=max_len - len(eos), truncation=True, padding=False, return_attention_mask=False,
+                  return_token_type_ids=False, add_special_tokens=self.add_special_tokens)["input_ids"]
+        side = tok.padding_side
+        tok.padding_side = self.padding_side
+        try:
+            batch = tok.pad({"input_ids": [seq + eos for seq in ids]}, padding=True,
+                            pad_to_multiple_of=self.pad_to_multiple_of, return_attention_mask=True,
+                            return_tensors="pt")
+        finally:
+            tok.padding_side = side
         return dict(batch)
 
     def tokenize_plain(self, texts: Sequence[str], max_len: int) -> list[list[int]]:

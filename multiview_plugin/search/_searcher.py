@@ -233,8 +233,9 @@ class MultiVectorSearcher:
 
 def search_batched(store: VectorStore, q_reps: np.ndarray, k: int, aggregator: Aggregator,
                    batch_size: int | None = None, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`VectorStore.search_docids` over ``batch_size`` queries at a time (bounds the fetch arrays)."""
-    step = batch_size or max(1, len(q_reps))
+    """:meth:`VectorStore.search_docids` over ``batch_size`` queries at a time (bounds the fetch arrays);
+    ``batch_size`` None, 0 or negative (Tevatron's ``--batch_size -1``): all queries in one batch."""
+    step = batch_size if batch_size and batch_size > 0 else max(1, len(q_reps))
     starts = tqdm(range(0, len(q_reps), step), desc="search", unit="batch", disable=not progress)
     parts = [store.search_docids(q_reps[i:i + step], k, aggregator) for i in starts]
     if not parts:

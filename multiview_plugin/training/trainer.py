@@ -78,6 +78,26 @@ class MultiViewTrainer(Trainer):
         self._parts_count += 1
         return (out.loss, out) if return_outputs else out.loss
 
+    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        if not getattr(self.args, "grad_cache", False):
+            return super().training_step(model, inputs, num_items_in_batch)
+        from multiview_plugin.training.grad_cache import grad_cache_step
+
+        model.train()
+        inputs = self._prepare_inputs(inputs)
+        # the mean over accumulated batches, as Trainer's own step
+        steps = getattr(self, "current_gradient_accumulation_steps", self.args.gradient_accumulation_steps)
+
+        def backward(loss: torch.Tensor) -> None:
+            self.accelerator.backward(loss / steps)
+
+        with self.compute_loss_context_manager():
+            out = grad_cache_step(model, inputs, self.args.gc_q_chunk_size, self.args.gc_p_chunk_size, backward)
+        for name, value in out.parts.items():
+            self._parts_sum[name] = self._parts_sum.get(name, 0.0) + float(value)
+        self._parts_count += 1
+        return out.loss / steps
+
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         if "loss" in logs and self._parts_count:
             for name, total in self._parts_sum.items():
