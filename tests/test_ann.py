@@ -96,4 +96,4 @@ def test_search_knobs_follow_fetch_depth(corpus):
     # 32 x the fetch (10 x 8 views x 2) = 5,120 of 40,000 vectors: 64 lists x 0.128 → 9 lists (> the bound 5)
     assert faiss.extract_index_ivf(ivf.index).nprobe == 9
     with pytest.raises(Exception, match="overfetch"):
-        approximate_store(corpus, "HNSW32", overfetch=0.5)
+        approximate_store(corpus, "HNSW16", n_docs=100, overfetch=0.0)

@@ -56,7 +56,8 @@ class Hit:
 class ApproximateSearch:
     """How a :class:`VectorStore` searches an approximate (non-flat) index; ignored for flat ones.
 
-    ``overfetch``: fetch this many times the exact rule's depth. ``ef_search`` / ``nprobe``: lower bounds for
+    ``overfetch``: fetch this many times the exact rule's depth (below 1 works too: the rule's depth is a worst
+    case, and queries short of k distinct documents are widened). ``ef_search`` / ``nprobe``: lower bounds for
     HNSW's beam and IVF's probed lists (None: the index's stored value); the beam is raised to the fetch depth
     and the probes to :func:`nprobe_floor`, the lists that hold ``probe_factor ×`` the fetch depth on average.
     ``rescore``: re-score candidate documents over all their views (needs an index that can reconstruct);
@@ -76,8 +77,8 @@ class ApproximateSearch:
     _ivf: Any = field(default=None, init=False, repr=False)
 
     def attach(self, index: faiss.Index) -> None:
-        if self.overfetch < 1:
-            raise ConfigError(f"overfetch must be >= 1, got {self.overfetch}")
+        if self.overfetch <= 0:
+            raise ConfigError(f"overfetch must be > 0, got {self.overfetch}")
         self.active = not isinstance(faiss.downcast_index(index), faiss.IndexFlat)
         if not self.active:
             return
