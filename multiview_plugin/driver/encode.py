@@ -10,11 +10,11 @@
         --dataset_path corpus.jsonl --dataset_number_of_shards 4 --encode_output_path emb/corpus.pkl
 
 (the last: 4 processes, one per device, process r writes ``emb/corpus.r.pkl``; see
-:mod:`multiview_plugin.encoding.parallel`). Writes Tevatron's ``(ndarray, lookup)`` pickle (multi-vector models: one row per view, lookup ``docid#j``) plus
-a ``.json`` sidecar. A finished shard is skipped on rerun (``--overwrite`` re-encodes it); an interrupted one
-resumes after its last flushed batch. Both only when the run's fingerprint (model weights, dtype, lengths,
-shard, input file; see ``multiview_plugin.encoding.fingerprint``) matches the recorded one: otherwise the run
-stops and names what differs.
+:mod:`multiview_plugin.encoding.parallel`). Writes Tevatron's ``(ndarray, lookup)`` pickle (multi-vector
+models: one row per view, lookup ``docid#j``) plus a ``.json`` sidecar. A finished shard is skipped on rerun
+(``--overwrite`` re-encodes it); an interrupted one resumes after its last flushed batch. Both only when the
+run's fingerprint (model weights, dtype, lengths, shard, input file; see ``multiview_plugin.encoding.fingerprint``)
+matches the recorded one: otherwise the run stops and names what differs.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
+from multiview_plugin.data.seen_ids import SeenIds
 from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
 from multiview_plugin.errors import ConfigError, MultiViewError
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 INDEX_FILE, DOCID_FILE, META_FILE = "index", "docid", "multiview.json"
 FORMAT_VERSION = 1
+ADD_CHUNK = 65_536  # vectors per index.add
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
 
@@ -144,7 +146,7 @@ def build_index(
     # Built beside the target so the final rename is atomic (same filesystem).
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(dir=index_dir.parent, prefix=f".{index_dir.name}.", suffix=".tmp"))
-    seen: set[str] = set()
+    seen = SeenIds()  # docids across shards, ~28 bytes each (not a set of strings)
     num_docs = num_vectors = 0
     view_counts: list[np.ndarray] = []
     try:
@@ -155,10 +157,8 @@ def build_index(
                 multi = multi or shard_multi
                 row_docids = split_lookup(lookup, shard_multi)
                 docs, row_doc = contiguous_docs(row_docids, str(path))
-                overlap = seen.intersection(docs.tolist())
-                if overlap:
-                    raise MultiViewError(f"{path}: docids already in an earlier shard: {sorted(overlap)[:5]}")
-                seen.update(docs.tolist())
+                _check_new_docids(seen, docs, row_doc, num_vectors, tmp_dir / DOCID_FILE, docid_out, shard_multi,
+                                  path)
                 if not len(reps):
                     continue  # an empty shard: nothing to add (its dim may be unknown)
                 if index is None:
@@ -172,7 +172,8 @@ def build_index(
                         index.train(sample)
                 elif reps.shape[1] != index.d:
                     raise ShardFormatError(f"{path}: dim {reps.shape[1]} differs from {index.d}")
-                index.add(np.ascontiguousarray(reps, dtype=np.float32))
+                for start in range(0, len(reps), ADD_CHUNK):  # bounded float32 copies of float16 shards
+                    index.add(np.ascontiguousarray(reps[start:start + ADD_CHUNK], dtype=np.float32))
                 docid_out.write("\n".join(lookup) + "\n" if lookup else "")
                 num_docs += len(docs)
                 num_vectors += len(lookup)
@@ -202,6 +203,23 @@ def build_index(
     logger.info("index %s: %d documents, %d vectors (max %d views), %s", index_dir, meta.num_docs,
                 meta.num_vectors, meta.max_views, index_factory)
     return meta
+
+
+def _check_new_docids(seen: SeenIds, docs: np.ndarray, row_doc: np.ndarray, row_offset: int, docid_file: Path,
+                      docid_out, multi: bool, path: Path) -> None:
+    """Record a shard's documents (by their first row); a docid already in an earlier shard is an error."""
+    first_rows = np.flatnonzero(np.r_[True, row_doc[1:] != row_doc[:-1]]) + row_offset if len(row_doc) else []
+    clashes = [(d, w) for d, r in zip(docs.tolist(), np.asarray(first_rows).tolist())
+               if (w := seen.check_add(d, r)) is not None]
+    if not clashes:
+        return
+    docid_out.flush()  # confirm hash matches against the docid lines written so far
+    wanted = {w for _, w in clashes}
+    with docid_file.open(encoding="utf-8") as f:
+        earlier = {n: line.rstrip("\n") for n, line in enumerate(f) if n in wanted}
+    dups = [d for d, w in clashes if w in earlier and split_lookup([earlier[w]], multi)[0] == d]
+    if dups:
+        raise MultiViewError(f"{path}: docids already in an earlier shard: {sorted(dups)[:5]}")
 
 
 def _merge_extra(infos: list) -> dict:
