@@ -49,8 +49,10 @@ class SeenIds:
     def _merge(self) -> None:
         keys = np.fromiter(self._recent.keys(), dtype=np.uint64, count=len(self._recent))
         where = np.fromiter(self._recent.values(), dtype=np.int64, count=len(self._recent))
-        keys = np.concatenate([self._keys, keys])
-        where = np.concatenate([self._where, where])
-        order = np.argsort(keys, kind="stable")
-        self._keys, self._where = keys[order], where[order]
+        order = np.argsort(keys)
+        keys, where = keys[order], where[order]
+        # insert the sorted batch into the sorted arrays: one new copy of each (no full-size argsort temporaries)
+        at = np.searchsorted(self._keys, keys)
+        self._keys = np.insert(self._keys, at, keys)
+        self._where = np.insert(self._where, at, where)
         self._recent = {}
