@@ -18,6 +18,7 @@ system and index: configurations no other one beats on both recall and batched l
 recommends, and writes a JSON of per-vector costs that ``bench/scale_projection.py`` projects to full corpora.
 
     nohup python bench/ann.py --docs 125000 --views 8 --dim 128 > bench/ann.log 2>&1 &
+    nohup python bench/ann.py --doc_spread 1 --view_spread 1 --json bench/ann_hard.json > bench/ann_hard.log 2>&1 &
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ import numpy as np
 from multiview_plugin.search import ApproximateSearch, MaxAggregator, VectorStore
 from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
 
-HNSW_OVERFETCH = (0.25, 0.5, 1.0, 2.0, 4.0)
-IVF_NPROBE = (0, 8, 16, 32, 64, 128)  # 0: the searcher's default (probes raised with the fetch depth)
+HNSW_OVERFETCH = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+IVF_NPROBE = (0, 8, 16, 32, 64, 128, 256)  # 0: the searcher's default (probes raised with the fetch depth)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Row:
     memory_bytes: int
     build_s: float
     vectors: int
+    train_s: float = 0.0
 
 
 def timed(fn, repeats: int) -> float:
@@ -65,16 +67,18 @@ def doc_recall(found: np.ndarray, exact: np.ndarray) -> float:
     return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(found.tolist(), exact.tolist())]))
 
 
-def build(factory: str, vectors: np.ndarray, train_size: int, seed: int) -> tuple[faiss.Index, float]:
+def build(factory: str, vectors: np.ndarray, train_size: int, seed: int) -> tuple[faiss.Index, float, float]:
+    """(index, train seconds, total build seconds)."""
     start = time.perf_counter()
     index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
         rng = np.random.default_rng(seed)
         sample = vectors[np.sort(rng.choice(len(vectors), min(train_size, len(vectors)), replace=False))]
         index.train(np.ascontiguousarray(sample))
+    train_s = time.perf_counter() - start
     for i in range(0, len(vectors), 1 << 16):
         index.add(vectors[i:i + (1 << 16)])
-    return index, time.perf_counter() - start
+    return index, train_s, time.perf_counter() - start
 
 
 def sweep(factory: str) -> tuple[str, tuple[float, ...]]:
@@ -87,7 +91,7 @@ def sweep(factory: str) -> tuple[str, tuple[float, ...]]:
 
 def measure(system: str, factory: str, vectors: np.ndarray, views: int, queries: np.ndarray, exact: np.ndarray,
             args: argparse.Namespace) -> list[Row]:
-    index, build_s = build(factory, vectors, args.train_size, args.seed)
+    index, train_s, build_s = build(factory, vectors, args.train_size, args.seed)
     memory = int(faiss.serialize_index(index).nbytes) + 8 * index.ntotal
     n_docs = len(vectors) // views
     lookup = [f"{d}#{j}" for d in range(n_docs) for j in range(views)] if views > 1 else list(map(str, range(n_docs)))
@@ -104,7 +108,7 @@ def measure(system: str, factory: str, vectors: np.ndarray, views: int, queries:
         batched = timed(lambda s=store: s.search(queries, args.k, agg), args.repeats) / len(queries)
         one = timed(lambda s=store: [s.search(q[None], args.k, agg) for q in single], args.repeats) / len(single)
         rows.append(Row(system, factory, param, value, doc_recall(found, exact), 1000 * batched, 1000 * one,
-                        memory, build_s, index.ntotal))
+                        memory, build_s, index.ntotal, train_s))
         print(f"  {system:>4} {factory:<16} {param}={value:<6g} recall@{args.k} {rows[-1].recall:.4f}  "
               f"{rows[-1].batched_ms:.3f} ms/q batched, {rows[-1].single_ms:.3f} ms/q single", flush=True)
         if rows[-1].recall >= 0.999 and param != "exact" and value:
@@ -127,6 +131,9 @@ def main() -> None:
     p.add_argument("--views", type=int, default=8, help="MVR vectors per document (k)")
     p.add_argument("--dim", type=int, default=128, help="vector dim (768 for BERT-base: slower, same shape)")
     p.add_argument("--clusters", type=int, default=1000, help="topic centres of the synthetic corpus")
+    p.add_argument("--doc_spread", type=float, default=0.6, help="documents' spread around their centre (1 = as "
+                   "far as the centre from the origin; larger = closer to uniform random, harder for ANN)")
+    p.add_argument("--view_spread", type=float, default=0.5, help="views' spread around their document")
     p.add_argument("--queries", type=int, default=200, help="queries (recall and batched latency)")
     p.add_argument("--single_queries", type=int, default=30, help="queries timed one at a time")
     p.add_argument("--k", type=int, default=100, help="documents per query (recall@k)")
@@ -146,12 +153,13 @@ def main() -> None:
     wall = time.perf_counter()
 
     docs = clustered_documents(args.docs, args.views, args.dim, clusters=args.clusters, seed=args.seed,
-                               doc_spread=1.0, view_spread=1.0)
+                               doc_spread=args.doc_spread, view_spread=args.view_spread)
     queries = clustered_queries(docs, args.queries, seed=args.seed + 1)
     dpr = docs.mean(axis=1)
     dpr /= np.linalg.norm(dpr, axis=1, keepdims=True)
     systems = {"mvr": (docs.reshape(-1, args.dim), args.views), "dpr": (dpr, 1)}
-    print(f"clustered synthetic vectors: {args.docs} documents, MVR {args.views} views "
+    print(f"clustered synthetic vectors (doc spread {args.doc_spread}, view spread {args.view_spread}): "
+          f"{args.docs} documents, MVR {args.views} views "
           f"({args.docs * args.views} vectors) / DPR 1 (mean of views), dim {args.dim}, {args.clusters} clusters; "
           f"{args.queries} queries, k={args.k}, faiss threads {args.threads}, median of {args.repeats}", flush=True)
     del docs

@@ -8,8 +8,9 @@ each cost to N vectors of dim d with these rules (printed with the table):
   SQ8 d, PQm m·d/d₀: sub-quantisers kept at the same width) and the overhead (HNSW links, IVF ids, the
   searcher's 8-byte row → document map) is the measured bytes minus code(d₀).
 - Disk = RAM minus the 8-byte map, plus the docid file (``docid#j`` lines).
-- Build time: per-vector time × N × d/d₀; × log N / log N₀ for HNSW (insertion walks the graph); IVF adds are
-  per-vector assignments to nlist ∝ N lists (flat quantiser), × (N/N₀) more.
+- Build time: per-vector add time × N × d/d₀; × log N / log N₀ for HNSW (insertion walks the graph); IVF:
+  (adds + training on the fixed-size sample) × nlist/nlist₀, nlist ∝ N with a flat coarse quantiser (at
+  10⁵ lists a real build would use an HNSW coarse quantiser, ``IVF131072_HNSW32,SQ8``: not measured here).
 - Latency (single thread): Flat ∝ N·d; HNSW ∝ d · log N; IVF ∝ d · (nprobe · vectors per list + nlist),
   nlist ∝ N, same nprobe.
 
@@ -75,7 +76,8 @@ def project(row: dict, n_vectors: int, dim: int, measured: dict) -> dict:
     overhead = row["memory_bytes"] / n0 - code_bytes(factory, d0, d0)
     per_vector = code_bytes(factory, dim, d0) + overhead
     lines = n_vectors * (len(str(n_vectors)) + 3)  # "docid#j\n"
-    build = row["build_s"] / n0 * n_vectors * dim / d0
+    train = row.get("train_s", 0.0) * dim / d0  # k-means on a fixed-size sample (not per vector)
+    build = (row["build_s"] - row.get("train_s", 0.0)) / n0 * n_vectors * dim / d0
     latency = row["single_ms"] * dim / d0
     if factory.startswith("HNSW"):
         build *= math.log(n_vectors) / math.log(n0)
@@ -85,7 +87,7 @@ def project(row: dict, n_vectors: int, dim: int, measured: dict) -> dict:
         nlist0 = int(re.search(r"IVF(\d+)", factory).group(1))
         nlist = 1 << max(4, round(math.log2(n_vectors / vpl)))
         nprobe = row["value"] if row["param"] == "nprobe" and row["value"] else nlist0
-        build *= nlist / nlist0
+        build = (build + train) * nlist / nlist0  # assignments to (and k-means over) nlist lists
         latency *= (nprobe * vpl + nlist) / (nprobe * vpl + nlist0)
         factory = factory.replace(f"IVF{nlist0}", f"IVF{nlist}")
     else:
