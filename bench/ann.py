@@ -9,6 +9,8 @@ sweep of its search parameter:
 
 - HNSW: ``overfetch`` (efSearch = the fetch depth, overfetch × k × views);
 - IVF: ``nprobe`` (``overfetch`` 1; nprobe 0 = the searcher's default, raised with the fetch depth);
+- ``SQfp16+doc:HNSW32`` (MVR only): candidates from an HNSW32 index over the documents' normalised view means
+  (``--doc_index_factory``), re-scored over all views from fp16 storage: ``doc_candidates`` × k candidates;
 - Flat: exact (the reference and the exact latency).
 
 Document recall@k = |approximate top-k documents ∩ exact max-sim top-k| / k, averaged over queries. Latency is
@@ -33,9 +35,12 @@ import faiss
 import numpy as np
 
 from multiview_plugin.search import ApproximateSearch, MaxAggregator, VectorStore
+from multiview_plugin.search._index import document_means
 from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
 
 HNSW_OVERFETCH = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+DOC_CANDIDATES = (1.0, 1.5, 2.0, 4.0, 8.0)
+DOC_SEPARATOR = "+doc:"  # "SQfp16+doc:HNSW32": vectors in SQfp16, candidates from an HNSW32 over document means
 IVF_NPROBE = (0, 8, 16, 32, 64, 128, 256)  # 0: the searcher's default (probes raised with the fetch depth)
 
 
@@ -82,6 +87,8 @@ def build(factory: str, vectors: np.ndarray, train_size: int, seed: int) -> tupl
 
 
 def sweep(factory: str) -> tuple[str, tuple[float, ...]]:
+    if DOC_SEPARATOR in factory:
+        return "doc_candidates", DOC_CANDIDATES
     if factory.startswith("HNSW"):
         return "overfetch", HNSW_OVERFETCH
     if factory.startswith("IVF"):
@@ -91,9 +98,19 @@ def sweep(factory: str) -> tuple[str, tuple[float, ...]]:
 
 def measure(system: str, factory: str, vectors: np.ndarray, views: int, queries: np.ndarray, exact: np.ndarray,
             args: argparse.Namespace) -> list[Row]:
-    index, train_s, build_s = build(factory, vectors, args.train_size, args.seed)
+    main_factory, _, doc_factory = factory.partition(DOC_SEPARATOR)
+    if doc_factory and views == 1:
+        return []  # a document index is DPR's index itself
+    index, train_s, build_s = build(main_factory, vectors, args.train_size, args.seed)
     memory = int(faiss.serialize_index(index).nbytes) + 8 * index.ntotal
     n_docs = len(vectors) // views
+    doc_index = None
+    if doc_factory:
+        start = time.perf_counter()
+        doc_index = faiss.index_factory(vectors.shape[1], doc_factory, faiss.METRIC_INNER_PRODUCT)
+        doc_index.add(document_means(vectors, np.repeat(np.arange(n_docs), views)))
+        build_s += time.perf_counter() - start
+        memory += int(faiss.serialize_index(doc_index).nbytes)
     lookup = [f"{d}#{j}" for d in range(n_docs) for j in range(views)] if views > 1 else list(map(str, range(n_docs)))
     param, values = sweep(factory)
     rows = []
@@ -102,8 +119,9 @@ def measure(system: str, factory: str, vectors: np.ndarray, views: int, queries:
     for value in values:
         # IVF sweeps nprobe itself (no floor from the fetch depth); value 0 = the searcher's default floor
         options = ({"overfetch": value} if param == "overfetch" else
+                   {"doc_candidates": value, "min_doc_candidates": 0} if param == "doc_candidates" else
                    {"overfetch": 1.0, "nprobe": int(value), "probe_factor": 0.0} if value else {"overfetch": 1.0})
-        store = VectorStore.from_lookup(index, lookup, views > 1, factory, ApproximateSearch(**options))
+        store = VectorStore.from_lookup(index, lookup, views > 1, factory, ApproximateSearch(**options), doc_index)
         found = store.search(queries, args.k, agg)[0]
         batched = timed(lambda s=store: s.search(queries, args.k, agg), args.repeats) / len(queries)
         one = timed(lambda s=store: [s.search(q[None], args.k, agg) for q in single], args.repeats) / len(single)
@@ -139,7 +157,8 @@ def main() -> None:
     p.add_argument("--k", type=int, default=100, help="documents per query (recall@k)")
     p.add_argument("--vectors_per_list", type=int, default=1000, help="IVF lists = vectors / this (a power of "
                    "2): MVR's 8x vectors get 8x the lists, so the same nprobe scans the same number of vectors")
-    p.add_argument("--indexes", nargs="+", default=["Flat", "HNSW32", "IVF{nlist},SQ8", "IVF{nlist},SQfp16"],
+    p.add_argument("--indexes", nargs="+", default=["Flat", "HNSW32", "IVF{nlist},SQ8", "IVF{nlist},SQfp16",
+                                                    "SQfp16+doc:HNSW32"],
                    help="faiss.index_factory strings; {nlist} is replaced per system (see --vectors_per_list); "
                    "also e.g. HNSW32_SQfp16, IVF{nlist},PQ16 (PQ training is slow here)")
     p.add_argument("--train_size", type=int, default=65_536, help="vectors sampled to train IVF/PQ")

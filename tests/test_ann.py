@@ -38,13 +38,17 @@ def approximate_store(corpus, factory, n_docs=N_DOCS, **options):
     return VectorStore.from_lookup(index, lookup, True, factory, ApproximateSearch(**options))
 
 
-def test_hnsw_defaults_keep_95_percent_of_exact_recall(tmp_path, corpus):
-    docs, lookup, queries, exact = corpus
+def write_shard(tmp_path, docs):
     info = ShardInfo(model_name="mvr", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0)
     writer = ShardWriter(tmp_path / "corpus.0.pkl", info, multi_vector=True)
-    writer.add([f"d{i}" for i in range(N_DOCS)], docs)
+    writer.add([f"d{i}" for i in range(len(docs))], docs)
     writer.close()
-    build_index([tmp_path / "corpus.0.pkl"], tmp_path / "hnsw", index_factory="HNSW32")
+    return tmp_path / "corpus.0.pkl"
+
+
+def test_hnsw_defaults_keep_95_percent_of_exact_recall(tmp_path, corpus):
+    docs, lookup, queries, exact = corpus
+    build_index([write_shard(tmp_path, docs)], tmp_path / "hnsw", index_factory="HNSW32")
     searcher = MultiVectorSearcher(tmp_path / "hnsw")
     ids, _ = searcher.search_vectors(queries, 10)
     got = np.vectorize(lambda d: int(d[1:]))(ids)
@@ -97,3 +101,21 @@ def test_search_knobs_follow_fetch_depth(corpus):
     assert faiss.extract_index_ivf(ivf.index).nprobe == 9
     with pytest.raises(Exception, match="overfetch"):
         approximate_store(corpus, "HNSW16", n_docs=100, overfetch=0.0)
+
+
+def test_document_index_candidates_rescored_over_all_views(tmp_path, corpus):
+    docs, _, queries, exact = corpus
+    build_index([write_shard(tmp_path, docs)], tmp_path / "docidx", index_factory="SQfp16",
+                doc_index_factory="HNSW32")
+    assert (tmp_path / "docidx" / "doc_index").is_file()
+    searcher = MultiVectorSearcher(tmp_path / "docidx")
+    ids, scores = searcher.search_vectors(queries, 10)
+    got = np.vectorize(lambda d: int(d[1:]))(ids)
+    assert recall(got, exact) >= 0.95
+    true = np.einsum("qd,qkvd->qkv", queries, docs[got]).max(-1)
+    np.testing.assert_allclose(scores, true, atol=2e-3)  # fp16 storage
+    few = MultiVectorSearcher(tmp_path / "docidx")
+    few.store.approximate.min_doc_candidates = 10
+    assert recall(np.vectorize(lambda d: int(d[1:]))(few.search_vectors(queries, 10)[0]), exact) < recall(got, exact)
+    with pytest.raises(Exception, match="needs training"):
+        build_index([tmp_path / "corpus.0.pkl"], tmp_path / "bad", doc_index_factory="IVF16,Flat")

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "lower bound (it is raised to the fetch depth).")
     pys.add_argument("--overfetch", type=float, default=2.0, help="Approximate indexes: fetch this many times "
                      "the exact rule's depth (k x mean views); more = higher recall, slower. Default 2.")
+    pys.add_argument("--doc_candidates", type=float, default=4.0, help="Index folders with a doc_index: take "
+                     "this many x hits (at least 200) candidate documents from it, re-scored over all their views. "
+                     "Default 4.")
     pys.add_argument("--rescore", action=argparse.BooleanOptionalAction, default=None, help="Approximate "
                      "indexes: re-score candidate documents over all their views, reconstructed from the index "
                      "(default: on for IVF indexes, off for HNSW, where it was measured not to help).")
@@ -183,7 +186,8 @@ def search_pyserini(args: argparse.Namespace) -> None:
     require_positive(args.hits, "--hits")
     searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
                                    ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}),
-                                   overfetch=args.overfetch, rescore=args.rescore)
+                                   overfetch=args.overfetch, rescore=args.rescore,
+                                   doc_candidates=args.doc_candidates)
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
         q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model)

@@ -37,7 +37,14 @@ from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model
 from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, split_lookup
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, META_FILE, IndexMeta, contiguous_docs
+from multiview_plugin.search._index import (
+    DOC_INDEX_FILE,
+    DOCID_FILE,
+    INDEX_FILE,
+    META_FILE,
+    IndexMeta,
+    contiguous_docs,
+)
 from multiview_plugin.search.aggregators import Aggregator, get_aggregator
 
 logger = logging.getLogger(__name__)
@@ -60,6 +67,9 @@ class ApproximateSearch:
     case, and queries short of k distinct documents are widened). ``ef_search`` / ``nprobe``: lower bounds for
     HNSW's beam and IVF's probed lists (None: the index's stored value); the beam is raised to the fetch depth
     and the probes to :func:`nprobe_floor`, the lists that hold ``probe_factor ×`` the fetch depth on average.
+    ``doc_candidates``: with a document index (one vector per document, ``build_index(doc_index_factory=)``),
+    candidates are its top ``max(doc_candidates × k, min_doc_candidates)`` documents instead of the documents of
+    the fetched vectors (the floor: small k needs relatively more candidates).
     ``rescore``: re-score candidate documents over all their views (needs an index that can reconstruct);
     None: on for IVF indexes, off otherwise. Measured (5,000 clustered documents × 8 views × 64 dims,
     recall@10 of exact max-sim): it recovers views in unprobed IVF lists (IVF64,SQ8 0.905 → 0.931) but
@@ -71,6 +81,8 @@ class ApproximateSearch:
     nprobe: int | None = None
     probe_factor: float = 32.0
     rescore: bool | None = None
+    doc_candidates: float = 4.0
+    min_doc_candidates: int = 200
     active: bool = field(default=False, init=False)
     can_rescore: bool = field(default=False, init=False)
     _hnsw: Any = field(default=None, init=False, repr=False)
@@ -123,6 +135,24 @@ def _find_hnsw(index: faiss.Index) -> Any:
     return _find_hnsw(base) if base is not None else None
 
 
+def _storage_view(index: faiss.Index) -> np.ndarray | bool:
+    """The stored vectors as a zero-copy (ntotal, d) array for Flat (float32) and SQfp16 (float16) indexes;
+    False for any other index (its vectors must be reconstructed)."""
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.IndexFlat):
+        dtype = np.float32
+    elif (isinstance(index, faiss.IndexScalarQuantizer)
+          and index.sq.qtype == faiss.ScalarQuantizer.QT_fp16):
+        dtype = np.float16
+    else:
+        return False
+    if index.ntotal == 0:
+        return False
+    nbytes = index.ntotal * index.d * np.dtype(dtype).itemsize
+    raw = faiss.rev_swig_ptr(index.codes.data(), nbytes)
+    return raw.view(dtype).reshape(index.ntotal, index.d)
+
+
 def _reconstructs(index: faiss.Index) -> bool:
     try:
         index.reconstruct(0) if index.ntotal else None
@@ -135,7 +165,7 @@ class VectorStore:
     """A Faiss index whose rows are document views, plus the row → document map."""
 
     def __init__(self, index: faiss.Index, docids: np.ndarray, row_doc: np.ndarray, mean_views: float,
-                 approximate: ApproximateSearch | None = None):
+                 approximate: ApproximateSearch | None = None, doc_index: faiss.Index | None = None):
         if index.ntotal != len(row_doc):
             raise ConfigError(f"index has {index.ntotal} rows but {len(row_doc)} docid lines")
         self.index = index
@@ -147,12 +177,21 @@ class VectorStore:
         counts = np.bincount(self.row_doc, minlength=len(docids))
         self.doc_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.doc_views = counts.astype(np.int64)
+        self.doc_index = doc_index
+        self._storage: np.ndarray | bool | None = None  # the index's vectors as an array (False: reconstruct)
+        if doc_index is not None:
+            if doc_index.ntotal != len(docids):
+                raise ConfigError(f"doc_index has {doc_index.ntotal} rows for {len(docids)} documents")
+            if not _reconstructs(index):
+                raise ConfigError("a doc_index needs a main index that can reconstruct vectors (Flat, SQfp16, "
+                                  "SQ8, HNSW32 ...)")
 
     @classmethod
     def from_lookup(cls, index: faiss.Index, lookup: Sequence[str], multi_vector: bool, where: str,
-                    approximate: ApproximateSearch | None = None) -> VectorStore:
+                    approximate: ApproximateSearch | None = None, doc_index: faiss.Index | None = None
+                    ) -> VectorStore:
         docids, row_doc = contiguous_docs(split_lookup(list(lookup), multi_vector), where)
-        return cls(index, docids, row_doc, len(row_doc) / max(1, len(docids)), approximate)
+        return cls(index, docids, row_doc, len(row_doc) / max(1, len(docids)), approximate, doc_index)
 
     @classmethod
     def from_shards(cls, paths: Sequence[str | os.PathLike], unsafe_pickle: bool = False) -> VectorStore:
@@ -190,6 +229,8 @@ class VectorStore:
         k_docs = min(k, len(self.docids))
         out_doc = np.full((n_q, k), -1, dtype=np.int64)
         out_score = np.full((n_q, k), -np.inf, dtype=np.float32)
+        if self.doc_index is not None and aggregator.exact_with_distinct_k:
+            return self._search_doc_candidates(q_reps, k)
         todo = np.arange(n_q)
         approx = self.approximate.active
         rescore = approx and self.approximate.can_rescore and aggregator.exact_with_distinct_k
@@ -217,6 +258,34 @@ class VectorStore:
             logger.warning("%d of %d queries got fewer than %d distinct documents: %s", short, n_q, k_docs, why)
         return out_doc, out_score
 
+    def _search_doc_candidates(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Candidates from the document index (top doc_candidates × k), ranked by max-sim over all their views.
+
+        Failure mode: a document whose views' mean is far from the query but one view is close is missed when
+        it falls outside the candidates (``bench/ann.py`` measures the recall this keeps).
+        """
+        n_docs = len(self.docids)
+        depth = min(n_docs, max(k, self.approximate.min_doc_candidates,
+                                 math.ceil(self.approximate.doc_candidates * k)))
+        hnsw = _find_hnsw(self.doc_index)
+        if hnsw is not None:
+            hnsw.efSearch = max(self.approximate.ef_search or 0, depth)
+        _, cand = self.doc_index.search(q, depth)
+        exact = self.rescore_docs(q, cand)
+        order = np.argsort(-exact, axis=1, kind="stable")[:, :k]
+        out_doc = np.full((len(q), k), -1, dtype=np.int64)
+        out_score = np.full((len(q), k), -np.inf, dtype=np.float32)
+        top = np.take_along_axis(cand, order, axis=1)
+        top_score = np.take_along_axis(exact, order, axis=1)
+        out_doc[:, :order.shape[1]] = np.where(np.isfinite(top_score), top, -1)
+        out_score[:, :order.shape[1]] = top_score
+        short = int(((out_doc >= 0).sum(axis=1) < min(k, n_docs)).sum())
+        if short:
+            logger.warning("%d of %d queries got fewer than %d distinct documents: the document index returned "
+                           "fewer than %d candidates (raise --doc_candidates or --ef_search)", short, len(q),
+                           min(k, n_docs), depth)
+        return out_doc, out_score
+
     def _rescored(self, q: np.ndarray, scores: np.ndarray, docs: np.ndarray, k: int, aggregator: Aggregator
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Max aggregation with every candidate document re-scored over all its (reconstructed) views."""
@@ -234,7 +303,8 @@ class VectorStore:
     def rescore_docs(self, q: np.ndarray, cand: np.ndarray, max_floats: int = 1 << 24) -> np.ndarray:
         """Max-sim of each query with each candidate document (Q, C) over all its views; -inf where cand is -1.
 
-        Each needed row is reconstructed once per call; queries are processed in chunks so the gathered
+        Views are read straight from the index's storage where it is a plain array (Flat, SQfp16), else
+        reconstructed (each needed row once per chunk); queries go in chunks so the gathered
         (chunk, C, views, dim) block stays under ``max_floats`` floats.
         """
         valid_doc = cand >= 0
@@ -243,16 +313,21 @@ class VectorStore:
         offs = np.arange(views)
         rows = self.doc_start[safe][..., None] + offs  # (Q, C, V)
         valid = valid_doc[..., None] & (offs < self.doc_views[safe][..., None])
-        uniq, inverse = np.unique(rows[valid], return_inverse=True)
-        vecs = self.index.reconstruct_batch(uniq.astype(np.int64)) if len(uniq) else np.zeros((0, self.dim))
-        vecs = np.asarray(vecs, dtype=np.float32).reshape(len(uniq), self.dim)
-        slot = np.zeros(rows.shape, dtype=np.int64)
-        slot[valid] = inverse
+        rows = np.where(valid, rows, 0)
+        if self._storage is None:
+            self._storage = _storage_view(self.index)
         out = np.empty(cand.shape, dtype=np.float32)
         step = max(1, max_floats // max(1, cand.shape[1] * views * self.dim))
         for i in range(0, len(q), step):
-            block = vecs[slot[i:i + step]]  # (chunk, C, V, D)
-            sims = np.einsum("qcvd,qd->qcv", block, q[i:i + step])
+            chunk = rows[i:i + step]
+            if self._storage is not False:
+                block = self._storage[chunk.reshape(len(chunk), -1)]
+            else:
+                uniq, inverse = np.unique(chunk, return_inverse=True)
+                block = np.asarray(self.index.reconstruct_batch(uniq.astype(np.int64)), dtype=np.float32)
+                block = block.reshape(len(uniq), self.dim)[inverse.reshape(len(chunk), -1)]
+            sims = np.matmul(block.astype(np.float32, copy=False), q[i:i + step, :, None])[..., 0]
+            sims = sims.reshape(chunk.shape)
             out[i:i + step] = np.where(valid[i:i + step], sims, -np.inf).max(axis=2)
         return out
 
@@ -278,6 +353,7 @@ class MultiVectorSearcher:
         fetch depth; see the module docstring).
     overfetch, rescore : approximate indexes only: fetch depth multiplier, and whether candidate documents are
         re-scored over all their views (see :class:`ApproximateSearch`).
+    doc_candidates : folders with a ``doc_index``: candidate documents per result (see :class:`ApproximateSearch`).
 
     Examples
     --------
@@ -298,14 +374,18 @@ class MultiVectorSearcher:
         aggregation_options: dict[str, Any] | None = None,
         overfetch: float = ApproximateSearch.overfetch,
         rescore: bool | None = None,
+        doc_candidates: float = ApproximateSearch.doc_candidates,
     ):
         index_dir = Path(index_dir)
         self.meta = IndexMeta.load(index_dir)
         index = faiss.read_index(str(index_dir / INDEX_FILE))
-        approximate = ApproximateSearch(overfetch=overfetch, ef_search=ef_search, nprobe=nprobe, rescore=rescore)
+        approximate = ApproximateSearch(overfetch=overfetch, ef_search=ef_search, nprobe=nprobe, rescore=rescore,
+                                        doc_candidates=doc_candidates)
         lookup = (index_dir / DOCID_FILE).read_text(encoding="utf-8").splitlines()
+        doc_index = (faiss.read_index(str(index_dir / DOC_INDEX_FILE)) if (index_dir / DOC_INDEX_FILE).is_file()
+                     else None)
         self.store = VectorStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE),
-                                             approximate)
+                                             approximate, doc_index)
         options = {k: v for k, v in (aggregation_options or {}).items() if v is not None}
         options.setdefault("temperature", self.meta.extra.get("temperature"))
         self.aggregator = get_aggregator(aggregation or self.meta.aggregation, **options)
