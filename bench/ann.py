@@ -9,8 +9,9 @@ sweep of its search parameter:
 
 - HNSW: ``overfetch`` (efSearch = the fetch depth, overfetch × k × views);
 - IVF: ``nprobe`` (``overfetch`` 1; nprobe 0 = the searcher's default, raised with the fetch depth);
-- ``SQfp16+doc:HNSW32`` (MVR only): candidates from an HNSW32 index over the documents' normalised view means
-  (``--doc_index_factory``), re-scored over all views from fp16 storage: ``doc_candidates`` × k candidates;
+- ``Flat+doc:HNSW32`` / ``SQfp16+doc:HNSW32`` (MVR only): candidates from an HNSW32 index over the documents'
+  normalised view means (``--doc_index_factory``), re-scored over all views from float32 / fp16 storage:
+  ``doc_candidates`` × k candidates;
 - Flat: exact (the reference and the exact latency).
 
 Document recall@k = |approximate top-k documents ∩ exact max-sim top-k| / k, averaged over queries. Latency is
@@ -158,7 +159,7 @@ def main() -> None:
     p.add_argument("--vectors_per_list", type=int, default=1000, help="IVF lists = vectors / this (a power of "
                    "2): MVR's 8x vectors get 8x the lists, so the same nprobe scans the same number of vectors")
     p.add_argument("--indexes", nargs="+", default=["Flat", "HNSW32", "IVF{nlist},SQ8", "IVF{nlist},SQfp16",
-                                                    "SQfp16+doc:HNSW32"],
+                                                    "Flat+doc:HNSW32", "SQfp16+doc:HNSW32"],
                    help="faiss.index_factory strings; {nlist} is replaced per system (see --vectors_per_list); "
                    "also e.g. HNSW32_SQfp16, IVF{nlist},PQ16 (PQ training is slow here)")
     p.add_argument("--train_size", type=int, default=65_536, help="vectors sampled to train IVF/PQ")

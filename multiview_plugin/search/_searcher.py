@@ -179,6 +179,7 @@ class VectorStore:
         self.doc_views = counts.astype(np.int64)
         self.doc_index = doc_index
         self._storage: np.ndarray | bool | None = None  # the index's vectors as an array (False: reconstruct)
+        self._flat_ip: faiss.IndexFlat | None = None
         if doc_index is not None:
             if doc_index.ntotal != len(docids):
                 raise ConfigError(f"doc_index has {doc_index.ntotal} rows for {len(docids)} documents")
@@ -316,10 +317,21 @@ class VectorStore:
         rows = np.where(valid, rows, 0)
         if self._storage is None:
             self._storage = _storage_view(self.index)
+            flat = faiss.downcast_index(self.index)
+            self._flat_ip = flat if (isinstance(flat, faiss.IndexFlat)
+                                     and flat.metric_type == faiss.METRIC_INNER_PRODUCT) else None
         out = np.empty(cand.shape, dtype=np.float32)
         step = max(1, max_floats // max(1, cand.shape[1] * views * self.dim))
         for i in range(0, len(q), step):
             chunk = rows[i:i + step]
+            qc = np.ascontiguousarray(q[i:i + step])
+            if self._flat_ip:  # Faiss computes the inner products with the listed rows in place (no gather)
+                flat_rows = np.ascontiguousarray(chunk.reshape(len(chunk), -1), dtype=np.int64)
+                sims = np.empty(flat_rows.shape, dtype=np.float32)
+                self._flat_ip.compute_distance_subset(len(chunk), faiss.swig_ptr(qc), flat_rows.shape[1],
+                                                      faiss.swig_ptr(sims), faiss.swig_ptr(flat_rows))
+                out[i:i + step] = np.where(valid[i:i + step], sims.reshape(chunk.shape), -np.inf).max(axis=2)
+                continue
             if self._storage is not False:
                 block = self._storage[chunk.reshape(len(chunk), -1)]
             else:
