@@ -2,17 +2,17 @@
 
 Reads the JSON ``bench/ann.py`` wrote (per index: bytes per vector, build seconds, latency per query at the
 fastest setting reaching the recall target, measured at N₀ vectors of dim d₀ on one CPU thread) and scales
-each cost to N vectors of dim d with these rules (printed with the table):
+each cost to N vectors of dim d with these rules:
 
 - RAM per vector = code(d) + measured overhead, where code(d) is the vector's stored bytes (Flat 4d, SQfp16 2d,
-  SQ8 d, PQm m·d/d₀: sub-quantisers kept at the same width) and the overhead (HNSW links, IVF ids, the
-  searcher's 8-byte row → document map) is the measured bytes minus code(d₀).
+  SQ8 d, PQm m·d/d₀: sub-quantisers kept at the same width; a document index adds 4d / views) and the overhead
+  (HNSW links, IVF ids, the searcher's 8-byte row → document map) is the measured bytes minus code(d₀).
 - Disk = RAM minus the 8-byte map, plus the docid file (``docid#j`` lines).
 - Build time: per-vector add time × N × d/d₀; × log N / log N₀ for HNSW (insertion walks the graph); IVF:
   (adds + training on the fixed-size sample) × nlist/nlist₀, nlist ∝ N with a flat coarse quantiser (at
   10⁵ lists a real build would use an HNSW coarse quantiser, ``IVF131072_HNSW32,SQ8``: not measured here).
-- Latency (single thread): Flat ∝ N·d; HNSW ∝ d · log N; IVF ∝ d · (nprobe · vectors per list + nlist),
-  nlist ∝ N, same nprobe.
+- Latency (single thread): Flat ∝ N·d; HNSW and ``+doc:HNSW32`` (document index + re-scoring) ∝ d · log N;
+  IVF ∝ d · (nprobe · vectors per list + nlist), nlist ∝ N, same nprobe.
 
 GPU costs are not measured here (no GPU was available); the column says so unless measured.
 
@@ -73,13 +73,19 @@ def pick_per_index(rows: list[dict], system: str, target: float) -> list[dict]:
 def project(row: dict, n_vectors: int, dim: int, measured: dict) -> dict:
     n0, d0 = row["vectors"], measured["dim"]
     factory = row["index"]
-    overhead = row["memory_bytes"] / n0 - code_bytes(factory, d0, d0)
-    per_vector = code_bytes(factory, dim, d0) + overhead
+    main, _, doc = factory.partition("+doc:")
+
+    def code(d: int) -> float:  # a document index adds one float32 vector per document
+        return code_bytes(main, d, d0) + (4 * d / measured["views"] if doc else 0.0)
+
+    overhead = row["memory_bytes"] / n0 - code(d0)
+    per_vector = code(dim) + overhead
     lines = n_vectors * (len(str(n_vectors)) + 3)  # "docid#j\n"
     train = row.get("train_s", 0.0) * dim / d0  # k-means on a fixed-size sample (not per vector)
     build = (row["build_s"] - row.get("train_s", 0.0)) / n0 * n_vectors * dim / d0
     latency = row["single_ms"] * dim / d0
-    if factory.startswith("HNSW"):
+    if factory.startswith("HNSW") or doc:
+        # HNSW walks ∝ log N; with a document index, re-scoring its candidates does not grow with N at all
         build *= math.log(n_vectors) / math.log(n0)
         latency *= math.log(n_vectors) / math.log(n0)
     elif factory.startswith("IVF"):

@@ -39,13 +39,17 @@ def test_hash_collisions_are_confirmed_not_reported(tmp_path, monkeypatch):
     assert [d for d, _ in iter_corpus(path)] == ["a", "b", "c"]
     with pytest.raises(InputFormatError, match="duplicate docid 'a'"):
         list(iter_corpus(write_corpus(tmp_path / "d.jsonl", ["a", "a"])))
-    shards = []
-    for s, ids in enumerate((["a", "b"], ["c", "d"])):
-        info = ShardInfo(model_name="t", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0)
-        w = ShardWriter(tmp_path / f"s.{s}.pkl", info, multi_vector=True)
-        w.add(ids, np.ones((2, 2, 4), dtype=np.float32))
-        w.close()
-        shards.append(tmp_path / f"s.{s}.pkl")
-    assert build_index(shards, tmp_path / "idx").num_docs == 4
-    with pytest.raises(MultiViewError, match="already in an earlier shard"):
-        build_index([shards[0], shards[0]], tmp_path / "idx2")
+    def shards(name, groups):
+        paths = []
+        for s, ids in enumerate(groups):
+            info = ShardInfo(model_name="t", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                             shard_index=s, num_shards=len(groups))
+            w = ShardWriter(tmp_path / f"{name}.{s}.pkl", info, multi_vector=True)
+            w.add(ids, np.ones((2, 2, 4), dtype=np.float32))
+            w.close()
+            paths.append(tmp_path / f"{name}.{s}.pkl")
+        return paths
+
+    assert build_index(shards("s", (["a", "b"], ["c", "d"])), tmp_path / "idx").num_docs == 4
+    with pytest.raises(MultiViewError, match=r"already in an earlier shard: \['a'\]"):
+        build_index(shards("t", (["a", "b"], ["c", "a"])), tmp_path / "idx2")

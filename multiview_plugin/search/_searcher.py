@@ -81,7 +81,7 @@ class ApproximateSearch:
     nprobe: int | None = None
     probe_factor: float = 32.0
     rescore: bool | None = None
-    doc_candidates: float = 4.0
+    doc_candidates: float = 2.0
     min_doc_candidates: int = 200
     active: bool = field(default=False, init=False)
     can_rescore: bool = field(default=False, init=False)
