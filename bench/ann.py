@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from dataclasses import asdict, dataclass
 
 import faiss
 import numpy as np
+from search_overhead import timed  # bench/ is the script's folder
 
 from multiview_plugin.search import ApproximateSearch, MaxAggregator, VectorStore
 from multiview_plugin.search._index import document_means
@@ -58,15 +58,6 @@ class Row:
     build_s: float
     vectors: int
     train_s: float = 0.0
-
-
-def timed(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def doc_recall(found: np.ndarray, exact: np.ndarray) -> float:
