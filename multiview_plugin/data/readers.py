@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from multiview_plugin.data.seen_ids import SeenIds
 from multiview_plugin.errors import MultiViewError
 
 logger = logging.getLogger(__name__)
@@ -422,7 +423,7 @@ def iter_corpus(path: PathLike, passage_field_separator: str = " ") -> Iterator[
         Missing docid or text field, an empty docid, a docid containing whitespace, a control character or
         ``'#'``, or a duplicate docid (both line numbers named). Whitespace around a docid is stripped.
     """
-    seen: dict[str, int] = {}
+    seen = SeenIds()  # bounded per-docid memory (64-bit hashes; a match is confirmed by rereading its line)
     id_field = "id" if _is_tsv(path) else "docid"
     for lineno, docid, title, text in _iter_raw_corpus(path):
         if not docid:
@@ -433,11 +434,16 @@ def iter_corpus(path: PathLike, passage_field_separator: str = " ") -> Iterator[
             raise InputFormatError(str(path), lineno, id_field,
                                    f"docid {docid!r}: docids must not contain '#', which separates a docid "
                                    "from its view index in multi-vector lookups")
-        if docid in seen:
+        first = seen.check_add(docid, lineno)
+        if first is not None and _docid_at(path, first) == docid:
             raise InputFormatError(str(path), lineno, id_field,
-                                   f"duplicate docid {docid!r} (first seen on line {seen[docid]})")
-        seen[docid] = lineno
+                                   f"duplicate docid {docid!r} (first seen on line {first})")
         yield docid, format_passage(title, text, passage_field_separator)
+
+
+def _docid_at(path: PathLike, lineno: int) -> str | None:
+    """The docid on line ``lineno`` (confirms a duplicate-hash match; read only then)."""
+    return next((docid for n, docid, _, _ in _iter_raw_corpus(path) if n == lineno), None)
 
 
 def load_corpus(path: PathLike, passage_field_separator: str = " ") -> dict[str, str]:

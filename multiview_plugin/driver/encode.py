@@ -6,11 +6,15 @@
     python -m multiview_plugin.driver.encode --model_name_or_path runs/mvr --encode_is_query \
         --dataset_path queries.tsv --encode_output_path emb/queries.pkl
 
-Writes Tevatron's ``(ndarray, lookup)`` pickle (multi-vector models: one row per view, lookup ``docid#j``) plus
-a ``.json`` sidecar. A finished shard is skipped on rerun (``--overwrite`` re-encodes it); an interrupted one
-resumes after its last flushed batch. Both only when the run's fingerprint (model weights, dtype, lengths,
-shard, input file; see ``multiview_plugin.encoding.fingerprint``) matches the recorded one: otherwise the run
-stops and names what differs.
+    torchrun --nproc_per_node 4 -m multiview_plugin.driver.encode --model_name_or_path runs/mvr \
+        --dataset_path corpus.jsonl --dataset_number_of_shards 4 --encode_output_path emb/corpus.pkl
+
+(the last: 4 processes, one per device, process r writes ``emb/corpus.r.pkl``; see
+:mod:`multiview_plugin.encoding.parallel`). Writes Tevatron's ``(ndarray, lookup)`` pickle (multi-vector
+models: one row per view, lookup ``docid#j``) plus a ``.json`` sidecar. A finished shard is skipped on rerun
+(``--overwrite`` re-encodes it); an interrupted one resumes after its last flushed batch. Both only when the
+run's fingerprint (model weights, dtype, lengths, shard, input file; see ``multiview_plugin.encoding.fingerprint``)
+matches the recorded one: otherwise the run stops and names what differs.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from tqdm import tqdm
 from multiview_plugin.data.readers import iter_corpus, load_queries
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.encoding.fingerprint import encode_fingerprint
+from multiview_plugin.encoding.parallel import launch_rank, rank_shards, shard_output_path
 from multiview_plugin.encoding.shards import (
     ShardInfo,
     ShardWriter,
@@ -64,7 +69,9 @@ class EncodeArguments:
     dataset_cache_dir: str | None = field(default=None, metadata={"help": "Cache folder for --dataset_name."})
     dataset_number_of_shards: int = field(default=1, metadata={"help": "Split the input into this many "
                                           "contiguous shards (like datasets.Dataset.shard)."})
-    dataset_shard_index: int = field(default=0, metadata={"help": "Which shard (0-based) this run encodes."})
+    dataset_shard_index: int = field(default=0, metadata={"help": "Which shard (0-based) this run encodes. Under "
+                                     "torchrun (WORLD_SIZE > 1) leave it 0: process r encodes shards r, r+W, ... "
+                                     "into <encode_output_path stem>.<shard><suffix>."})
     encode_is_query: bool = field(default=False, metadata={"help": "Encode queries (one vector each)."})
     query_max_len: int | None = field(default=None, metadata={"help": "Override the model's query length."})
     passage_max_len: int | None = field(default=None, metadata={"help": "Override the model's passage length."})
@@ -323,16 +330,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fp16 and args.bf16:
         raise ConfigError("--fp16 and --bf16 exclude each other")
     model = load_model(args)
+    launch = launch_rank()
+    if launch.parallel:
+        if args.dataset_shard_index:
+            raise ConfigError("under torchrun each process picks its shards: drop --dataset_shard_index")
+        if args.device is None and torch.cuda.is_available():
+            args.device = f"cuda:{launch.local_rank % torch.cuda.device_count()}"
+        jobs = [(i, shard_output_path(args.encode_output_path, i))
+                for i in rank_shards(args.dataset_number_of_shards, launch)]
+        logger.info("process %d of %d encodes shards %s", launch.rank, launch.world_size, [i for i, _ in jobs])
+    else:
+        jobs = [(args.dataset_shard_index, args.encode_output_path)]
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model.to(device).eval()
     if args.bf16:
         model.to(torch.bfloat16)
-    encode_to_shard(model, args.dataset_path, args.encode_output_path, is_query=args.encode_is_query,
-                    num_shards=args.dataset_number_of_shards, shard_index=args.dataset_shard_index,
-                    batch_size=args.per_device_eval_batch_size, fp16=args.fp16,
-                    separator=args.passage_field_separator, overwrite=args.overwrite,
-                    checkpoint_every=args.checkpoint_every, pseudo_queries=args.pseudo_queries,
-                    model_path=args.model_name_or_path)
+    for shard_index, output in jobs:
+        encode_to_shard(model, args.dataset_path, output, is_query=args.encode_is_query,
+                        num_shards=args.dataset_number_of_shards, shard_index=shard_index,
+                        batch_size=args.per_device_eval_batch_size, fp16=args.fp16,
+                        separator=args.passage_field_separator, overwrite=args.overwrite,
+                        checkpoint_every=args.checkpoint_every, pseudo_queries=args.pseudo_queries,
+                        model_path=args.model_name_or_path)
     return 0
 
 

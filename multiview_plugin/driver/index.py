@@ -1,7 +1,7 @@
 """Build a multi-vector Faiss index folder (Pyserini layout) from encoded passage shards.
 
     python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr \
-        [--index_factory Flat|HNSW32|IVF1024,PQ32] [--use_gpu]
+        [--index_factory Flat|HNSW32|IVF1024,SQ8|SQfp16] [--doc_index_factory HNSW32] [--use_gpu]
 
     python -m multiview_plugin.driver.index --report indexes/mvr     # what an index holds
 """
@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index_dir", help="Folder to create (index, docid, multiview.json). Required to build.")
     p.add_argument("--index_factory", default="Flat", help="faiss.index_factory string, inner product: Flat "
                    "(exact, default), HNSW32, IVF4096,Flat, IVF4096,PQ64 ... Trained ones train on a sample.")
+    p.add_argument("--doc_index_factory", help="Also index one vector per document (its views' normalised mean) "
+                   "with this factory (HNSW32, Flat); searchers take candidates from it and re-score them over all "
+                   "views from the main index, which must reconstruct vectors (Flat, SQfp16, SQ8, HNSW32).")
     p.add_argument("--train_size", type=int, default=262_144, help="Vectors sampled to train IVF/PQ indexes.")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="Aggregation recorded for searchers "
                    "(default: the model's, i.e. max).")
@@ -55,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
     build_index(shards, args.index_dir, index_factory=args.index_factory, aggregation=args.aggregation,
                 train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite,
-                allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle)
+                allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
+                doc_index_factory=args.doc_index_factory)
     return 0
 
 

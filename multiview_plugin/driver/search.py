@@ -77,8 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
                      choices=["trec", "msmarco", "tevatron"], help="Run format (default trec).")
     pys.add_argument("--hits", type=int, default=1000, help="Documents per query (default 1000).")
     pys.add_argument("--threads", type=int, default=1, help="Faiss search threads.")
-    pys.add_argument("--nprobe", type=int, help="IVF indexes: lists probed per query.")
-    pys.add_argument("--ef_search", "--efSearch", dest="ef_search", type=int, help="HNSW indexes: efSearch.")
+    pys.add_argument("--nprobe", type=int, help="IVF indexes: lists probed per query, a lower bound (raised to "
+                     "the lists holding 32x the fetch depth on average).")
+    pys.add_argument("--ef_search", "--efSearch", dest="ef_search", type=int, help="HNSW indexes: efSearch "
+                     "lower bound (it is raised to the fetch depth).")
+    pys.add_argument("--overfetch", type=float, default=2.0, help="Approximate indexes: fetch this many times "
+                     "the exact rule's depth (k x mean views); more = higher recall, slower. Default 2.")
+    pys.add_argument("--doc_candidates", type=float, default=2.0, help="Index folders with a doc_index: take "
+                     "this many x hits (at least 200) candidate documents from it, re-scored over all their views. "
+                     "Default 2 (bench/ann.py: 0.995 of exact recall@100).")
+    pys.add_argument("--rescore", action=argparse.BooleanOptionalAction, default=None, help="Approximate "
+                     "indexes: re-score candidate documents over all their views, reconstructed from the index "
+                     "(default: on for IVF indexes, off for HNSW, where it was measured not to help).")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="How a document's vector scores combine "
                    "(default: the index's recorded aggregation, else max).")
     add_shard_safety_flags(p)
@@ -198,7 +208,9 @@ def search_pyserini(args: argparse.Namespace) -> None:
     require_positive(args.hits, "--hits")
     searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
                                    ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}),
-                                   corpus=args.corpus, pseudo_queries=args.pseudo_queries)
+                                   corpus=args.corpus, pseudo_queries=args.pseudo_queries,
+                                   overfetch=args.overfetch, rescore=args.rescore,
+                                   doc_candidates=args.doc_candidates)
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
         q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model)

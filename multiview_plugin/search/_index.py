@@ -21,6 +21,7 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
+from multiview_plugin.data.seen_ids import SeenIds
 from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
@@ -29,7 +30,9 @@ from multiview_plugin.errors import ConfigError, MultiViewError
 logger = logging.getLogger(__name__)
 
 INDEX_FILE, DOCID_FILE, META_FILE = "index", "docid", "multiview.json"
+DOC_INDEX_FILE = "doc_index"  # optional: one vector per document (its views' normalised mean), for candidates
 FORMAT_VERSION = 1
+ADD_CHUNK = 65_536  # vectors per index.add
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
 
@@ -53,6 +56,7 @@ class IndexMeta:
     view_ids: bool | None = None  # docid file lines are docid#j (None in older folders: inferred from counts)
     # the shards' model (encoding/shard_sets.model_identity): query vectors must come from the same one
     model_fingerprint: dict | None = None
+    doc_index_factory: str | None = None  # the doc_index file's factory, when there is one
 
     @property
     def multi_vector(self) -> bool:
@@ -112,6 +116,7 @@ def build_index(
     seed: int = 42,
     allow_partial: bool = False,
     unsafe_pickle: bool = False,
+    doc_index_factory: str | None = None,
 ) -> IndexMeta:
     """Write an index folder from encoded shards (see module docstring).
 
@@ -120,6 +125,9 @@ def build_index(
     The shards must be complete sets from one model (:func:`~multiview_plugin.encoding.shard_sets.check_shard_set`;
     ``allow_partial`` accepts missing shards); ``unsafe_pickle`` loads them with plain pickle (trusted files only).
     Empty shards (more shards than documents) are valid and add nothing.
+    ``doc_index_factory`` (``HNSW32``, ``Flat``: no training) also writes ``doc_index``, one vector per document
+    (the normalised mean of its views): searchers take candidate documents from it and re-score them over all
+    their views from ``index`` (which must reconstruct vectors: ``Flat``, ``SQfp16``, ``SQ8``, ``HNSW32`` ...).
     """
     paths = [Path(p) for p in shards]
     if not paths:
@@ -142,10 +150,11 @@ def build_index(
     multi = any(i is not None and i.multi_vector for i in infos)
 
     index: faiss.Index | None = None
+    doc_index: faiss.Index | None = None
     # Built beside the target so the final rename is atomic (same filesystem).
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(dir=index_dir.parent, prefix=f".{index_dir.name}.", suffix=".tmp"))
-    seen: set[str] = set()
+    seen = SeenIds()  # docids across shards, ~28 bytes each (not a set of strings)
     num_docs = num_vectors = 0
     view_counts: list[np.ndarray] = []
     try:
@@ -156,10 +165,8 @@ def build_index(
                 multi = multi or shard_multi
                 row_docids = split_lookup(lookup, shard_multi)
                 docs, row_doc = contiguous_docs(row_docids, str(path))
-                overlap = seen.intersection(docs.tolist())
-                if overlap:
-                    raise MultiViewError(f"{path}: docids already in an earlier shard: {sorted(overlap)[:5]}")
-                seen.update(docs.tolist())
+                _check_new_docids(seen, docs, row_doc, num_vectors, tmp_dir / DOCID_FILE, docid_out, shard_multi,
+                                  path)
                 if not len(reps):
                     continue  # an empty shard: nothing to add (its dim may be unknown)
                 if index is None:
@@ -171,9 +178,17 @@ def build_index(
                         sample = _sample_for_training(paths, infos, train_size, seed, unsafe_pickle)
                         logger.info("training %s on %d vectors", index_factory, len(sample))
                         index.train(sample)
+                    if doc_index_factory:
+                        doc_index = faiss.index_factory(dim, doc_index_factory, faiss.METRIC_INNER_PRODUCT)
+                        if not doc_index.is_trained:
+                            raise ConfigError(f"--doc_index_factory {doc_index_factory} needs training; use one "
+                                              "that does not (HNSW32, Flat)")
                 elif reps.shape[1] != index.d:
                     raise ShardFormatError(f"{path}: dim {reps.shape[1]} differs from {index.d}")
-                index.add(np.ascontiguousarray(reps, dtype=np.float32))
+                for start in range(0, len(reps), ADD_CHUNK):  # bounded float32 copies of float16 shards
+                    index.add(np.ascontiguousarray(reps[start:start + ADD_CHUNK], dtype=np.float32))
+                if doc_index is not None and len(reps):
+                    doc_index.add(document_means(reps, row_doc))
                 docid_out.write("\n".join(lookup) + "\n" if lookup else "")
                 num_docs += len(docs)
                 num_vectors += len(lookup)
@@ -187,13 +202,16 @@ def build_index(
         extra = _merge_extra(infos)
         if extra.get(VIEW_INFO_KEY, {}).get("rows") and not concat_rows(paths, tmp_dir / INDEX_VIEWS_FILE, num_vectors):
             extra[VIEW_INFO_KEY]["rows"] = False  # a shard lacks its view rows: explanations omit what the view is
+        if doc_index is not None:
+            faiss.write_index(doc_index, str(tmp_dir / DOC_INDEX_FILE))
         meta = IndexMeta(
             dim=int(index.d), num_docs=num_docs, num_vectors=num_vectors, max_views=int(counts.max()),
             mean_views=float(counts.mean()),
             views_per_doc=int(counts[0]) if (counts == counts[0]).all() else "variable",
             aggregation=aggregation or DEFAULT_AGGREGATION.get(model_name, "max"), model_name=model_name,
             index_factory=index_factory, shards=[str(p) for p in paths], extra=extra, view_ids=multi,
-            model_fingerprint=next((model_identity(i) for i in infos if i is not None and i.fingerprint), None))
+            model_fingerprint=next((model_identity(i) for i in infos if i is not None and i.fingerprint), None),
+            doc_index_factory=doc_index_factory if doc_index is not None else None)
         if not multi and meta.max_views > 1:
             raise ShardFormatError("single-vector shards hold several rows for one docid")
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
@@ -206,6 +224,36 @@ def build_index(
     logger.info("index %s: %d documents, %d vectors (max %d views), %s", index_dir, meta.num_docs,
                 meta.num_vectors, meta.max_views, index_factory)
     return meta
+
+
+def document_means(reps: np.ndarray, row_doc: np.ndarray) -> np.ndarray:
+    """One unit vector per document: the mean of its (contiguous) rows, normalised; float32, in chunks."""
+    starts = np.flatnonzero(np.r_[True, row_doc[1:] != row_doc[:-1]])
+    out = np.empty((len(starts), reps.shape[1]), dtype=np.float32)
+    ends = np.r_[starts[1:], len(row_doc)]
+    for lo in range(0, len(starts), ADD_CHUNK):
+        hi = min(lo + ADD_CHUNK, len(starts))
+        block = np.asarray(reps[starts[lo]:ends[hi - 1]], dtype=np.float32)
+        sums = np.add.reduceat(block, starts[lo:hi] - starts[lo], axis=0)
+        out[lo:hi] = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+    return out
+
+
+def _check_new_docids(seen: SeenIds, docs: np.ndarray, row_doc: np.ndarray, row_offset: int, docid_file: Path,
+                      docid_out, multi: bool, path: Path) -> None:
+    """Record a shard's documents (by their first row); a docid already in an earlier shard is an error."""
+    first_rows = np.flatnonzero(np.r_[True, row_doc[1:] != row_doc[:-1]]) + row_offset if len(row_doc) else []
+    clashes = [(d, w) for d, r in zip(docs.tolist(), np.asarray(first_rows).tolist())
+               if (w := seen.check_add(d, r)) is not None]
+    if not clashes:
+        return
+    docid_out.flush()  # confirm hash matches against the docid lines written so far
+    wanted = {w for _, w in clashes}
+    with docid_file.open(encoding="utf-8") as f:
+        earlier = {n: line.rstrip("\n") for n, line in enumerate(f) if n in wanted}
+    dups = [d for d, w in clashes if w in earlier and split_lookup([earlier[w]], multi)[0] == d]
+    if dups:
+        raise MultiViewError(f"{path}: docids already in an earlier shard: {sorted(dups)[:5]}")
 
 
 def _merge_extra(infos: list) -> dict:
