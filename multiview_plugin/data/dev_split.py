@@ -19,6 +19,7 @@ from pathlib import Path
 
 from multiview_plugin.atomic import write_jsonl, write_lines
 from multiview_plugin.data.readers import InputFormatError, iter_jsonl
+from multiview_plugin.data.squad import parse_article_range
 from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
@@ -72,11 +73,10 @@ def carve_dev_split(train_path: str | os.PathLike, corpus_path: str | os.PathLik
 def parse_groups(text: str) -> set[str]:
     """``28-31`` or ``3,5,9`` (or a mix) → group names."""
     groups: set[str] = set()
-    for part in text.split(","):
-        if "-" in part and part.replace("-", "").isdigit():
-            lo, hi = map(int, part.split("-"))
-            groups.update(str(i) for i in range(lo, hi + 1))
-        elif part:
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if part.replace("-", "").isdigit():  # an article number or range: SQuAD's own range parser
+            groups.update(map(str, parse_article_range(part)))
+        else:
             groups.add(part)
     return groups
 
