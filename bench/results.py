@@ -111,6 +111,11 @@ def table(data: str, selected: bool = False) -> str:
     ranked = sorted(rows.values(), key=lambda r: order.index(r["system"]) if r["system"] in order else len(order))
     head = ["system", "backbone", "steps", *(["best step"] if selected else []), "batch", "wall s", "vectors/doc",
             *(HEADERS.get(m, m) for m in metrics), "run"]
+    if selected and data == "squad" and chosen:  # the dev articles leave training: say how many questions remain
+        trained = max((r.get("train_queries", 0) for rec in chosen for r in rec["rows"]), default=0)
+        groups = quickstart_settings(chosen[-1]["command"]).dev_groups
+        protocol = protocol.replace("train: 7,235 questions of articles 0–31",
+                                    f"train: {trained:,} questions of articles 0–31 minus the dev articles {groups}")
     heading = f"**{title}**{' — dev-selected checkpoints' if selected else ''} — {protocol}; metrics in %."
     lines = [heading, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in ranked:
