@@ -41,6 +41,7 @@ SYSTEM_NAMES = {
     "mvr-residual": "mvr-residual (k = 8, gated read-only viewers)",
     "mlr-sc-mean": "mlr-sc-mean (self-contrastive, layers 6,5 mean-pooled)",
     "mlr-max-mean": "mlr-max-mean (max, layers 6,5 mean-pooled)",
+    "mlr-mix-mean": "mlr-mix-mean (scalar mix, layers 6,5 mean-pooled)",
     "dcsr-mean-zero-shot": "dcsr-mean zero-shot (untrained, HasAns)",
     "dcsr-mean-zero-shot (max)": "dcsr-mean zero-shot (untrained, max)",
     "dcsr-independent-zero-shot": "dcsr-independent zero-shot (sentences alone, HasAns)",

@@ -44,3 +44,14 @@ def test_quickstart_defaults_are_the_mean_pooled_multiview_forms(tiny_bert, tmp_
     assert config["options"]["dcsr_sentence_pooling"] == "mean"
     # every trained system records its training curve (loss per logged step)
     assert all(r["curves"]["loss"] for r in rows.values() if r["steps"])
+
+
+def test_quickstart_train_flags_and_tag_reach_the_trained_model(tiny_bert, tmp_path):
+    out = tmp_path / "qs"
+    assert main(["--backbone", str(tiny_bert), "--output_dir", str(out), "--steps", "2", "--batch_size", "4",
+                 "--passage_max_len", "64", "--systems", "dpr", "--train_flags=--mask_duplicate_positives",
+                 "--tag=-masked"]) == 0
+    rows = {r["system"]: r for r in json.loads((out / "results.json").read_text())}
+    assert set(rows) == {"dpr-masked"} and rows["dpr-masked"]["train_flags"] == "--mask_duplicate_positives"
+    config = json.loads((out / "models" / "dpr-masked" / "multiview_config.json").read_text())
+    assert config["mask_duplicate_positives"] is True

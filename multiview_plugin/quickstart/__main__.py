@@ -63,6 +63,9 @@ SYSTEMS = {
                             *COSINE], True),
     "mlr-max-mean": ("mlr", ["--mlr_pooling", "max", "--mlr_layers", "6,5", "--mlr_layer_pooling", "mean",
                              *COSINE], True),
+    # single vector: a learned softmax mix of the mean-pooled layers 6,5 (ELMo-style, weights saved with the model)
+    "mlr-mix-mean": ("mlr", ["--mlr_pooling", "scalar_mix", "--mlr_layers", "6,5", "--mlr_layer_pooling", "mean",
+                             *COSINE], True),
     "mebert": ("mebert", ["--mebert_num_vectors", "8", *COSINE], True),
     # DCSR: mean-pooled queries like dpr; 1 in-passage + 1 hard-negative sentence per query (paper best)
     "dcsr": ("dcsr", ["--pooling", "mean", *COSINE], True),
@@ -290,9 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dev_eval_steps", type=int, default=100, help="With --dev_groups: steps between dev checks.")
     p.add_argument("--dev_patience", type=int, default=0, help="With --dev_groups: stop a system after this many "
                    "dev checks without improvement (0: train all --steps).")
-    p.add_argument("--train_flags", default="", help="Extra train-driver flags for every trained system, e.g. "
-                   "'--mask_duplicate_positives' (an ablation: combine with --tag).")
-    p.add_argument("--tag", default="", help="Suffix of the system names in this run (e.g. ' [masked]').")
+    p.add_argument("--train_flags", default="", help="Extra train-driver flags for every trained system, as one "
+                   "string: --train_flags='--mvr_lambda 0.1' or --train_flags=--mask_duplicate_positives (the = "
+                   "form, since the value starts with --). An ablation: combine with --tag.")
+    p.add_argument("--tag", default="", help="Suffix of the system names in this run, e.g. --tag=-masked turns "
+                   "'dpr' into 'dpr-masked' (the = form: the value may start with -).")
     return p
 
 
