@@ -277,18 +277,22 @@ def test_dev_split_carves_whole_groups(tmp_path):
     assert parse_groups("28-31") == {"28", "29", "30", "31"}
 
 
-def test_dev_selection_saves_the_best_and_stops(tiny_bert, train_file, tmp_path):
+def dev_set_flags(tmp_path):
+    """--dev_* flags of a 2-query dev set over the 6-passage topics corpus."""
     corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
     queries = tmp_path / "dev.tsv"
     queries.write_text("a\twhat is paris\nb\twhat is the moon\n")
     qrels = tmp_path / "dev_qrels.txt"
     qrels.write_text("a 0 d0 1\nb 0 d4 1\n")
+    return ["--dev_queries", str(queries), "--dev_qrels", str(qrels), "--dev_corpus", str(corpus)]
+
+
+def test_dev_selection_saves_the_best_and_stops(tiny_bert, train_file, tmp_path):
     out = tmp_path / "run"
     assert train_main(["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path",
                        str(train_file), "--output_dir", str(out), "--pooling", "mean", "--normalize",
                        "--learning_rate", "0", "--max_steps", "12", "--save_strategy", "no",
-                       "--dev_queries", str(queries), "--dev_qrels", str(qrels), "--dev_corpus", str(corpus),
-                       "--dev_eval_steps", "2", "--dev_patience", "2", *COMMON]) == 0
+                       *dev_set_flags(tmp_path), "--dev_eval_steps", "2", "--dev_patience", "2", *COMMON]) == 0
     curve = json.loads((out / "dev_curve.json").read_text())
     # learning rate 0: the dev metric never improves after step 0, so training stops after 2 more checks
     assert [p["step"] for p in curve["curve"]] == [0, 2, 4]
@@ -298,12 +302,7 @@ def test_dev_selection_saves_the_best_and_stops(tiny_bert, train_file, tmp_path)
 
 
 def test_dev_metric_picks_what_is_selected_on(tiny_bert, train_file, tmp_path):
-    corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
-    queries = tmp_path / "dev.tsv"
-    queries.write_text("a\twhat is paris\nb\twhat is the moon\n")
-    qrels = tmp_path / "dev_qrels.txt"
-    qrels.write_text("a 0 d0 1\nb 0 d4 1\n")
-    dev = ["--dev_queries", str(queries), "--dev_qrels", str(qrels), "--dev_corpus", str(corpus)]
+    dev = dev_set_flags(tmp_path)
     out = tmp_path / "run"
     assert train_main(["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path",
                        str(train_file), "--output_dir", str(out), "--pooling", "mean", "--normalize",
