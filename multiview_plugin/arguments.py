@@ -84,6 +84,29 @@ class ModelArguments:
     untie_encoder: bool = field(
         default=False, metadata={"help": "Use separate query and passage encoders (default: shared weights)."}
     )
+    # --- LoRA (Tevatron v2's flags, names and defaults; needs peft: pip install 'multiview_plugin[lora]') ---
+    lora: bool = field(
+        default=False,
+        metadata={"help": "Train LoRA adapters (peft) on the frozen backbone instead of fine-tuning all its weights. "
+                  "Tokens the method adds (mvr viewers, dcsr's <sent>) stay trainable as their embedding rows, and "
+                  "parameters outside the backbone (mvr residual gates, mlr scalar mix) train as usual. The output "
+                  "folder is a complete model with the adapters merged, plus the adapters in lora_adapter/."},
+    )
+    lora_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Start from this LoRA adapter (a peft adapter folder or hub id, or one of our LoRA-trained "
+                  "output folders) and keep training it (implies --lora; its r, alpha, dropout and target modules "
+                  "are the adapter's)."},
+    )
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank r."})
+    lora_alpha: int = field(default=64, metadata={"help": "LoRA alpha: the update is scaled by alpha / r."})
+    lora_dropout: float = field(default=0.1, metadata={"help": "Dropout on the LoRA branch's input."})
+    lora_target_modules: str = field(
+        default="q_proj,k_proj,v_proj,o_proj,down_proj,up_proj,gate_proj",
+        metadata={"help": "Comma-separated names of the Linear modules that get adapters (Tevatron's default names "
+                  "LLaMA-style layers; BERT-like backbones such as all-MiniLM-L6-v2: query,key,value,dense; T5: "
+                  "q,k,v,o). Names no module has are an error that lists the backbone's Linear module names."},
+    )
     # --- MVR (Zhang et al., 2022) ---
     mvr_num_views: int = field(
         default=8, metadata={"help": "MVR: number k of document viewer tokens [VIE1]..[VIEk] (paper best: 8)."}

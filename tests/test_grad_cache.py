@@ -27,9 +27,10 @@ def bert_no_dropout(tmp_path_factory):
     return folder
 
 
-def model_and_batch(name, backbone, train_file, batch=8):
+def model_and_batch(name, backbone, train_file, batch=8, **options):
     model = get_encoder_class(name).build(
-        ModelArguments(model_name_or_path=str(backbone), model_name=name, temperature=0.5, **OPTIONS[name]),
+        ModelArguments(model_name_or_path=str(backbone), model_name=name, temperature=0.5,
+                       **{**OPTIONS[name], **options}),
         DataArguments(pad_to_multiple_of=None, passage_max_len=48))
     dataset, collator = model.train_data(load_train_records(str(train_file)), group_size=2)
     return model.train(), collator([dataset[i] for i in range(batch)])
@@ -63,6 +64,17 @@ def test_chunked_loss_and_gradients_equal_one_batch(name, bert_no_dropout, train
     for q_chunk, p_chunk in ((3, 5), (1, 1)):
         cached = loss_and_grads(model, lambda q=q_chunk, p=p_chunk: grad_cache_step(model, batch, q, p).loss)
         assert_same(cached, full)
+
+
+def test_residual_mvr_batches_split_with_their_text_length(bert_no_dropout, train_file):
+    """Residual MVR's passage batch carries a 0-d ``num_text_tokens`` (where the viewers start): every chunk
+    gets it (it used to fail: a 0-d tensor has no rows to split)."""
+    model, batch = model_and_batch("mvr", bert_no_dropout, train_file, mvr_num_views=2, mvr_views="residual",
+                                   pooling="mean")
+    assert batch["passage"]["num_text_tokens"].dim() == 0
+    full = loss_and_grads(model, lambda: plain_step(model, batch))
+    assert "view_gates" in full[1]
+    assert_same(loss_and_grads(model, lambda: grad_cache_step(model, batch, 3, 5).loss), full, atol=5e-5)
 
 
 @pytest.mark.parametrize("name", ["dpr", "mvr"])

@@ -199,3 +199,36 @@ def test_tevatron_lora_adapter_encodes_identically(squad, tiny_bert, corpus, tmp
     assert our_ids == their_ids
     np.testing.assert_allclose(ours, theirs, atol=1e-6)
     assert not np.allclose(ours, load(tmp_path / "base.pkl")[0], atol=1e-4)  # the adapter changed the vectors
+
+
+LORA = ["--lora", "--lora_target_modules", "query,key,value,dense", "--lora_r", "4"]
+
+
+def test_plugin_driver_trains_lora_like_our_driver(squad, tiny_bert, tmp_path):
+    """--lora through Tevatron's dataset and trainer: our driver's first-step loss (the same model, adapter and
+    batch; test_plugin_driver_losses_equal_our_driver compares whole runs) and our LoRA folder layout."""
+    flags = ["--model_name", "mvr", "--mvr_num_views", "2", "--model_name_or_path", tiny_bert,
+             "--dataset_path", squad["legacy"]["train"], *LORA, *CPU, *STEPS]
+    run("multiview_plugin.tevatron.train", *flags, "--output_dir", tmp_path / "plugin")
+    run("multiview_plugin.driver.train", *flags, "--output_dir", tmp_path / "ours", "--pad_to_multiple_of", "16")
+    losses = {}
+    for run_dir in ("plugin", "ours"):
+        state = json.loads((tmp_path / run_dir / "trainer_state.json").read_text())
+        losses[run_dir] = [h["loss"] for h in state["log_history"] if "loss" in h]
+    assert len(losses["plugin"]) == len(losses["ours"]) == 3 and losses["plugin"][0] == losses["ours"][0]
+    assert (tmp_path / "plugin" / "lora_adapter" / "adapter_model.safetensors").is_file()
+    assert load_encoder(tmp_path / "plugin").config.options["lora"]["r"] == 4
+
+
+def test_tevatron_encode_merges_our_dpr_adapter(squad, tiny_bert, corpus, tmp_path):
+    """Our driver's DPR adapter (lora_adapter/) merged by Tevatron's encoder gives our folder's vectors."""
+    run("multiview_plugin.driver.train", "--model_name", "dpr", "--model_name_or_path", tiny_bert, "--output_dir",
+        tmp_path / "dpr", "--dataset_path", squad["legacy"]["train"], *LORA, *CPU, *STEPS)
+    run("tevatron.retriever.driver.encode", "--output_dir", "temp", "--model_name_or_path", tiny_bert,
+        "--lora_name_or_path", tmp_path / "dpr" / "lora_adapter", "--dataset_name", "json", "--dataset_path", corpus,
+        "--pooling", "cls", "--encode_output_path", tmp_path / "tev.pkl", *CPU)
+    assert encode_main(["--model_name_or_path", str(tmp_path / "dpr"), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(tmp_path / "ours.pkl"), "--pad_to_multiple_of", "16"]) == 0
+    (theirs, their_ids), (ours, our_ids) = load(tmp_path / "tev.pkl"), load(tmp_path / "ours.pkl")
+    assert our_ids == their_ids
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)

@@ -78,7 +78,7 @@ def test_readme_table_is_generated_and_current():
         "README's Tevatron flag table is stale: run python tools/tevatron_flags.py readme"
 
 
-@pytest.mark.parametrize("main,flag", [(train_main, "--lora"), (train_main, "--train_yaml=x.yaml"),
+@pytest.mark.parametrize("main,flag", [(train_main, "--is_bidirectional"), (train_main, "--train_yaml=x.yaml"),
                                        (encode_main, "--lora_r=8"), (encode_main, "--no_encode_image")])
 def test_refused_flag_is_one_line_with_what_to_use(main, flag, tmp_path, capsys):
     assert main(["--model_name_or_path", "m", "--dataset_path", "d", "--encode_output_path", "o",

@@ -297,14 +297,18 @@ def load_model(args: EncodeArguments) -> MultiViewEncoder:
 
 
 def merge_lora(model: MultiViewEncoder, adapter: str) -> None:
-    """Merge a peft LoRA adapter into the model's (tied) encoder, as Tevatron's ``DenseModel.load`` does."""
-    try:
-        from peft import PeftModel
-    except ImportError as err:
-        raise ConfigError("--lora_name_or_path needs peft: pip install peft") from err
+    """Merge a peft LoRA adapter into the model's (tied) encoder, as Tevatron's ``DenseModel.load`` does.
+    ``adapter``: a peft adapter folder or hub id, or one of our LoRA-trained folders (its ``lora_adapter/``)."""
+    from multiview_plugin.modeling.lora import OPTION, adapter_folder, require_peft
+
+    peft = require_peft()
+    if OPTION in model.config.options:
+        raise ConfigError("--lora_name_or_path: this model was trained with --lora and its folder already holds "
+                          "the merged weights: encode it without --lora_name_or_path")
     if model.passage_encoder is not None:
         raise ConfigError("--lora_name_or_path: the model has untied encoders; merge an adapter into each first")
-    model.query_encoder = PeftModel.from_pretrained(model.query_encoder, adapter).merge_and_unload()
+    adapted = peft.PeftModel.from_pretrained(model.query_encoder, adapter_folder(adapter))
+    model.query_encoder = adapted.merge_and_unload()
     logger.info("merged the LoRA adapter %s", adapter)
 
 

@@ -14,15 +14,8 @@ from multiview_plugin.errors import ConfigError
 
 _MULTIMODAL = "multimodal inputs are not supported (text only); drop the flag"
 _SPLADE = "a SPLADE flag (tevatron.retriever.driver.train_splade); multiview_plugin trains dense models only"
-_LORA = "LoRA is not supported (full fine-tuning only); drop the flag"
 
 REFUSED_TRAIN: dict[str, str] = {
-    "lora": _LORA,
-    "lora_name_or_path": _LORA,
-    "lora_r": _LORA,
-    "lora_alpha": _LORA,
-    "lora_dropout": _LORA,
-    "lora_target_modules": _LORA,
     "is_bidirectional": _SPLADE,
     "pooling_strategy": _SPLADE + " (dense poolings: --pooling)",
     "train_yaml": "several training sets: give them comma-separated in --dataset_path",
@@ -36,7 +29,8 @@ REFUSED_TRAIN: dict[str, str] = {
 }
 
 REFUSED_ENCODE: dict[str, str] = {
-    **{k: v for k, v in REFUSED_TRAIN.items() if k != "lora_name_or_path"},
+    **REFUSED_TRAIN,
+    # a LoRA-trained folder of ours already holds the merged weights; --lora_name_or_path merges an adapter
     **{k: "a LoRA training flag: drop it (encoding takes --lora_name_or_path)"
        for k in ("lora", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")},
 }
@@ -52,6 +46,17 @@ DIFFERENCES: dict[str, str] = {
     "pad_to_multiple_of": "default: 16 on GPU as Tevatron, no rounding on CPU (it only adds work there); pass 16 "
                           "to force",
     "grad_cache": "also for multi-vector models (Tevatron's handles single vectors only)",
+}
+
+
+# What to know about some accepted flags (the note column of the README's parity table).
+NOTES: dict[str, str] = {
+    "lora": "LoRA adapters through peft (pip install 'multiview_plugin[lora]') for every method; the output folder "
+            "is the merged model plus the adapter in lora_adapter/",
+    "lora_name_or_path": "train: start from this adapter, trainable (or one of our LoRA-trained folders); encode: "
+                         "merge it into --model_name_or_path, as Tevatron",
+    "lora_target_modules": "Tevatron's default names LLaMA-style layers: BERT-like backbones (all-MiniLM-L6-v2) "
+                           "need query,key,value,dense; names no module has are an error that lists the backbone's",
 }
 
 
@@ -124,8 +129,10 @@ def flag_status(driver: str, flag: str, tevatron_default: object, ours: dict[str
 def _note(flag: str) -> str:
     if flag in DIFFERENCES:
         return "*" + DIFFERENCES[flag]
-    notes = {REFUSED_TRAIN.get(flag), REFUSED_ENCODE.get(flag)} - {None}
-    return "; encode: ".join(sorted(notes, key=lambda n: n != REFUSED_TRAIN.get(flag)))
+    train, encode = REFUSED_TRAIN.get(flag) or NOTES.get(flag), REFUSED_ENCODE.get(flag)
+    if encode and encode != train:
+        return f"{train}; encode: {encode}" if train else f"encode: {encode}"
+    return train or ""
 
 
 def parity_table(snapshot: dict) -> str:

@@ -24,6 +24,7 @@ from multiview_plugin.arguments import DataArguments, DevArguments, ModelArgumen
 from multiview_plugin.data.dataset import TrainDataset, load_train_records
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling import lora
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 from multiview_plugin.modeling.config import is_multiview_model
 from multiview_plugin.registry import get_encoder_class
@@ -41,8 +42,23 @@ def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiVi
         if model.config.model_name != model_args.model_name:
             raise ConfigError(f"{model_args.model_name_or_path} holds a {model.config.model_name!r} model, "
                               f"not {model_args.model_name!r}")
+        # a saved LoRA model loads merged: training it again is full fine-tuning unless --lora says otherwise
+        saved_lora = model.config.options.pop(lora.OPTION, None)
+        if lora.wants_lora(model_args):
+            if saved_lora and model_args.lora_name_or_path and _same_model(model_args):
+                raise ConfigError(f"--lora_name_or_path {model_args.lora_name_or_path}: that adapter is already "
+                                  f"merged into {model_args.model_name_or_path}; to keep training it, pass the "
+                                  f"original backbone ({model.config.backbone}) as --model_name_or_path")
+            lora.wrap_model(model, model_args, lora.new_token_ids_of_saved(model, saved_lora))
         return model
     return cls.build(model_args, data_args)
+
+
+def _same_model(model_args: ModelArguments) -> bool:
+    """Whether --lora_name_or_path is --model_name_or_path or its own lora_adapter/ folder."""
+    model = Path(model_args.model_name_or_path).resolve()
+    adapter = Path(model_args.lora_name_or_path).resolve()
+    return adapter == model or model in adapter.parents
 
 
 def load_training_data(data_args: DataArguments, training_args: MultiViewTrainingArguments,

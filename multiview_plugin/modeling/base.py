@@ -42,6 +42,7 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
 from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
 from multiview_plugin.modeling.formatting import InputFormatter
+from multiview_plugin.modeling.lora import is_lora, wants_lora
 from multiview_plugin.registry import get_encoder_class, get_loss_class
 from multiview_plugin.training.distributed import gather_across_processes
 from multiview_plugin.training.temperature import MIN_TEMPERATURE, temperature_at
@@ -376,8 +377,14 @@ class MultiViewEncoder(nn.Module):
         query_encoder = load_backbone(backbone, cache_dir=model_args.cache_dir, revision=revision,
                                       **backbone_options(model_args))
         passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
+        vocabulary = len(tokenizer)
         cls.prepare_backbone(config, tokenizer, query_encoder, passage_encoder)
-        return cls(config, query_encoder, passage_encoder, tokenizer)
+        model = cls(config, query_encoder, passage_encoder, tokenizer)
+        if wants_lora(model_args):  # the tokens prepare_backbone added train as their embedding rows
+            from multiview_plugin.modeling.lora import wrap_model
+
+            wrap_model(model, model_args, list(range(vocabulary, len(tokenizer))))
+        return model
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
@@ -414,21 +421,59 @@ class MultiViewEncoder(nn.Module):
     ) -> None:
         """Hook run once on a fresh backbone (e.g. to add special tokens). Default: nothing."""
 
+    @property
+    def is_lora(self) -> bool:
+        """True when the backbone(s) train LoRA adapters (see :mod:`multiview_plugin.modeling.lora`)."""
+        return is_lora(self.query_encoder)
+
+    def _encoder_folders(self, out: Path) -> list[tuple[PreTrainedModel, Path]]:
+        if self.passage_encoder is None:
+            return [(self.query_encoder, out)]
+        return [(self.query_encoder, out / QUERY_SUBDIR), (self.passage_encoder, out / PASSAGE_SUBDIR)]
+
     def save(self, output_dir: str | os.PathLike) -> None:
-        """Write weights, tokenizer and ``multiview_config.json`` so :meth:`load` rebuilds this model."""
+        """Write weights, tokenizer and ``multiview_config.json`` so :meth:`load` rebuilds this model.
+
+        A LoRA model writes its backbones with the adapters merged (an ordinary model folder, computed without
+        touching the training weights) and the adapters themselves in ``lora_adapter/``.
+        """
+        from multiview_plugin.modeling import lora
+
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
-        if self.passage_encoder is None:
-            self.query_encoder.save_pretrained(out)
-        else:
-            self.query_encoder.save_pretrained(out / QUERY_SUBDIR)
-            self.passage_encoder.save_pretrained(out / PASSAGE_SUBDIR)
+        for encoder, folder in self._encoder_folders(out):
+            if lora.is_lora(encoder):
+                lora.save_merged_backbone(encoder, folder)
+            else:
+                encoder.save_pretrained(folder)
         self.tokenizer.save_pretrained(out)
         extra = self.extra_state_dict()
         if extra:
             save_file({k: v.detach().contiguous().cpu() for k, v in extra.items()}, str(out / EXTRA_WEIGHTS_NAME))
+        if self.is_lora:
+            for attribute, folder in lora.adapter_folders(self, out).items():
+                lora.save_adapter(getattr(self, attribute), folder)
         # The config goes last: a folder that has it is complete.
         self.config.save(out)
+
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict | None = None,
+                                        every_n_layers: int = 1, offload: bool = False) -> None:
+        """``--gradient_checkpointing`` (the Trainer calls this): recompute the backbones' activations in the
+        backward pass. LoRA backbones also make their input embeddings require grad (as Tevatron), so gradients
+        reach the adapters through checkpointed layers whose frozen inputs need none."""
+        for encoder in {id(e): e for e in (self.query_encoder, self.p_encoder)}.values():
+            backbone = encoder.get_base_model() if is_lora(encoder) else encoder
+            if hasattr(backbone, "activation_checkpointing_enable"):
+                backbone.activation_checkpointing_enable(activation_checkpointing_kwargs=activation_checkpointing_kwargs,
+                                                         every_n_layers=every_n_layers, offload=offload)
+            else:  # older transformers
+                backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=activation_checkpointing_kwargs)
+            if is_lora(encoder):
+                backbone.enable_input_require_grads()
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None, **kwargs: Any) -> None:
+        """The name older Trainers call: :meth:`activation_checkpointing_enable`."""
+        self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
 
     def extra_state_dict(self) -> dict[str, torch.Tensor]:
         """Parameters and buffers outside the backbones (saved in ``multiview_extra.safetensors``)."""
@@ -436,12 +481,34 @@ class MultiViewEncoder(nn.Module):
                 if not k.startswith(("query_encoder.", "passage_encoder."))}
 
     def load_weights(self, folder: str | os.PathLike) -> None:
-        """Load the weights saved by :meth:`save` into this (already built) model."""
+        """Load the weights saved by :meth:`save` into this (already built) model. A LoRA model (resuming) loads
+        the adapters from ``lora_adapter/`` and the parameters outside the backbones, not the merged backbone."""
+        if self.is_lora:
+            self._load_lora_weights(Path(folder))
+            return
         fresh = load_encoder(folder)
         missing, unexpected = self.load_state_dict(fresh.state_dict(), strict=False)
         if missing or unexpected:
             raise ConfigError(f"{folder}: weights do not fit this model (missing {missing}, unexpected {unexpected})")
         self.config = fresh.config
+
+    def _load_lora_weights(self, folder: Path) -> None:
+        from multiview_plugin.modeling.lora import OPTION, load_adapter_weights
+
+        config = EncoderConfig.load(folder)
+        if OPTION not in config.options:
+            raise ConfigError(f"{folder} was not saved by a --lora run (no 'lora' options in its "
+                              "multiview_config.json): it cannot resume this LoRA model")
+        load_adapter_weights(self, folder)
+        expected = set(self.extra_state_dict())
+        extra_path = folder / EXTRA_WEIGHTS_NAME
+        extra = load_file(str(extra_path)) if extra_path.is_file() else {}
+        if set(extra) != expected:
+            raise ConfigError(f"{extra_path}: weights do not fit this model (missing {sorted(expected - set(extra))}, "
+                              f"unexpected {sorted(set(extra) - expected)})")
+        if extra:
+            self.load_state_dict(extra, strict=False)
+        self.config = config
 
     @classmethod
     def from_saved(cls, folder: str | os.PathLike, config: EncoderConfig, **hf_kwargs: Any) -> MultiViewEncoder:

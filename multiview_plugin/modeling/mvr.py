@@ -242,7 +242,7 @@ class MultiViewerEncoder(MultiViewEncoder):
             batch = dict(batch)
             num_text = int(batch.pop("num_text_tokens"))
             text_mask = batch["attention_mask"][:, :num_text]
-            dtype = self.p_encoder.get_input_embeddings().weight.dtype
+            dtype = self.p_encoder.dtype
             batch["attention_mask"] = read_only_viewer_mask(batch["attention_mask"], num_text, dtype)
             hidden = self._last_hidden(self.p_encoder, batch)
             text = self._pool(hidden[:, :num_text], text_mask)  # exactly dpr's passage vector, before _finish

@@ -4,9 +4,11 @@
         --dataset_path train.jsonl --output_dir runs/mvr --attn_implementation sdpa \
         --train_group_size 2 --per_device_train_batch_size 16 --learning_rate 2e-5 --num_train_epochs 40
 
-Every flag of Tevatron's ``tevatron.retriever.driver.train`` keeps its meaning (``--lora*`` excepted: refused),
-plus our method options (``--model_name``, ``--loss_name``, ``--temperature_schedule``, ``--mvr_*``, ...).
-The output folder is a multiview_plugin model: encode it with ``multiview_plugin.driver.encode``.
+Every flag of Tevatron's ``tevatron.retriever.driver.train`` keeps its meaning (``--lora`` too: LoRA adapters
+through peft, as our driver trains them), plus our method options (``--model_name``, ``--loss_name``,
+``--temperature_schedule``, ``--mvr_*``, ...). The output folder is a multiview_plugin model: encode it with
+``multiview_plugin.driver.encode`` (a LoRA run's folder holds the merged weights, and the adapter in
+``lora_adapter/``).
 """
 
 from __future__ import annotations
@@ -87,8 +89,6 @@ class PluginTrainer(MultiViewTrainer, TevatronTrainer):
 
 
 def build_plugin_model(model_args: Any, data_args: Any, training_args: Any) -> MultiViewEncoder:
-    if getattr(model_args, "lora", False) or getattr(model_args, "lora_name_or_path", None):
-        raise ConfigError("--lora is not supported for multiview_plugin models (full fine-tuning only)")
     cls = get_encoder_class(model_args.model_name)
     if cls.train_data is not MultiViewEncoder.train_data:
         raise ConfigError(f"{model_args.model_name} trains on its own units (not Tevatron's passage groups): "

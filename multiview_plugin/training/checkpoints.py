@@ -64,9 +64,26 @@ def _file_problem(path: Path) -> str | None:
 
 
 def _model_files(folder: Path) -> list[Path]:
-    """The model folder's config and weight files (tied backbone in the folder, untied in subfolders)."""
+    """The model folder's config and weight files (tied backbone in the folder, untied in subfolders), and a
+    LoRA model's adapter files (what a LoRA run resumes from)."""
     weights = [p for p in folder.rglob("*") if p.suffix in _WEIGHT_SUFFIXES and p.name != "training_args.bin"]
-    return [folder / CONFIG_NAME, *sorted(weights)]
+    return list(dict.fromkeys([folder / CONFIG_NAME, *sorted(weights), *_adapter_files(folder)]))
+
+
+def _adapter_files(folder: Path) -> list[Path]:
+    """The adapter files a config that records LoRA training (``options["lora"]``) promises."""
+    from multiview_plugin.modeling.base import PASSAGE_SUBDIR, QUERY_SUBDIR
+    from multiview_plugin.modeling.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LORA_ADAPTER_DIR, OPTION
+
+    try:
+        config = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # reported as the config's own problem
+    if not isinstance(config, dict) or OPTION not in (config.get("options") or {}):
+        return []
+    root = folder / LORA_ADAPTER_DIR
+    roots = [root / QUERY_SUBDIR, root / PASSAGE_SUBDIR] if config.get("untie_encoder") else [root]
+    return [r / name for r in roots for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS)]
 
 
 def checkpoint_problems(folder: str | os.PathLike, optimizer_expected: bool = True) -> list[str]:

@@ -22,14 +22,15 @@ from multiview_plugin.errors import ConfigError
 
 
 def split_batch(batch: dict[str, torch.Tensor], chunk_size: int) -> list[dict[str, torch.Tensor]]:
-    """Row chunks of a tokenised batch (every tensor is split along its first dimension)."""
+    """Row chunks of a tokenised batch (every tensor is split along its first dimension; a 0-d tensor, such as
+    residual MVR's ``num_text_tokens``, holds for the whole batch and goes to every chunk)."""
     if chunk_size < 1:
         raise ConfigError(f"--gc_q_chunk_size/--gc_p_chunk_size must be >= 1, got {chunk_size}")
-    rows = {k: v.shape[0] for k, v in batch.items()}
+    rows = {k: v.shape[0] for k, v in batch.items() if v.dim() > 0}
     if len(set(rows.values())) != 1:
         raise ConfigError(f"--grad_cache cannot split this batch: its tensors have different numbers of rows {rows}")
     n = next(iter(rows.values()))
-    return [{k: v[i:i + chunk_size] for k, v in batch.items()} for i in range(0, n, chunk_size)]
+    return [{k: v[i:i + chunk_size] if v.dim() > 0 else v for k, v in batch.items()} for i in range(0, n, chunk_size)]
 
 
 class RandState:
