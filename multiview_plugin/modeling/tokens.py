@@ -34,7 +34,9 @@ def add_marker_tokens(
     unique = list({id(e): e for e in encoders}.values())  # tied encoders are one module
     for encoder in unique:
         old_rows = encoder.get_input_embeddings().weight.shape[0]
-        encoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+        # never shrink: many LLMs pad their matrix beyond the tokenizer (rows it never emits); new ids then land
+        # on such unused rows, and the shape (often a multiple of 64 for fast kernels) is kept
+        encoder.resize_token_embeddings(max(len(tokenizer), old_rows), mean_resizing=False)
         weight = encoder.get_input_embeddings().weight
         std = float(weight[:old_rows].detach().float().std())
         noise = torch.randn(len(new_ids), weight.shape[1], generator=generator) * std
