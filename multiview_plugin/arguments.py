@@ -295,6 +295,9 @@ class DevArguments:
     dev_qrels: str | None = field(default=None, metadata={"help": "Dev qrels (TREC or BEIR tsv)."})
     dev_corpus: str | None = field(
         default=None, metadata={"help": "Dev corpus jsonl; keep it small (it is encoded at every evaluation)."})
+    dev_pseudo_queries: str | None = field(
+        default=None, metadata={"help": "dce: the dev corpus's pseudo-queries (its views; same format as encode's "
+                                "--pseudo_queries). Required for dce, refused for the other methods."})
     dev_metric: str = field(default="MRR@10", metadata={"help": "ir_measures metric to select on (MRR@10)."})
     dev_eval_steps: int = field(default=100, metadata={"help": "Evaluate on dev every this many steps."})
     dev_patience: int = field(

@@ -206,3 +206,36 @@ def test_generate_warmup_finetune_encode_search_evaluate(tiny_doc2query, tiny_be
     assert evaluate_main(["--run", str(run), "--qrels", str(qrels), "--metrics", "R@5",
                           "--output_json", str(out)]) == 0
     assert 0.0 <= json.loads(out.read_text())["R@5"] <= 1.0
+
+
+def test_dev_selection_encodes_the_dev_corpus_with_its_pseudo_queries(tiny_bert, corpus, tmp_path, capsys):
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({
+        "query_id": f"t{i}", "query": f"what is {a}",
+        "positive_passages": [{"docid": f"d{i}", "title": a, "text": t}],
+        "negative_passages": [{"docid": f"d{(i + 1) % 8}", "title": TOPICS[(i + 1) % 8][0],
+                               "text": TOPICS[(i + 1) % 8][2]}]}) + "\n" for i, (a, _, t) in enumerate(TOPICS)))
+    queries = tmp_path / "dev.tsv"
+    queries.write_text("a\twhat is paris\nb\twhat is the moon\n")
+    qrels = tmp_path / "dev_qrels.txt"
+    qrels.write_text("a 0 d0 1\nb 0 d4 1\n")
+    views = tmp_path / "dev_views.jsonl"
+    views.write_text("".join(json.dumps({"docid": f"d{i}", "queries": [f"what is {a}", f"where is {b}"]}) + "\n"
+                             for i, (a, b, _) in enumerate(TOPICS)))
+    dev = ["--dev_queries", str(queries), "--dev_qrels", str(qrels), "--dev_corpus", str(corpus),
+           "--dev_eval_steps", "1"]
+    common = ["--query_max_len", "8", "--passage_max_len", "24", "--report_to", "none", "--save_strategy", "no",
+              "--dataloader_num_workers", "0", "--use_cpu", "--max_steps", "2", "--per_device_train_batch_size",
+              "4", "--train_group_size", "2", "--model_name_or_path", str(tiny_bert), "--dataset_path", str(train)]
+    out = tmp_path / "dce"
+    assert train_main(["--model_name", "dce", *common, "--output_dir", str(out), *dev,
+                       "--dev_pseudo_queries", str(views)]) == 0
+    curve = json.loads((out / "dev_curve.json").read_text())
+    assert [p["step"] for p in curve["curve"]] == [0, 1, 2] and (out / "best" / "multiview_config.json").is_file()
+    # dce without the dev corpus's views, or views for a model that has none: one-line errors before training
+    assert train_main(["--model_name", "dce", *common, "--output_dir", str(tmp_path / "x"), *dev]) == 2
+    assert "needs --dev_pseudo_queries" in capsys.readouterr().err
+    assert train_main(["--model_name", "dpr", *common, "--output_dir", str(tmp_path / "y"), *dev,
+                       "--dev_pseudo_queries", str(views)]) == 2
+    assert "does not encode documents with pseudo-queries" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())

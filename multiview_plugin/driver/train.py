@@ -90,15 +90,22 @@ def load_training_data(data_args: DataArguments, training_args: MultiViewTrainin
 
 
 def dev_callback(dev_args: DevArguments, data_args: DataArguments,
-                 training_args: MultiViewTrainingArguments) -> Any:
+                 training_args: MultiViewTrainingArguments, model: MultiViewEncoder) -> Any:
     """Model selection on the dev split (see :mod:`multiview_plugin.training.dev_eval`)."""
     from multiview_plugin.training.dev_eval import DevSelectionCallback, DevSet
 
     missing = [f"--{n}" for n in ("dev_queries", "dev_qrels", "dev_corpus") if not getattr(dev_args, n)]
     if missing:
         raise ConfigError(f"dev evaluation needs --dev_queries, --dev_qrels and --dev_corpus; missing {missing}")
+    needs_views = model.describe_views().get("kind") == "pseudo_query"
+    if needs_views and not dev_args.dev_pseudo_queries:
+        raise ConfigError(f"{model.config.model_name} encodes documents with their pseudo-queries: dev evaluation "
+                          "needs --dev_pseudo_queries (the dev corpus's, as encode's --pseudo_queries)")
+    if dev_args.dev_pseudo_queries and not needs_views:
+        raise ConfigError(f"--dev_pseudo_queries: {model.config.model_name} does not encode documents with "
+                          "pseudo-queries (dce does); drop the flag")
     dev = DevSet(dev_args.dev_corpus, dev_args.dev_queries, dev_args.dev_qrels, dev_args.dev_metric,
-                 data_args.passage_field_separator)
+                 data_args.passage_field_separator, dev_args.dev_pseudo_queries)
     return DevSelectionCallback(dev, training_args.output_dir, dev_args.dev_eval_steps, dev_args.dev_patience)
 
 
@@ -141,8 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 model.config.temperature_schedule, len(dataset))
 
     callbacks: list[Any] = [EpochCallback(dataset)]
-    if dev_args.dev_queries or dev_args.dev_qrels or dev_args.dev_corpus:
-        callbacks.append(dev_callback(dev_args, data_args, training_args))
+    if dev_args.dev_queries or dev_args.dev_qrels or dev_args.dev_corpus or dev_args.dev_pseudo_queries:
+        callbacks.append(dev_callback(dev_args, data_args, training_args, model))
     trainer = MultiViewTrainer(
         model=model,
         args=training_args,

@@ -127,6 +127,12 @@ def train_system(name: str, args: argparse.Namespace, files: dict[str, Path], ou
         dev = ["--dev_queries", str(files["dev_queries"]), "--dev_qrels", str(files["dev_qrels"]),
                "--dev_corpus", str(files["dev_corpus"]), "--dev_eval_steps", str(args.dev_eval_steps),
                "--dev_patience", str(args.dev_patience)]
+        if model_name == "dce":  # the dev corpus's views, made as for the evaluation corpus
+            from multiview_plugin.data.pseudo_queries import write_sentence_queries
+
+            dev_views = write_sentence_queries(str(files["dev_corpus"]), out / "data" / "dev_sentence_queries.jsonl",
+                                               max_queries=args.dce_max_queries)
+            dev += ["--dev_pseudo_queries", str(dev_views)]
     rc = train_main([*common, "--dataset_path", str(files["train"]), "--output_dir", str(model_dir),
                      "--overwrite_output_dir", "--max_steps", str(args.steps),
                      "--per_device_train_batch_size", str(args.batch_size), "--train_group_size", "2",

@@ -33,8 +33,14 @@ class DevSet:
     """A dev corpus, queries and qrels held in memory (keep the corpus small: it is encoded at every check)."""
 
     def __init__(self, corpus_path: str, queries_path: str, qrels_path: str, metric: str = "MRR@10",
-                 separator: str = " "):
+                 separator: str = " ", pseudo_queries: str | None = None):
         self.corpus = load_corpus(corpus_path, separator)
+        # per-document views for models encoded with them (dce), loaded once
+        self.views = None
+        if pseudo_queries:
+            from multiview_plugin.data.pseudo_queries import load_pseudo_queries
+
+            self.views = load_pseudo_queries(pseudo_queries, list(self.corpus))
         qrels = load_qrels(qrels_path)
         queries = load_queries(queries_path)
         self.queries = {q: t for q, t in queries.items() if q in qrels}
@@ -57,7 +63,7 @@ class DevSet:
             best = torch.full((len(q_reps), len(docids)), float("-inf"), device=device)
             for start in tqdm(range(0, len(texts), batch_size), desc="dev encode", leave=False, disable=None):
                 batch = model.passage_inputs(formatter, docids[start:start + batch_size],
-                                             texts[start:start + batch_size])
+                                             texts[start:start + batch_size], self.views)
                 reps, mask = model.encode_passage({k: v.to(device) for k, v in batch.items()})
                 reps, mask = model.index_views(reps, mask)
                 scores = torch.einsum("qd,pkd->qpk", q_reps, reps.float()).masked_fill(~mask[None], float("-inf"))
