@@ -92,7 +92,7 @@ def records(data: str, selected: bool) -> list[dict]:
 
 SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the training articles as a dev split "
                  "(their questions and paragraphs leave training); every system is checked on it every "
-                 "{every} steps (step 0 included) and the best checkpoint is the one evaluated. Curves: "
+                 "{every} (step 0 included) and the best checkpoint is the one evaluated. Curves: "
                  "![training curves]({plot})")
 
 
@@ -128,8 +128,10 @@ def table(data: str, selected: bool = False) -> str:
     if selected and chosen:
         s = quickstart_settings(chosen[-1]["command"])
         plot = plot_curves(data, [r for r in ranked if r.get("curves", {}).get("loss")])
-        lines += ["", SELECTED_NOTE.format(groups=s.dev_groups, every=s.dev_eval_steps,
-                                           plot=plot.relative_to(ROOT).as_posix())]
+        schedules = sorted({(quickstart_settings(r["command"]).steps, quickstart_settings(r["command"]).dev_eval_steps)
+                            for r in chosen if quickstart_settings(r["command"]).dev_groups})
+        every = "; ".join(f"{e} steps in the {n}-step runs" for n, e in schedules)
+        lines += ["", SELECTED_NOTE.format(groups=s.dev_groups, every=every, plot=plot.relative_to(ROOT).as_posix())]
     lines += ["", "Runs (`results/" + data + "/<run>.json`):", ""]
     lines += [f"- `{r['name']}`: `{r['command']}`" for r in sorted(chosen, key=lambda r: r["name"])]
     return "\n".join(lines)
