@@ -146,16 +146,19 @@ def plot_curves(data: str, rows: list[dict]) -> Path:
 
     fig, (loss_ax, dev_ax) = plt.subplots(1, 2, figsize=(11, 4))
     seen = set()
-    for r in rows:
-        if r["system"].endswith("(max)") or r["system"] in seen:
+    models = [r for r in rows if not r["system"].endswith("(max)")]
+    colours = plt.cm.tab20.colors  # 20 distinct colours: the default cycle repeats after 10 systems
+    for r in models:
+        if r["system"] in seen:
             continue  # one curve per trained model
+        style = dict(color=colours[len(seen) % len(colours)], linestyle=("-", "--", ":")[len(seen) // 20 % 3])
         seen.add(r["system"])
         curves = r["curves"]
         steps, losses = zip(*curves["loss"])
-        loss_ax.plot(steps, losses, label=r["system"])
+        loss_ax.plot(steps, losses, label=r["system"], **style)
         if curves.get("dev"):
             dev_steps, values = zip(*curves["dev"])
-            dev_ax.plot(dev_steps, [100 * v for v in values], marker="o", label=r["system"])
+            dev_ax.plot(dev_steps, [100 * v for v in values], marker="o", label=r["system"], **style)
             dev_ax.set_ylabel(f"dev {curves.get('dev_metric', '')} (%)")
     loss_ax.set(xlabel="step", ylabel="training loss", title="training loss")
     dev_ax.set(xlabel="step", title="dev metric (model selection)")
