@@ -79,3 +79,13 @@ def write_train_file(path: Path, n_copies: int = 2) -> Path:
 @pytest.fixture
 def train_file(tmp_path) -> Path:
     return write_train_file(tmp_path / "train.jsonl")
+
+
+@pytest.fixture(scope="session")
+def bert_no_dropout(tmp_path_factory) -> Path:
+    """A tiny BERT without dropout: gradients compare exactly between two ways of computing them."""
+    folder = make_tiny_bert(tmp_path_factory.mktemp("bert_nodrop"))
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder

@@ -13,18 +13,7 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.training.grad_cache import grad_cache_step, split_batch
 
-from .conftest import make_tiny_bert
-
 OPTIONS = {"dpr": {}, "mvr": {"mvr_num_views": 3}, "dcsr": {}}
-
-
-@pytest.fixture(scope="module")
-def bert_no_dropout(tmp_path_factory):
-    folder = make_tiny_bert(tmp_path_factory.mktemp("bert_nodrop"))
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def model_and_batch(name, backbone, train_file, batch=8, **options):

@@ -275,15 +275,6 @@ def test_a_dpr_adapter_merges_like_tevatrons_encode(tiny_bert, tmp_path):
 
 
 # ------------------------------------------------------------------------------------- interplay
-@pytest.fixture(scope="module")
-def bert_no_dropout(tmp_path_factory):
-    folder = make_tiny_bert(tmp_path_factory.mktemp("bert_nodrop"))
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
 def grads_of(model, step):
     model.zero_grad()
     torch.manual_seed(123)

@@ -168,16 +168,22 @@ def test_tevatron_search_on_our_shards_equals_ours(name, tiny_bert, corpus, quer
         assert rows == 5 * 3
 
 
-@pytest.mark.parametrize("name", ["dpr", "mvr"])
-def test_plugin_driver_losses_equal_our_driver(name, squad, tiny_bert, tmp_path):
-    flags = ["--model_name", name, "--mvr_num_views", "2", "--model_name_or_path", tiny_bert,
-             "--dataset_path", squad["legacy"]["train"], *CPU, *STEPS]
+def plugin_and_our_losses(tmp_path, flags):
+    """Per-step losses of the same training through the Tevatron plugin driver and through ours."""
     run("multiview_plugin.tevatron.train", *flags, "--output_dir", tmp_path / "plugin")
     run("multiview_plugin.driver.train", *flags, "--output_dir", tmp_path / "ours", "--pad_to_multiple_of", "16")
     losses = {}
     for run_dir in ("plugin", "ours"):
         state = json.loads((tmp_path / run_dir / "trainer_state.json").read_text())
         losses[run_dir] = [h["loss"] for h in state["log_history"] if "loss" in h]
+    return losses
+
+
+@pytest.mark.parametrize("name", ["dpr", "mvr"])
+def test_plugin_driver_losses_equal_our_driver(name, squad, tiny_bert, tmp_path):
+    flags = ["--model_name", name, "--mvr_num_views", "2", "--model_name_or_path", tiny_bert,
+             "--dataset_path", squad["legacy"]["train"], *CPU, *STEPS]
+    losses = plugin_and_our_losses(tmp_path, flags)
     assert len(losses["ours"]) == 3 and losses["plugin"] == losses["ours"]
     # the plugin's output is our model format, encodable by our driver
     assert load_encoder(tmp_path / "plugin").config.model_name == name
@@ -209,12 +215,7 @@ def test_plugin_driver_trains_lora_like_our_driver(squad, tiny_bert, tmp_path):
     batch; test_plugin_driver_losses_equal_our_driver compares whole runs) and our LoRA folder layout."""
     flags = ["--model_name", "mvr", "--mvr_num_views", "2", "--model_name_or_path", tiny_bert,
              "--dataset_path", squad["legacy"]["train"], *LORA, *CPU, *STEPS]
-    run("multiview_plugin.tevatron.train", *flags, "--output_dir", tmp_path / "plugin")
-    run("multiview_plugin.driver.train", *flags, "--output_dir", tmp_path / "ours", "--pad_to_multiple_of", "16")
-    losses = {}
-    for run_dir in ("plugin", "ours"):
-        state = json.loads((tmp_path / run_dir / "trainer_state.json").read_text())
-        losses[run_dir] = [h["loss"] for h in state["log_history"] if "loss" in h]
+    losses = plugin_and_our_losses(tmp_path, flags)
     assert len(losses["plugin"]) == len(losses["ours"]) == 3 and losses["plugin"][0] == losses["ours"][0]
     assert (tmp_path / "plugin" / "lora_adapter" / "adapter_model.safetensors").is_file()
     assert load_encoder(tmp_path / "plugin").config.options["lora"]["r"] == 4
