@@ -128,8 +128,8 @@ def table(data: str, selected: bool = False) -> str:
     if selected and chosen:
         s = quickstart_settings(chosen[-1]["command"])
         plot = plot_curves(data, [r for r in ranked if r.get("curves", {}).get("loss")])
-        schedules = sorted({(quickstart_settings(r["command"]).steps, quickstart_settings(r["command"]).dev_eval_steps)
-                            for r in chosen if quickstart_settings(r["command"]).dev_groups})
+        settings = [quickstart_settings(r["command"]) for r in chosen]
+        schedules = sorted({(c.steps, c.dev_eval_steps) for c in settings if c.dev_groups})
         every = "; ".join(f"{e} steps in the {n}-step runs" for n, e in schedules)
         lines += ["", SELECTED_NOTE.format(groups=s.dev_groups, every=every, plot=plot.relative_to(ROOT).as_posix())]
     lines += ["", "Runs (`results/" + data + "/<run>.json`):", ""]

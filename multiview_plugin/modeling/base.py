@@ -451,7 +451,7 @@ class MultiViewEncoder(nn.Module):
         if extra:
             save_file({k: v.detach().contiguous().cpu() for k, v in extra.items()}, str(out / EXTRA_WEIGHTS_NAME))
         if self.is_lora:
-            for attribute, folder in lora.adapter_folders(self, out).items():
+            for attribute, folder in lora.adapter_folders(out, untied=self.passage_encoder is not None).items():
                 lora.save_adapter(getattr(self, attribute), folder)
         # The config goes last: a folder that has it is complete.
         self.config.save(out)
@@ -500,15 +500,22 @@ class MultiViewEncoder(nn.Module):
             raise ConfigError(f"{folder} was not saved by a --lora run (no 'lora' options in its "
                               "multiview_config.json): it cannot resume this LoRA model")
         load_adapter_weights(self, folder)
-        expected = set(self.extra_state_dict())
-        extra_path = folder / EXTRA_WEIGHTS_NAME
-        extra = load_file(str(extra_path)) if extra_path.is_file() else {}
-        if set(extra) != expected:
-            raise ConfigError(f"{extra_path}: weights do not fit this model (missing {sorted(expected - set(extra))}, "
-                              f"unexpected {sorted(set(extra) - expected)})")
-        if extra:
-            self.load_state_dict(extra, strict=False)
+        self.load_extra_weights(folder, exact=True)
         self.config = config
+
+    def load_extra_weights(self, folder: str | os.PathLike, exact: bool = False) -> list[str]:
+        """Load ``multiview_extra.safetensors`` of a saved model folder (the parameters outside the backbones)
+        into this model; returns their names. Names this model lacks are an error; with ``exact``, so is a name
+        of :meth:`extra_state_dict` the file lacks (a missing file counts as empty)."""
+        path = Path(folder) / EXTRA_WEIGHTS_NAME
+        extra = load_file(str(path)) if path.is_file() else {}
+        expected = set(self.extra_state_dict())
+        missing, unexpected = sorted(expected - set(extra)) if exact else [], sorted(set(extra) - expected)
+        if missing or unexpected:
+            raise ConfigError(f"{path}: weights do not fit this model (missing {missing}, unexpected {unexpected})")
+        if extra:  # strict=False: the backbone weights are not in this file
+            self.load_state_dict(extra, strict=False)
+        return sorted(extra)
 
     @classmethod
     def from_saved(cls, folder: str | os.PathLike, config: EncoderConfig, **hf_kwargs: Any) -> MultiViewEncoder:
@@ -521,12 +528,7 @@ class MultiViewEncoder(nn.Module):
         else:
             query_encoder = passage_encoder = load_backbone(folder, **hf_kwargs)
         model = cls(config, query_encoder, passage_encoder, tokenizer)
-        extra_path = folder / EXTRA_WEIGHTS_NAME
-        if extra_path.is_file():
-            # strict=False: the backbone weights are not in this file (they were loaded above)
-            _, unexpected = model.load_state_dict(load_file(str(extra_path)), strict=False)
-            if unexpected:
-                raise ConfigError(f"{extra_path}: unexpected weights {unexpected}")
+        model.load_extra_weights(folder)
         return model
 
 

@@ -245,12 +245,12 @@ def save_adapter(peft_model: Any, folder: str | os.PathLike) -> None:
     peft_model.save_pretrained(str(folder), save_embedding_layers=False)
 
 
-def adapter_folders(model: MultiViewEncoder, folder: str | os.PathLike) -> dict[str, Path]:
-    """``{attribute: adapter folder}`` of a LoRA model's encoders inside a model folder."""
+def adapter_folders(folder: str | os.PathLike, untied: bool) -> dict[str, Path]:
+    """``{encoder attribute: adapter folder}`` of a LoRA model folder (``untied``: one adapter per encoder)."""
     from multiview_plugin.modeling.base import PASSAGE_SUBDIR, QUERY_SUBDIR
 
     root = Path(folder) / LORA_ADAPTER_DIR
-    if model.passage_encoder is None:
+    if not untied:
         return {"query_encoder": root}
     return {"query_encoder": root / QUERY_SUBDIR, "passage_encoder": root / PASSAGE_SUBDIR}
 
@@ -261,7 +261,7 @@ def load_adapter_weights(model: MultiViewEncoder, folder: str | os.PathLike) -> 
     from peft import set_peft_model_state_dict
     from peft.utils import load_peft_weights
 
-    for attribute, path in adapter_folders(model, folder).items():
+    for attribute, path in adapter_folders(folder, untied=model.passage_encoder is not None).items():
         encoder = getattr(model, attribute)
         if not (path / ADAPTER_WEIGHTS).is_file():
             raise ConfigError(f"{folder}: {path.relative_to(folder)} holds no LoRA adapter ({ADAPTER_WEIGHTS}); "
@@ -321,22 +321,15 @@ def wrap_model(model: MultiViewEncoder, model_args: Any, new_token_ids: list[int
 def _load_extra_of_adapter_folder(model: MultiViewEncoder, adapter: str) -> None:
     """Starting from one of our LoRA-trained folders of the same method: its parameters outside the backbone
     (e.g. MVR's residual view gates) come with its adapter. A plain peft adapter has none."""
-    from safetensors.torch import load_file
-
     from multiview_plugin.modeling.base import EXTRA_WEIGHTS_NAME
     from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
 
-    path = Path(adapter) / EXTRA_WEIGHTS_NAME
-    if not is_multiview_model(adapter) or not path.is_file():
+    if not is_multiview_model(adapter) or not (Path(adapter) / EXTRA_WEIGHTS_NAME).is_file():
         return
     if EncoderConfig.load(adapter).model_name != model.config.model_name:
         return
-    extra, expected = load_file(str(path)), set(model.extra_state_dict())
-    if set(extra) != expected:
-        raise ConfigError(f"{path}: its parameters outside the backbone do not fit this model (missing "
-                          f"{sorted(expected - set(extra))}, unexpected {sorted(set(extra) - expected)})")
-    model.load_state_dict(extra, strict=False)
-    logger.info("started from %s: its adapter and its %s", adapter, ", ".join(sorted(extra)))
+    loaded = model.load_extra_weights(adapter, exact=True)
+    logger.info("started from %s: its adapter and its %s", adapter, ", ".join(loaded))
 
 
 def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **hf_kwargs: Any) -> MultiViewEncoder:
@@ -345,10 +338,8 @@ def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **
     the saved adapter(s) loaded on top, unmerged, and the parameters outside the backbone from the folder. It
     scores as the folder's merged weights do (up to rounding). ``hf_kwargs`` go to the backbone's
     ``from_pretrained``."""
-    from safetensors.torch import load_file
-
     from multiview_plugin.backbones import resolve_backbone
-    from multiview_plugin.modeling.base import EXTRA_WEIGHTS_NAME, load_backbone, load_tokenizer
+    from multiview_plugin.modeling.base import load_backbone, load_tokenizer
     from multiview_plugin.modeling.config import EncoderConfig
     from multiview_plugin.registry import get_encoder_class
 
@@ -362,12 +353,8 @@ def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **
         query_encoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
     model = get_encoder_class(config.model_name)(config, query_encoder, passage_encoder, tokenizer)
-    for attribute, path in adapter_folders(model, folder).items():
+    for attribute, path in adapter_folders(folder, untied=config.untie_encoder).items():
         setattr(model, attribute, peft.PeftModel.from_pretrained(getattr(model, attribute), str(path),
                                                                  is_trainable=is_trainable))
-    extra = Path(folder) / EXTRA_WEIGHTS_NAME
-    if extra.is_file():
-        _, unexpected = model.load_state_dict(load_file(str(extra)), strict=False)
-        if unexpected:
-            raise ConfigError(f"{extra}: unexpected weights {unexpected}")
+    model.load_extra_weights(folder)
     return model

@@ -72,8 +72,7 @@ def _model_files(folder: Path) -> list[Path]:
 
 def _adapter_files(folder: Path) -> list[Path]:
     """The adapter files a config that records LoRA training (``options["lora"]``) promises."""
-    from multiview_plugin.modeling.base import PASSAGE_SUBDIR, QUERY_SUBDIR
-    from multiview_plugin.modeling.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, LORA_ADAPTER_DIR, OPTION
+    from multiview_plugin.modeling.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, OPTION, adapter_folders
 
     try:
         config = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
@@ -81,8 +80,7 @@ def _adapter_files(folder: Path) -> list[Path]:
         return []  # reported as the config's own problem
     if not isinstance(config, dict) or OPTION not in (config.get("options") or {}):
         return []
-    root = folder / LORA_ADAPTER_DIR
-    roots = [root / QUERY_SUBDIR, root / PASSAGE_SUBDIR] if config.get("untie_encoder") else [root]
+    roots = adapter_folders(folder, untied=bool(config.get("untie_encoder"))).values()
     return [r / name for r in roots for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS)]
 
 
