@@ -183,7 +183,8 @@ class ModelArguments:
         metadata={"help": "DCSR: hard-negative sentences per query, one random sentence from each of this many "
                   "hard-negative passages of the train file (paper: 1; Table 4 also tries 2 with no in-passage). "
                   "Positives are answer sentences; for datasets without answers (MS MARCO, BEIR) the sentence "
-                  "sharing the most content words with the query. --train_group_size is not used by dcsr."},
+                  "sharing the most content words with the query. --train_group_size is not used by dcsr's sentence "
+                  "training (it is by --dcsr_train_unit passage)."},
     )
     dcsr_marker_init: str = field(
         default="random",
@@ -197,6 +198,16 @@ class ModelArguments:
                   "own token states in the whole-passage encoding, without markers (so an untrained mean-pooled "
                   "backbone such as all-MiniLM-L6-v2 already gives good sentence vectors). 'independent' (a "
                   "baseline without context): each sentence encoded alone and mean-pooled."},
+    )
+    dcsr_train_unit: str = field(
+        default="sentence",
+        metadata={"help": "DCSR: what a training example ranks. 'sentence' (the paper): each query's positive "
+                  "sentence against its sentence negatives (--dcsr_in_passage_negatives, --dcsr_bm25_negatives) and "
+                  "the batch's other selected sentences. 'passage': whole passages, each scored by its best sentence "
+                  "(max over its sentence vectors), against the batch's other passages and --train_group_size - 1 "
+                  "hard-negative passages per query; no positive sentence has to be guessed, so use it where the "
+                  "data has no answer strings (BEIR, MS MARCO), where the best-overlap sentence is a noisy label. "
+                  "The two sentence-negative options do not apply to 'passage' and must stay at their defaults."},
     )
     # --- ME-BERT ---
     mebert_num_vectors: int = field(

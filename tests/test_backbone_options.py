@@ -12,6 +12,7 @@ from multiview_plugin.data.dataset import TrainCollator, content_keys
 from multiview_plugin.data.dev_split import carve_dev_split, parse_groups
 from multiview_plugin.driver.common import parse_dataclasses
 from multiview_plugin.driver.train import main as train_main
+from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.base import duplicate_positive_mask
 from multiview_plugin.modeling.mvr import MultiViewerEncoder
@@ -217,6 +218,45 @@ def test_dcsr_mean_trains(tiny_bert, train_file, tmp_path):
                        "--save_strategy", "no", "--mask_duplicate_positives", *COMMON]) == 0
     model = load_encoder(out)
     assert model.config.options["dcsr_sentence_pooling"] == "mean" and model.config.mask_duplicate_positives
+
+
+def test_dcsr_passage_training_unit_is_max_sim_over_sentences(bert_no_dropout, tmp_path):
+    from multiview_plugin.data.dataset import TrainDataset, load_train_records
+    from multiview_plugin.data.sentence_dataset import SentenceTrainDataset
+
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps({
+        "query_id": str(i), "query": q, "positive_passages": [{"docid": f"p{i}", "text": p}],
+        "negative_passages": [{"docid": f"n{i}", "text": PASSAGES[(i + 1) % 3]}]}) + "\n"
+        for i, (q, p) in enumerate(zip(QUERIES, PASSAGES))))
+    records = load_train_records(str(path), cache_dir=str(tmp_path / "cache"))
+    sentence = build("dcsr", bert_no_dropout, "--dcsr_sentence_pooling", "mean", "--pooling", "mean")
+    assert isinstance(sentence.train_data(records, 2)[0], SentenceTrainDataset)  # the paper's default
+    model = build("dcsr", bert_no_dropout, "--dcsr_sentence_pooling", "mean", "--pooling", "mean", "--normalize",
+                  "--temperature", "0.05", "--dcsr_train_unit", "passage")
+    assert model.config.options["dcsr_train_unit"] == "passage"
+    dataset, collator = model.train_data(records, 2, negative_no_shuffle=True)
+    assert isinstance(dataset, TrainDataset)
+    batch = collator([dataset[i] for i in range(3)])
+    model.train()
+    with torch.no_grad():
+        loss = model(query=batch["query"], passage=batch["passage"]).loss
+    # by hand: each passage scores its best sentence; query i's positive is candidate 2i among 6
+    model.eval()
+    with torch.no_grad():
+        q = model.encode_query(batch["query"])
+        p, mask = model.encode_passage(dict(batch["passage"]))
+    sims = torch.einsum("qd,psd->qps", q, p).masked_fill(~mask.unsqueeze(0), float("-inf")).max(-1).values
+    assert mask.sum(1).tolist() == [3, 2, 2, 1, 1, 3]  # several sentences per passage: max-sim is not trivial
+    expected = F.cross_entropy(sims / 0.05, torch.tensor([0, 2, 4]))
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=0)
+
+
+def test_dcsr_passage_unit_refuses_sentence_negative_options(tiny_bert):
+    with pytest.raises(ConfigError, match="--dcsr_in_passage_negatives 0: sentence negatives do not apply"):
+        build("dcsr", tiny_bert, "--dcsr_train_unit", "passage", "--dcsr_in_passage_negatives", "0")
+    with pytest.raises(ConfigError, match="--dcsr_train_unit must be one of sentence, passage"):
+        build("dcsr", tiny_bert, "--dcsr_train_unit", "document")
 
 
 # -------------------------------------------------------- duplicate positives

@@ -8,7 +8,9 @@ whole-passage encoding ``[CLS] s1 s2 ... [SEP]`` (no markers, so a mean-pooled b
 ``independent`` — each sentence encoded alone, ``[CLS] s_i [SEP]``, mean-pooled (the no-context
 baseline). Training is at the sentence level (see
 :mod:`multiview_plugin.data.sentence_dataset`); retrieval ranks passages by HasAns (paper eq. 2, the
-``hasans`` aggregator) or by their best sentence (``max``).
+``hasans`` aggregator) or by their best sentence (``max``). ``dcsr_train_unit passage`` trains on whole
+passages instead, each scored by its best sentence (the same max-sim loss as MVR and ME-BERT), for data whose
+positive sentence would have to be guessed (no answer strings).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from multiview_plugin.registry import register_encoder
 
 SENT_MARKER = "<sent>"
 SENTENCE_POOLINGS = ("marker", "mean", "independent")
+TRAIN_UNITS = ("sentence", "passage")
 
 
 class SentenceFormatter(InputFormatter):
@@ -138,7 +141,7 @@ class ContextualSentenceEncoder(MultiViewEncoder):
 
     Options: ``dcsr_in_passage_negatives`` and ``dcsr_bm25_negatives`` (sentence negatives per query, paper
     best 1 and 1), ``dcsr_marker_init`` ('random' or 'cls'), ``dcsr_sentence_pooling`` ('marker', the paper;
-    'mean'; 'independent').
+    'mean'; 'independent'), ``dcsr_train_unit`` ('sentence', the paper; 'passage').
     """
 
     default_loss = "contrastive"
@@ -156,6 +159,15 @@ class ContextualSentenceEncoder(MultiViewEncoder):
         if pooling not in SENTENCE_POOLINGS:
             raise ConfigError(f"--dcsr_sentence_pooling must be one of {', '.join(SENTENCE_POOLINGS)}, "
                               f"got {pooling!r}")
+        unit = config.options.get("dcsr_train_unit", "sentence")
+        if unit not in TRAIN_UNITS:
+            raise ConfigError(f"--dcsr_train_unit must be one of {', '.join(TRAIN_UNITS)}, got {unit!r}")
+        if unit == "passage":
+            changed = [f"--{key} {config.options[key]}" for key in ("dcsr_in_passage_negatives", "dcsr_bm25_negatives")
+                       if config.options.get(key, 1) != 1]
+            if changed:
+                raise ConfigError(f"{' and '.join(changed)}: sentence negatives do not apply to --dcsr_train_unit "
+                                  "passage (its hard negatives are passages: --train_group_size)")
 
     @classmethod
     def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
@@ -222,6 +234,9 @@ class ContextualSentenceEncoder(MultiViewEncoder):
         from multiview_plugin.data.sentence_dataset import SentenceTrainCollator, SentenceTrainDataset
 
         opts = self.config.options
+        if opts.get("dcsr_train_unit", "sentence") == "passage":  # passage groups, scored by their best sentence
+            return super().train_data(records, group_size, seed=seed, positive_no_shuffle=positive_no_shuffle,
+                                      negative_no_shuffle=negative_no_shuffle, num_proc=num_proc)
         dataset = SentenceTrainDataset(records, self.formatter, in_passage_negatives=opts["dcsr_in_passage_negatives"],
                                        bm25_negatives=opts["dcsr_bm25_negatives"], seed=seed, num_proc=num_proc)
         return dataset, SentenceTrainCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)

@@ -73,6 +73,9 @@ SYSTEMS = {
     # and the no-context baseline (each sentence encoded alone); untrained rows show the zero-shot starting point
     "dcsr-mean": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", *COSINE], True),
     "dcsr-independent": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "independent", *COSINE], True),
+    # dcsr-mean trained on whole passages scored by their best sentence (no guessed positive sentence: for BEIR)
+    "dcsr-mean-passage": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", "--dcsr_train_unit",
+                                   "passage", *COSINE], True),
     "dcsr-mean-zero-shot": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", *COSINE], False),
     "dcsr-independent-zero-shot": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "independent",
                                             *COSINE], False),
