@@ -47,6 +47,8 @@ SYSTEM_NAMES = {
     "dcsr-independent-zero-shot": "dcsr-independent zero-shot (sentences alone, HasAns)",
     "dcsr-independent-zero-shot (max)": "dcsr-independent zero-shot (sentences alone, max)",
     "dcsr-mean": "dcsr-mean (span-mean sentences, HasAns)", "dcsr-mean (max)": "dcsr-mean (span-mean sentences, max)",
+    "dcsr-mean-passage": "dcsr-mean-passage (span-mean sentences, passage-level training, HasAns)",
+    "dcsr-mean-passage (max)": "dcsr-mean-passage (span-mean sentences, passage-level training, max)",
     "dcsr-independent": "dcsr-independent (sentences alone, HasAns)",
     "dcsr-independent (max)": "dcsr-independent (sentences alone, max)",
 }
