@@ -49,6 +49,8 @@ SYSTEM_NAMES = {
     "dcsr-mean": "dcsr-mean (span-mean sentences, HasAns)", "dcsr-mean (max)": "dcsr-mean (span-mean sentences, max)",
     "dcsr-mean-passage": "dcsr-mean-passage (span-mean sentences, passage-level training, HasAns)",
     "dcsr-mean-passage (max)": "dcsr-mean-passage (span-mean sentences, passage-level training, max)",
+    "dcsr-mean-passage-pv": "dcsr-mean-passage-pv (sentences + passage view, passage-level training, HasAns)",
+    "dcsr-mean-passage-pv (max)": "dcsr-mean-passage-pv (sentences + passage view, passage-level training, max)",
     "dcsr-independent": "dcsr-independent (sentences alone, HasAns)",
     "dcsr-independent (max)": "dcsr-independent (sentences alone, max)",
 }

@@ -209,6 +209,13 @@ class ModelArguments:
                   "data has no answer strings (BEIR, MS MARCO), where the best-overlap sentence is a noisy label. "
                   "The two sentence-negative options do not apply to 'passage' and must stay at their defaults."},
     )
+    dcsr_passage_view: bool = field(
+        default=False,
+        metadata={"help": "DCSR (a variant, not the paper): also index the whole passage as one more view, pooled by "
+                  "--pooling from the same encoding and placed after the passage's sentence views, so a passage "
+                  "scores max(its passage vector, its best sentence). With --pooling mean the untrained model "
+                  "already holds dpr's vector beside the sentences. Not with --dcsr_sentence_pooling independent."},
+    )
     # --- ME-BERT ---
     mebert_num_vectors: int = field(
         default=8, metadata={"help": "ME-BERT: number k of leading last-layer token states per document."}

@@ -252,6 +252,30 @@ def test_dcsr_passage_training_unit_is_max_sim_over_sentences(bert_no_dropout, t
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=0)
 
 
+def test_dcsr_passage_view_follows_the_sentences_and_equals_dpr(tiny_bert):
+    flags = ("--dcsr_sentence_pooling", "mean", "--pooling", "mean", "--normalize")
+    plain = build("dcsr", tiny_bert, *flags)
+    model = build("dcsr", tiny_bert, *flags, "--dcsr_passage_view")
+    dpr = build("dpr", tiny_bert, "--pooling", "mean", "--normalize")
+    assert model.describe_views()["passage_view"] and "passage_view" not in plain.describe_views()
+    with torch.no_grad():
+        sentences, kept = plain.encode_passage(plain.formatter.passages(PASSAGES))
+        reps, mask = model.encode_passage(model.formatter.passages(PASSAGES))
+        passage, _ = dpr.encode_passage(dpr.formatter.passages(PASSAGES))
+    counts = kept.sum(1)
+    assert mask.sum(1).tolist() == (counts + 1).tolist() and reps.shape[1] == sentences.shape[1] + 1
+    for row, n in enumerate(counts.tolist()):
+        torch.testing.assert_close(reps[row, :n], sentences[row, :n])  # sentence j is still view j
+        torch.testing.assert_close(reps[row, n], passage[row, 0], atol=1e-5, rtol=0)  # then dpr's vector
+    # the untrained model scores a passage by max(dpr, best sentence)
+    expected = torch.maximum(scores(plain), scores(dpr))
+    torch.testing.assert_close(scores(model), expected, atol=1e-5, rtol=0)
+    rows = model.view_rows(model.formatter, PASSAGES, mask.numpy())
+    assert len(rows) == int(mask.sum()) and rows[int(counts[0])].tolist() == [0, len(PASSAGES[0]), 0]
+    with pytest.raises(ConfigError, match="--dcsr_passage_view needs a whole-passage encoding"):
+        build("dcsr", tiny_bert, "--dcsr_sentence_pooling", "independent", "--dcsr_passage_view")
+
+
 def test_dcsr_passage_unit_refuses_sentence_negative_options(tiny_bert):
     with pytest.raises(ConfigError, match="--dcsr_in_passage_negatives 0: sentence negatives do not apply"):
         build("dcsr", tiny_bert, "--dcsr_train_unit", "passage", "--dcsr_in_passage_negatives", "0")

@@ -100,6 +100,42 @@ def test_dcsr_explanation_is_the_sentence_the_winning_vector_was_encoded_from(dc
     assert len(rows) == read_shard(shard)[0].shape[0]
 
 
+def test_dcsr_passage_view_is_explained_as_the_passage_and_never_mined_as_a_sentence(tiny_bert, tmp_path):
+    from multiview_plugin.driver.mine_negatives import main as mine_main
+
+    model_dir = tmp_path / "dcsr-pv"
+    build_dcsr(tiny_bert, passage_max_len=24, dcsr_sentence_pooling="mean", pooling="mean", normalize=True,
+               dcsr_passage_view=True).save(model_dir)
+    corpus = write_corpus(tmp_path / "corpus.jsonl", PASSAGES)
+    shard, index = encode_and_index(model_dir, corpus, tmp_path)
+    searcher = MultiVectorSearcher(index, model_dir, aggregation="max")
+    kinds = set()
+    for query in QUERIES:
+        q = searcher.encode([query])[0]
+        hits = searcher.search(query, k=len(PASSAGES), explain=True)
+        check_against_brute_force(searcher, shard, hits, q)
+        for hit in hits:
+            e, text = hit.explanation, PASSAGES[hit.docid]
+            is_passage = e.view == e.num_views - 1  # the passage view follows the sentences
+            kinds.add(is_passage)
+            assert e.what.get("passage", False) == is_passage and ("sentence" in e.what) != is_passage
+            if is_passage:
+                assert e.what["span"] == [0, len(text)]
+    assert kinds == {True, False}  # both kinds of view win somewhere
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"query_id": f"q{i}", "query": q, "answers": [],
+                                         "positive_passages": [{"docid": "d3", "text": PASSAGES["d3"]}],
+                                         "negative_passages": []}) + "\n" for i, q in enumerate(QUERIES)))
+    mined = tmp_path / "mined.jsonl"
+    assert mine_main(["--model_name_or_path", str(model_dir), "--index", str(index), "--dataset_path", str(train),
+                      "--corpus_path", str(corpus), "--output", str(mined), "--num_negatives", "4"]) == 0
+    views = {d: int(n) for d, n in zip(*np.unique([x.rsplit("#", 1)[0] for x in read_shard(shard)[1]],
+                                                  return_counts=True))}
+    negatives = [n for line in mined.read_text().splitlines() for n in json.loads(line)["negative_passages"]]
+    assert negatives and all(n.get("sentence", -1) < views[n["docid"]] - 1 for n in negatives)
+    assert any("sentence" not in n for n in negatives)  # passage-view hits name no sentence
+
+
 def test_hasans_hits_are_explained_by_their_best_sentence(dcsr_index):
     model_dir, _, shard, index = dcsr_index
     searcher = MultiVectorSearcher(index, model_dir)  # dcsr index: HasAns by default

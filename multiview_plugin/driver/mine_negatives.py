@@ -81,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = list(iter_train_records(args.dataset_path, corpus, args.passage_field_separator))
     store = searcher.store
     first_row = np.searchsorted(store.row_doc, np.arange(len(store.docids)))  # a document's rows are contiguous
+    view_count = np.diff(np.append(first_row, len(store.row_doc)))
+    passage_view = bool(searcher.encoder.config.options.get("dcsr_passage_view"))
     written = short = 0
     with atomic_open(args.output) as out:
         for start in tqdm(range(0, len(records), args.batch_size), desc="mine", unit="batch"):
@@ -95,7 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     docid = str(searcher.store.docids[d])
                     if docid in positives or (rec["answers"] and has_answer(rec["answers"], corpus[docid])):
                         continue
-                    negatives.append({"docid": docid, "text": corpus[docid], **({"sentence": j} if sentences else {})})
+                    # a dcsr_passage_view hit (the document's last view) names no sentence: training then samples one
+                    sentence = sentences and not (passage_view and j == view_count[d] - 1)
+                    negatives.append({"docid": docid, "text": corpus[docid], **({"sentence": j} if sentence else {})})
                 short += len(negatives) < args.num_negatives
                 line = {"query_id": rec["query_id"], "query": rec["query"], "answers": rec["answers"],
                         "positive_passages": [{"docid": d, "text": t}

@@ -10,7 +10,8 @@ baseline). Training is at the sentence level (see
 :mod:`multiview_plugin.data.sentence_dataset`); retrieval ranks passages by HasAns (paper eq. 2, the
 ``hasans`` aggregator) or by their best sentence (``max``). ``dcsr_train_unit passage`` trains on whole
 passages instead, each scored by its best sentence (the same max-sim loss as MVR and ME-BERT), for data whose
-positive sentence would have to be guessed (no answer strings).
+positive sentence would have to be guessed (no answer strings). ``dcsr_passage_view`` adds the whole passage,
+pooled like DPR from the same encoding, as one more view after the sentences (sentence j stays view j).
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ class ContextualSentenceEncoder(MultiViewEncoder):
 
     Options: ``dcsr_in_passage_negatives`` and ``dcsr_bm25_negatives`` (sentence negatives per query, paper
     best 1 and 1), ``dcsr_marker_init`` ('random' or 'cls'), ``dcsr_sentence_pooling`` ('marker', the paper;
-    'mean'; 'independent'), ``dcsr_train_unit`` ('sentence', the paper; 'passage').
+    'mean'; 'independent'), ``dcsr_train_unit`` ('sentence', the paper; 'passage'), ``dcsr_passage_view`` (also
+    index the pooled whole passage, after the sentences).
     """
 
     default_loss = "contrastive"
@@ -159,6 +161,9 @@ class ContextualSentenceEncoder(MultiViewEncoder):
         if pooling not in SENTENCE_POOLINGS:
             raise ConfigError(f"--dcsr_sentence_pooling must be one of {', '.join(SENTENCE_POOLINGS)}, "
                               f"got {pooling!r}")
+        if config.options.get("dcsr_passage_view") and pooling == "independent":
+            raise ConfigError("--dcsr_passage_view needs a whole-passage encoding: not with --dcsr_sentence_pooling "
+                              "independent")
         unit = config.options.get("dcsr_train_unit", "sentence")
         if unit not in TRAIN_UNITS:
             raise ConfigError(f"--dcsr_train_unit must be one of {', '.join(TRAIN_UNITS)}, got {unit!r}")
@@ -195,10 +200,27 @@ class ContextualSentenceEncoder(MultiViewEncoder):
             total = (prefix.gather(1, ends.unsqueeze(-1).expand(-1, -1, size))
                      - prefix.gather(1, starts.unsqueeze(-1).expand(-1, -1, size)))
             reps = total / (ends - starts).clamp(min=1).unsqueeze(-1).to(total.dtype)
-            return self._finish(reps), mask
+            return self._with_passage_view(reps, mask, hidden, batch["attention_mask"])
         positions = batch.pop("sentence_positions")
         hidden = self._last_hidden(self.p_encoder, batch)
         reps = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+        return self._with_passage_view(reps, mask, hidden, batch["attention_mask"])
+
+    @property
+    def has_passage_view(self) -> bool:
+        return bool(self.config.options.get("dcsr_passage_view", False))
+
+    def _with_passage_view(self, reps: torch.Tensor, mask: torch.Tensor, hidden: torch.Tensor,
+                           attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sentence views, then (``dcsr_passage_view``) the pooled passage in the slot after each passage's last
+        sentence, so sentence j stays view j (training selections, mined sentences and spans keep their index)."""
+        if not self.has_passage_view:
+            return self._finish(reps), mask
+        rows = torch.arange(reps.shape[0], device=reps.device)
+        slot = mask.sum(1)
+        reps = torch.cat([reps, reps.new_zeros(reps.shape[0], 1, reps.shape[-1])], 1)
+        reps = reps.index_put((rows, slot), self._pool(hidden, attention_mask).to(reps.dtype))
+        mask = torch.cat([mask, mask.new_zeros(mask.shape[0], 1)], 1).index_put((rows, slot), mask.new_ones(()))
         return self._finish(reps), mask
 
     @staticmethod
@@ -242,22 +264,26 @@ class ContextualSentenceEncoder(MultiViewEncoder):
         return dataset, SentenceTrainCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)
 
     def describe_views(self) -> dict[str, Any]:
-        return {"kind": "sentence", "rows": True}
+        return {"kind": "sentence", "rows": True, **({"passage_view": True} if self.has_passage_view else {})}
 
     def view_rows(self, formatter: SentenceFormatter, texts: list[str], mask: np.ndarray) -> np.ndarray:
-        """Each kept sentence's character span [start, end) in its passage text, and 1 if it was cut short."""
+        """Each kept sentence's character span [start, end) in its passage text, and 1 if it was cut short; with
+        ``dcsr_passage_view`` the passage view's row, (0, len(text), 0), follows its sentences."""
         sentence_lists = [formatter.split(t) for t in texts]
         plans = formatter.plan(sentence_lists)
         last = [s[len(p) - 1] for s, p in zip(sentence_lists, plans) if p]
         full = formatter.tokenizer(last, add_special_tokens=False)["input_ids"] if last else []
         rows, n = [], 0
         offset = len(formatter.passage_prefix)
+        extra = int(self.has_passage_view)
         for text, sentences, plan, count in zip(texts, sentence_lists, plans, mask.sum(axis=1).tolist()):
-            if len(plan) != count:
-                raise ValueError(f"{count} sentence vectors but {len(plan)} kept sentences")
+            if len(plan) != count - extra:
+                raise ValueError(f"{count - extra} sentence vectors but {len(plan)} kept sentences")
             spans = sentence_spans(formatter.passage_prefix + text, sentences[:len(plan)])
             for j, (start, end) in enumerate(spans):
                 cut = j == len(plan) - 1 and len(plan[j]) < max(1, len(full[n]))
                 rows.append((max(start - offset, 0), max(end - offset, 0), int(cut)))
+            if extra:
+                rows.append((0, len(text), 0))
             n += bool(plan)
         return np.asarray(rows, dtype=np.int32).reshape(-1, 3)

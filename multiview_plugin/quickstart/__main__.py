@@ -76,6 +76,9 @@ SYSTEMS = {
     # dcsr-mean trained on whole passages scored by their best sentence (no guessed positive sentence: for BEIR)
     "dcsr-mean-passage": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", "--dcsr_train_unit",
                                    "passage", *COSINE], True),
+    # ... plus the whole passage (dpr's mean-pooled vector) as one more view: a passage scores max(passage, sentences)
+    "dcsr-mean-passage-pv": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", "--dcsr_train_unit",
+                                      "passage", "--dcsr_passage_view", *COSINE], True),
     "dcsr-mean-zero-shot": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", *COSINE], False),
     "dcsr-independent-zero-shot": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "independent",
                                             *COSINE], False),

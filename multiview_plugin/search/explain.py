@@ -139,9 +139,12 @@ class ViewExplainer:
         out = []
         for doc, j in doc_views:
             start, end, cut = (int(x) for x in self.rows[self.doc_start[doc] + j])
-            what: dict[str, Any] = {"sentence_index": j, "span": [start, end], "cut": bool(cut)}
+            if self.views.get("passage_view") and j == self.doc_count[doc] - 1:  # dcsr_passage_view: the last
+                what: dict[str, Any] = {"passage": True, "span": [start, end]}
+            else:
+                what = {"sentence_index": j, "span": [start, end], "cut": bool(cut)}
             text = texts.get(self.store.docids[doc])
-            if text is not None:
+            if text is not None and "sentence_index" in what:
                 what["sentence"] = text[start:end]
             out.append(what)
         return out
