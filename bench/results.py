@@ -148,7 +148,8 @@ def plot_curves(data: str, rows: list[dict]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (loss_ax, dev_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (loss_ax, dev_ax, zoom_ax) = plt.subplots(1, 3, figsize=(16, 4.6))
+    top = []
     seen = set()
     models = [r for r in rows if not r["system"].endswith("(max)")]
     colours = plt.cm.tab20.colors  # 20 distinct colours: the default cycle repeats after 10 systems
@@ -162,17 +163,24 @@ def plot_curves(data: str, rows: list[dict]) -> Path:
         loss_ax.plot(steps, losses, label=r["system"], **style)
         if curves.get("dev"):
             dev_steps, values = zip(*curves["dev"])
-            dev_ax.plot(dev_steps, [100 * v for v in values], marker="o", label=r["system"], **style)
-            dev_ax.set_ylabel(f"dev {curves.get('dev_metric', '')} (%)")
+            for ax in (dev_ax, zoom_ax):
+                ax.plot(dev_steps, [100 * v for v in values], marker="o", markersize=3, **style)
+                ax.set_ylabel(f"dev {curves.get('dev_metric', '')} (%)")
+            top.append(100 * max(values))
     loss_ax.set(xlabel="step", ylabel="training loss", title="training loss")
     dev_ax.set(xlabel="step", title="dev metric (model selection)")
-    for ax in (loss_ax, dev_ax):
+    zoom_ax.set(xlabel="step", title="dev metric, top 8 points")
+    if top:  # many systems end within a few points of each other: the zoom separates them
+        zoom_ax.set_ylim(max(top) - 8, max(top) + 0.5)
+    for ax in (loss_ax, dev_ax, zoom_ax):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    # one legend for the three panels, outside them, so no curve hides behind it
+    fig.legend(*loss_ax.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
     PLOTS.mkdir(parents=True, exist_ok=True)
     out = PLOTS / f"{data}-curves.png"
-    fig.savefig(out, dpi=110, metadata={"Software": None})  # no version stamp: the same rows, the same bytes
+    # no version stamp: the same rows, the same bytes
+    fig.savefig(out, dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
     return out
 
