@@ -29,7 +29,8 @@ setup(
         "matplotlib>=3.5",  # training-curve and view-usage plots
     ],
     extras_require={
-        "dev": ["pytest>=7", "ruff>=0.5"],
+        # peft: the LoRA tests run with the rest (without it they would skip, unseen, in CI's core step)
+        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13"],
         # GPU Faiss: install faiss-gpu-cu12 (or conda's faiss-gpu) instead of faiss-cpu on CUDA machines.
         "gpu": ["faiss-gpu-cu12>=1.8"],
         "t5": ["sentencepiece>=0.1.99"],
