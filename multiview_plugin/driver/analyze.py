@@ -46,7 +46,7 @@ ANALYSIS_FILE, PLOT_FILE = "analysis.json", "view_usage.png"
 def pair_view_scores(searcher: Any, q_reps: np.ndarray, pairs: list[tuple[int, int]]) -> np.ndarray:
     """(N, max views) view scores of (query row, document index) pairs, ``-inf`` past a document's views."""
     explainer = searcher.explainer
-    width = int(explainer.doc_count.max()) if len(explainer.doc_count) else 1
+    width = int(explainer.store.doc_views.max()) if len(explainer.store.doc_views) else 1
     out = np.full((len(pairs), width), -np.inf, dtype=np.float64)
     cache: dict[int, np.ndarray] = {}
     for n, (qi, doc) in enumerate(pairs):
@@ -110,7 +110,7 @@ def analyze_index(
     top_views = [e.view for row in explained for e in row if e is not None]
     top1 = [row[0].view for row in explained if row and row[0] is not None]
 
-    views_per_doc = np.bincount(explainer.doc_count)
+    views_per_doc = np.bincount(explainer.store.doc_views)
     result: dict[str, Any] = {
         "index": str(index_dir),
         "model_name": searcher.meta.model_name,
@@ -122,7 +122,7 @@ def analyze_index(
         "documents_judged": int(len(np.unique(docs))),
         "max_views": width,
         "views_per_document": {str(n): int(c) for n, c in enumerate(views_per_doc) if c},
-        "mean_views_per_document": float(explainer.doc_count.mean()),
+        "mean_views_per_document": float(explainer.store.doc_views.mean()),
         "relevant_wins": np.bincount(winners, minlength=width).tolist(),
         "relevant_docs_with_view": (valid.sum(axis=0)).astype(int).tolist(),
         "top_hits": hits,

@@ -80,14 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ConfigError(f"{args.corpus_path} lacks docids of the index, e.g. {missing[:3]}: is it the same corpus?")
     records = list(iter_train_records(args.dataset_path, corpus, args.passage_field_separator))
     store = searcher.store
-    first_row = np.searchsorted(store.row_doc, np.arange(len(store.docids)))  # a document's rows are contiguous
-    view_count = np.diff(np.append(first_row, len(store.row_doc)))
     passage_view = bool(searcher.encoder.config.options.get("dcsr_passage_view"))
     written = short = 0
     with atomic_open(args.output) as out:
         for start in tqdm(range(0, len(records), args.batch_size), desc="mine", unit="batch"):
             batch = records[start:start + args.batch_size]
-            doc, view = mine(searcher, searcher.encode([r["query"] for r in batch]), args.depth, first_row)
+            doc, view = mine(searcher, searcher.encode([r["query"] for r in batch]), args.depth, store.doc_start)
             for rec, row_doc, row_view in zip(batch, doc.tolist(), view.tolist()):
                 positives = set(rec["positive_docids"])
                 negatives = []
@@ -98,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if docid in positives or (rec["answers"] and has_answer(rec["answers"], corpus[docid])):
                         continue
                     # a dcsr_passage_view hit (the document's last view) names no sentence: training then samples one
-                    sentence = sentences and not (passage_view and j == view_count[d] - 1)
+                    sentence = sentences and not (passage_view and j == store.doc_views[d] - 1)
                     negatives.append({"docid": docid, "text": corpus[docid], **({"sentence": j} if sentence else {})})
                 short += len(negatives) < args.num_negatives
                 line = {"query_id": rec["query_id"], "query": rec["query"], "answers": rec["answers"],

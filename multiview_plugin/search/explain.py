@@ -66,9 +66,6 @@ class ViewExplainer:
         self.rows = rows
         self.corpus = corpus if corpus is not None else self.views.get("corpus")
         self.pseudo_queries = pseudo_queries or self.views.get("pseudo_queries")
-        counts = np.bincount(store.row_doc, minlength=len(store.docids))
-        self.doc_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        self.doc_count = counts
         self._doc_index: dict[str, int] | None = None
         self._warned: set[str] = set()
         self._direct_map_ready = False
@@ -80,7 +77,7 @@ class ViewExplainer:
 
     def doc_vectors(self, doc: int) -> np.ndarray:
         """The vectors of document ``doc`` as the index stores them (reconstructed)."""
-        start, count = int(self.doc_start[doc]), int(self.doc_count[doc])
+        start, count = int(self.store.doc_start[doc]), int(self.store.doc_views[doc])
         index = self.store.index
         try:
             return index.reconstruct_n(start, count)
@@ -138,8 +135,8 @@ class ViewExplainer:
         texts = self._texts({self.store.docids[doc] for doc, _ in doc_views})
         out = []
         for doc, j in doc_views:
-            start, end, cut = (int(x) for x in self.rows[self.doc_start[doc] + j])
-            if self.views.get("passage_view") and j == self.doc_count[doc] - 1:  # dcsr_passage_view: the last
+            start, end, cut = (int(x) for x in self.rows[self.store.doc_start[doc] + j])
+            if self.views.get("passage_view") and j == self.store.doc_views[doc] - 1:  # dcsr_passage_view: the last
                 what: dict[str, Any] = {"passage": True, "span": [start, end]}
             else:
                 what = {"sentence_index": j, "span": [start, end], "cut": bool(cut)}
