@@ -3,6 +3,9 @@
     python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr \
         [--index_factory Flat|HNSW32|IVF1024,SQ8|SQfp16] [--doc_index_factory HNSW32] [--use_gpu]
 
+    python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr-qdrant \
+        --backend qdrant [--qdrant_path DIR | --qdrant_url http://host:6333 --qdrant_shards 6 --qdrant_replication 2]
+
     python -m multiview_plugin.driver.index --report indexes/mvr     # what an index holds
 """
 
@@ -13,11 +16,11 @@ import glob
 import sys
 from collections.abc import Sequence
 
+from multiview_plugin.driver.backends import add_index_backend_flags, build_from_args
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search import build_index
 from multiview_plugin.search.aggregators import AGGREGATORS
 from multiview_plugin.search.report import index_report
 
@@ -41,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--use_gpu", action="store_true", help="Build with GPU Faiss (faiss-gpu) when available.")
     p.add_argument("--overwrite", action="store_true", help="Replace an existing index folder.")
     add_shard_safety_flags(p)
+    add_index_backend_flags(p)
     return p
 
 
@@ -56,10 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shards = sorted(glob.glob(args.passage_reps))
     if not shards:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
-    build_index(shards, args.index_dir, index_factory=args.index_factory, aggregation=args.aggregation,
-                train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite,
-                allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
-                doc_index_factory=args.doc_index_factory)
+    build_from_args(args, shards)
     return 0
 
 

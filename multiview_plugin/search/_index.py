@@ -57,6 +57,11 @@ class IndexMeta:
     # the shards' model (encoding/shard_sets.model_identity): query vectors must come from the same one
     model_fingerprint: dict | None = None
     doc_index_factory: str | None = None  # the doc_index file's factory, when there is one
+    backend: str = "faiss"  # "qdrant": the vectors live in a Qdrant collection (search/_qdrant.py)
+    qdrant: dict | None = None  # backend "qdrant": where the collection lives (search/_qdrant.QdrantSettings)
+    # search settings chosen at build time by search/calibrate.py (searchers use them unless told otherwise)
+    search_defaults: dict | None = None
+    calibration: dict | None = None  # how search_defaults were chosen: target, measured recall, operating points
 
     @property
     def multi_vector(self) -> bool:
