@@ -19,6 +19,7 @@ from multiview_plugin.search import (  # noqa: E402
     build_index,
 )
 from multiview_plugin.search._qdrant import build_qdrant_index, close_embedded, point_id  # noqa: E402
+from multiview_plugin.search.report import index_report as index_driver_report  # noqa: E402
 
 DIM = 16
 
@@ -212,6 +213,7 @@ def test_cli_index_and_search_write_the_faiss_run(tmp_path, capsys):
         assert search_driver.main(["--index", str(tmp_path / name), "--encoded_queries", str(tmp_path / "queries.pkl"),
                                    "--output", str(out), "--hits", "20", *extra]) == 0
         runs[name] = [line.split()[:4] for line in out.read_text().splitlines()]
+    assert "qdrant           collection" in index_driver_report(tmp_path / "qd")
     assert runs["qd"] == runs["flat"]
     # explanations read the winning view from the collection
     out = tmp_path / "qd.jsonl"

@@ -69,3 +69,41 @@ def add_search_backend_flags(p: argparse.ArgumentParser) -> None:
                    "(a full scan, equal to the Faiss Flat searcher) instead of re-scoring document-vector "
                    "candidates (--doc_candidates).")
     g.add_argument("--qdrant_url", metavar="URL", help="Server address, overriding the one recorded at build time.")
+
+
+def add_calibration_flags(p: argparse.ArgumentParser) -> None:
+    from multiview_plugin.search.calibrate import DEFAULT_K, DEFAULT_QUERIES, DEFAULT_TARGET
+
+    g = p.add_argument_group("Calibration of approximate indexes (HNSW, IVF, PQ/SQ, --doc_index_factory, Qdrant)")
+    g.add_argument("--target_recall", type=float, default=DEFAULT_TARGET, help="After building, choose the "
+                   "fastest search settings (over-fetch, efSearch, nprobe, document candidates) that keep this "
+                   f"fraction of exact max-over-views top-{DEFAULT_K} documents, measured on a sample of the "
+                   "corpus's own views used as queries; recorded in multiview.json (search_defaults, calibration), "
+                   f"printed, and used by searchers unless their flags say otherwise. Default {DEFAULT_TARGET}; "
+                   "0 skips it. Exact indexes (Flat, Qdrant exact) need none.")
+    g.add_argument("--calibration_queries", type=int, default=DEFAULT_QUERIES, help="Sampled views used as "
+                   f"calibration queries (default {DEFAULT_QUERIES}).")
+    g.add_argument("--calibration_k", type=int, default=DEFAULT_K, help="Documents per query whose recall is "
+                   f"calibrated (default {DEFAULT_K}).")
+    g.add_argument("--calibrate", metavar="DIR", help="Only calibrate the existing index folder DIR (its shards "
+                   "must still be where they were) and exit.")
+
+
+def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
+    """Calibrate ``index_dir`` as the flags say and print the chosen settings."""
+    from multiview_plugin.search.calibrate import calibrate_index
+
+    if args.target_recall == 0:
+        return
+    if args.calibration_queries < 1 or args.calibration_k < 1:
+        raise ConfigError("--calibration_queries and --calibration_k must be >= 1")
+    record = calibrate_index(index_dir, args.target_recall, args.calibration_queries, args.calibration_k,
+                             unsafe_pickle=args.allow_unsafe_pickle)
+    if record is None:
+        print(f"calibration: {index_dir} searches exactly (or aggregates other than max); nothing to calibrate")
+        return
+    settings = ", ".join(f"{k}={v}" for k, v in record["settings"].items())
+    print(f"calibration: {settings} -> recall@{record['k']} {record['recall']:.4f} of exact "
+          f"({'reaches' if record['reached'] else 'BELOW'} target {record['target_recall']}; "
+          f"{record['queries']} sampled views, {record['ms_per_query']:.3f} ms/query), saved in "
+          f"{index_dir}/multiview.json")

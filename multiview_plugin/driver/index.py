@@ -16,7 +16,12 @@ import glob
 import sys
 from collections.abc import Sequence
 
-from multiview_plugin.driver.backends import add_index_backend_flags, build_from_args
+from multiview_plugin.driver.backends import (
+    add_calibration_flags,
+    add_index_backend_flags,
+    build_from_args,
+    calibrate_from_args,
+)
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
@@ -45,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="Replace an existing index folder.")
     add_shard_safety_flags(p)
     add_index_backend_flags(p)
+    add_calibration_flags(p)
     return p
 
 
@@ -55,12 +61,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         print(index_report(args.report))
         return 0
+    if args.calibrate:
+        calibrate_from_args(args, args.calibrate)
+        return 0
     if not (args.passage_reps and args.index_dir):
         raise ConfigError("building an index needs --passage_reps and --index_dir (or --report DIR)")
     shards = sorted(glob.glob(args.passage_reps))
     if not shards:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
     build_from_args(args, shards)
+    calibrate_from_args(args, args.index_dir)
     return 0
 
 

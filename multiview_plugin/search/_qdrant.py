@@ -459,4 +459,5 @@ def open_qdrant_store(index_dir: str | os.PathLike, meta: IndexMeta, exact: bool
     return QdrantStore(client, settings, docids, row_doc, meta.dim, exact=exact,
                        doc_candidates=doc_candidates if doc_candidates is not None
                        else defaults.get("doc_candidates", 2.0),
+                       min_doc_candidates=defaults.get("min_doc_candidates", 200),
                        hnsw_ef=ef_search if ef_search is not None else defaults.get("ef_search"))

@@ -438,7 +438,8 @@ class MultiVectorSearcher:
             ef_search=ef_search if ef_search is not None else calibrated.get("ef_search"),
             nprobe=nprobe if nprobe is not None else calibrated.get("nprobe"), rescore=rescore,
             doc_candidates=doc_candidates if doc_candidates is not None
-            else calibrated.get("doc_candidates", ApproximateSearch.doc_candidates))
+            else calibrated.get("doc_candidates", ApproximateSearch.doc_candidates),
+            min_doc_candidates=calibrated.get("min_doc_candidates", ApproximateSearch.min_doc_candidates))
         index = faiss.read_index(str(index_dir / INDEX_FILE))
         lookup = (index_dir / DOCID_FILE).read_text(encoding="utf-8").splitlines()
         doc_index = (faiss.read_index(str(index_dir / DOC_INDEX_FILE)) if (index_dir / DOC_INDEX_FILE).is_file()
