@@ -61,3 +61,9 @@ def test_refused_before_any_stage(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="force_plan"):
         recipe_run.main(["nq", "mvr", "--output_dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def test_smoke_dry_run_prints_the_plan(tmp_path, capsys):
+    assert recipe_run.main(["msmarco", "dce", "--smoke", "--dry_run", "--output_dir", str(tmp_path / "dry")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(LINE.match(line) and "SQfp16+doc:HNSW32" in line for line in lines)
