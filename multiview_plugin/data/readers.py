@@ -25,6 +25,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -154,7 +155,31 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict]]:
                                    f"invalid JSON: {err.msg} (column {err.colno})") from None
         if not isinstance(obj, dict):
             raise InputFormatError(str(path), lineno, None, f"expected a JSON object, got {_describe(obj)}")
+        if _SURROGATE_ESCAPE.search(line):  # cheap test first: the escape's text is on the line
+            field = _lone_surrogate(obj)
+            if field is not None:
+                raise InputFormatError(str(path), lineno, field, "a lone UTF-16 surrogate escape (\\ud800-"
+                                       "\\udfff without its pair): not valid Unicode text")
         yield lineno, obj
+
+
+# JSON's \uD800-\uDFFF escapes: a high and low surrogate pair decodes to one character, a lone one stays a
+# surrogate code point that UTF-8 (and every tokenizer) rejects
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any, field: str = "") -> str | None:
+    """The (nested) field of a parsed JSON value whose text holds a lone surrogate, or None."""
+    if isinstance(value, str):
+        return field or "(text)" if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        items = ((f"{field}.{k}" if field else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{field}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((found for name, v in items if (found := _lone_surrogate(v, name)) is not None), None)
 
 
 def format_passage(title: str | None, text: str, separator: str = " ") -> str:

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -70,6 +71,51 @@ class IndexMeta:
         if not path.is_file():
             raise ConfigError(f"{folder} is not a multiview index: {META_FILE} is missing")
         return cls(**json.loads(path.read_text(encoding="utf-8")))
+
+
+_FAISS_WHERE = re.compile(r"Error in .*? at \S+:\d+: (.*)$")
+_FAISS_CHECK = re.compile(r"^Error: '.*?' failed: ")
+
+
+def faiss_message(err: BaseException) -> str:
+    """A Faiss exception's message on one line (Faiss appends the C++ file and line of the failed check)."""
+    text = " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or repr(err)
+    match = _FAISS_WHERE.match(text)
+    text = match.group(1) if match else text  # drop "Error in <C++ signature> at <file>:<line>: "
+    return _FAISS_CHECK.sub("", text)  # drop "Error: '<C++ condition>' failed: "
+
+
+def read_faiss_index(path: str | os.PathLike, io_flags: int = 0) -> faiss.Index:
+    """Read a Faiss index file; a truncated, corrupt or foreign file is a one-line error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: the Faiss index file is missing")
+    try:
+        return faiss.read_index(str(path), io_flags)
+    except RuntimeError as err:
+        raise ShardFormatError(f"{path}: not a readable Faiss index (truncated or corrupt?): "
+                               f"{faiss_message(err)}") from None
+
+
+def make_faiss_index(dim: int, factory: str, flag: str = "--index_factory") -> faiss.Index:
+    """``faiss.index_factory`` for inner product; a string Faiss cannot parse (or that does not fit ``dim``)
+    is a one-line error naming the flag and value."""
+    try:
+        return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as err:
+        raise ConfigError(f"{flag} {factory!r}: Faiss cannot build it for {dim}-dim vectors: "
+                          f"{faiss_message(err)}") from None
+
+
+def train_faiss_index(index: faiss.Index, sample: np.ndarray, factory: str, flag: str = "--index_factory") -> None:
+    """Train ``index`` on ``sample``; too few points for the factory (IVF lists, PQ centroids) is a one-line
+    error naming the factory and the number of vectors available."""
+    try:
+        index.train(sample)
+    except RuntimeError as err:
+        raise ConfigError(f"{flag} {factory!r}: cannot train it on the {len(sample)} vectors available: "
+                          f"{faiss_message(err)}; use a factory with fewer lists/centroids (or Flat / HNSW32, "
+                          "which need no training)") from None
 
 
 def contiguous_docs(row_docids: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
@@ -171,15 +217,15 @@ def build_index(
                     continue  # an empty shard: nothing to add (its dim may be unknown)
                 if index is None:
                     dim = reps.shape[1]
-                    index = faiss.index_factory(dim, index_factory, faiss.METRIC_INNER_PRODUCT)
+                    index = make_faiss_index(dim, index_factory)
                     if use_gpu:
                         index = _to_gpu(index)
                     if not index.is_trained:
                         sample = _sample_for_training(paths, infos, train_size, seed, unsafe_pickle)
                         logger.info("training %s on %d vectors", index_factory, len(sample))
-                        index.train(sample)
+                        train_faiss_index(index, sample, index_factory)
                     if doc_index_factory:
-                        doc_index = faiss.index_factory(dim, doc_index_factory, faiss.METRIC_INNER_PRODUCT)
+                        doc_index = make_faiss_index(dim, doc_index_factory, "--doc_index_factory")
                         if not doc_index.is_trained:
                             raise ConfigError(f"--doc_index_factory {doc_index_factory} needs training; use one "
                                               "that does not (HNSW32, Flat)")
@@ -269,7 +315,25 @@ def _merge_extra(infos: list) -> dict:
     views = merge_descriptions([i.extra.get(VIEW_INFO_KEY) if i is not None else None for i in infos])
     if views is not None:
         out[VIEW_INFO_KEY] = views
+    corpus = input_record(infos)
+    if corpus is not None:
+        out[INPUT_KEY] = corpus
     return out
+
+
+INPUT_KEY = "input"  # multiview.json extra: the corpus the shards were encoded from (see input_record)
+
+
+def input_record(infos: list) -> dict | None:
+    """What the shards' fingerprints record of their corpus, when they all agree: ``{"identity"`` (size and
+    SHA-256 of its ends, :func:`~multiview_plugin.encoding.fingerprint.file_identity`), ``"separator"``
+    (``--passage_field_separator``), ``"source"`` (its path when encoded)``}``; None when unknown."""
+    records = {(i.fingerprint.get("input"), i.fingerprint.get("passage_field_separator"), i.source)
+               for i in infos if i is not None and i.fingerprint and i.fingerprint.get("input")}
+    if len({r[:2] for r in records}) != 1:
+        return None
+    identity, separator, source = sorted(records, key=str)[0]
+    return {"identity": identity, "separator": separator, "source": source}
 
 
 def _to_gpu(index: faiss.Index) -> faiss.Index:

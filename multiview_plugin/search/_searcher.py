@@ -35,7 +35,14 @@ from tqdm import tqdm
 
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model
-from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, split_lookup
+from multiview_plugin.encoding.shards import (
+    NonFiniteVectorsError,
+    ShardFormatError,
+    nonfinite_rows,
+    read_info,
+    read_shard,
+    split_lookup,
+)
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search._index import (
@@ -45,6 +52,7 @@ from multiview_plugin.search._index import (
     META_FILE,
     IndexMeta,
     contiguous_docs,
+    read_faiss_index,
 )
 from multiview_plugin.search.aggregators import Aggregator, get_aggregator
 from multiview_plugin.search.explain import Explanation, ViewExplainer
@@ -229,6 +237,10 @@ class VectorStore:
         q_reps = np.ascontiguousarray(q_reps, dtype=np.float32)
         if q_reps.ndim != 2 or q_reps.shape[1] != self.dim:
             raise ConfigError(f"query vectors have shape {q_reps.shape}, the index expects (N, {self.dim})")
+        bad = nonfinite_rows(q_reps)
+        if len(bad):  # Faiss would return no hits for them: the queries would vanish from the run
+            raise NonFiniteVectorsError(f"{len(bad)} query vectors hold NaN or infinite values (rows "
+                                        f"{bad[:5].tolist()}); the run would silently lack those queries")
         n_q, ntotal = len(q_reps), self.index.ntotal
         k_docs = min(k, len(self.docids))
         out_doc = np.full((n_q, k), -1, dtype=np.int64)
@@ -400,11 +412,14 @@ class MultiVectorSearcher:
         self._explain_sources = (corpus, pseudo_queries)
         self._explainer: ViewExplainer | None = None
         self.meta = IndexMeta.load(index_dir)
-        index = faiss.read_index(str(index_dir / INDEX_FILE))
+        index = read_faiss_index(index_dir / INDEX_FILE)
+        if index.d != self.meta.dim:
+            raise ShardFormatError(f"{index_dir / INDEX_FILE}: holds {index.d}-dim vectors, {META_FILE} says "
+                                   f"{self.meta.dim}")
         approximate = ApproximateSearch(overfetch=overfetch, ef_search=ef_search, nprobe=nprobe, rescore=rescore,
                                         doc_candidates=doc_candidates)
         lookup = (index_dir / DOCID_FILE).read_text(encoding="utf-8").splitlines()
-        doc_index = (faiss.read_index(str(index_dir / DOC_INDEX_FILE)) if (index_dir / DOC_INDEX_FILE).is_file()
+        doc_index = (read_faiss_index(index_dir / DOC_INDEX_FILE) if (index_dir / DOC_INDEX_FILE).is_file()
                      else None)
         self.store = VectorStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE),
                                              approximate, doc_index)
