@@ -256,7 +256,7 @@ def _parse_run(path: PathLike, fmt: str | None) -> tuple[dict[str, list[_Row]], 
 
 def _bad_number(path: PathLike, lineno: int, fmt: str, parts: list[str]) -> InputFormatError:
     """The located error for a line whose rank or score does not parse."""
-    rank_s = {"trec": parts[3], "msmarco": parts[2]}.get(fmt)
+    rank_s = parts[3] if fmt == "trec" else parts[2] if fmt == "msmarco" else None
     if rank_s is not None:
         minimum = 1 if fmt == "msmarco" else 0
         try:
