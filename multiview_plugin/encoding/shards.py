@@ -234,7 +234,27 @@ def _checked_lookup(path: Path, lookup: Any, rows: int) -> list[str]:
         raise ShardFormatError(f"{path}: its {len(items)} lookup ids hold {chars} characters, more than its "
                                f"{path.stat().st_size} bytes can store: ids repeated by reference (a crafted "
                                "pickle that expands when loaded); refusing it")
-    return list(items) if kinds <= {str} else [str(x) for x in items]
+    ids = list(items) if kinds <= {str} else [str(x) for x in items]
+    _check_ids(path, ids)
+    return ids
+
+
+def _check_ids(path: Path, ids: list[str]) -> None:
+    """Ids go to line-based files (docid files, runs): refuse empty ones and ones with whitespace or control
+    characters. One pass in C over the joined ids; the per-id check runs only when that pass finds something."""
+    if not ids:
+        return
+    if not min(map(len, ids)):
+        raise ShardFormatError(f"{path}: lookup row {ids.index('')} has an empty id")
+    joined = " ".join(ids)
+    if joined.isprintable() and joined.count(" ") == len(ids) - 1:
+        return
+    from multiview_plugin.data.readers import id_problem
+
+    for row, value in enumerate(ids):
+        problem = id_problem(value)
+        if problem:
+            raise ShardFormatError(f"{path}: lookup row {row}: id {problem}")
 
 
 class NonFiniteVectorsError(ShardFormatError):

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.data.readers import InputFormatError, open_text
+from multiview_plugin.data.readers import InputFormatError, iter_lines, open_text
 from multiview_plugin.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -94,6 +94,8 @@ def _first_columns(path: PathLike) -> tuple[int, list[str]] | None:
         with open_text(path) as f:
             return next(((n, line.split()) for n, line in enumerate(f, 1) if line.strip()), None)
     except UnicodeDecodeError as err:
+        for _ in iter_lines(path):  # raises the error located at its line
+            pass
         raise InputFormatError(str(path), None, None, f"not valid UTF-8 ({err.reason})") from None
 
 
@@ -173,6 +175,8 @@ def read_run(path: PathLike, fmt: str | None = None) -> Run:
                 _raise_duplicate(path, qid, rows)
             run[qid] = [(row[3], row[4]) for row in rows]
     except UnicodeDecodeError as err:
+        for _ in iter_lines(path):  # raises the error located at its line
+            pass
         raise InputFormatError(str(path), None, None, f"not valid UTF-8 ({err.reason})") from None
     finally:
         if gc_was_enabled:
@@ -203,6 +207,7 @@ def _parse_run(path: PathLike, fmt: str | None) -> tuple[dict[str, list[_Row]], 
     if auto:
         fmt = "tevatron"  # read as scores; turned into ranks below if every value is a rank 1..n
     all_int = ranks = True  # auto: every value an integer; each query's values 1, 2, ..., n in file order
+    not_a_rank = 0  # the first line where the values stop being ranks
     entries: dict[str, list[_Row]] = {}
     isfinite, int_match = math.isfinite, _INT.fullmatch
     with open_text(path) as f:
@@ -241,15 +246,16 @@ def _parse_run(path: PathLike, fmt: str | None) -> tuple[dict[str, list[_Row]], 
                 entries[qid] = rows = []
             if auto and all_int:
                 all_int = int_match(parts[2]) is not None
-                ranks = ranks and all_int and int(parts[2]) == len(rows) + 1
+                if ranks and all_int and int(parts[2]) != len(rows) + 1:
+                    ranks, not_a_rank = False, lineno
             rows.append(row)
     if not auto or not all_int:
         return entries, fmt
     if not ranks:
-        raise InputFormatError(str(path), None, None, "ambiguous run format: 3 columns whose third values are all "
-                               "integers but not ranks 1, 2, ... per query in file order; as msmarco ranks or as "
-                               "tevatron scores they give opposite orders: pass --run_format msmarco or "
-                               "--run_format tevatron")
+        raise InputFormatError(str(path), not_a_rank, None, "ambiguous run format: 3 columns whose third values are "
+                               "all integers, but not ranks 1, 2, ... per query in file order from this line on; as "
+                               "msmarco ranks or as tevatron scores they give opposite orders: pass --run_format "
+                               "msmarco or --run_format tevatron")
     return {qid: [(0.0, int(score), lineno, docid, 1.0 / score) for _, _, lineno, docid, score in rows]
             for qid, rows in entries.items()}, "msmarco"
 

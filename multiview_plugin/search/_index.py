@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import faiss
@@ -67,10 +67,52 @@ class IndexMeta:
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> IndexMeta:
+        """Read ``multiview.json``; anything malformed (bad JSON, unknown or missing fields, wrong types,
+        negative counts, a newer format) is a one-line error naming the file and field."""
         path = Path(folder) / META_FILE
         if not path.is_file():
             raise ConfigError(f"{folder} is not a multiview index: {META_FILE} is missing")
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ShardFormatError(f"{path}: not valid JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise ShardFormatError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ShardFormatError(f"{path}: unknown field {unknown[0]!r} (written by a newer version, or edited?)")
+        missing = sorted(f.name for f in fields(cls) if f.name not in data and f.default is MISSING
+                         and f.default_factory is MISSING)
+        if missing:
+            raise ShardFormatError(f"{path}: field {missing[0]!r} is missing")
+        for name, value in data.items():
+            kinds = _META_TYPES.get(name)
+            if kinds is not None and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+                raise ShardFormatError(f"{path}: field {name!r}: expected {_META_KIND_NAMES[name]}, got {value!r}")
+            if name in _META_COUNTS and value < (1 if name == "dim" else 0):
+                least = "positive" if name == "dim" else "non-negative"
+                raise ShardFormatError(f"{path}: field {name!r}: expected a {least} number, got {value!r}")
+        if isinstance(data.get("views_per_doc"), str) and data["views_per_doc"] != "variable":
+            raise ShardFormatError(f"{path}: field 'views_per_doc': expected a number or 'variable', got "
+                                   f"{data['views_per_doc']!r}")
+        if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+            raise ShardFormatError(f"{path}: format_version {data['format_version']} is newer than this version "
+                                   f"reads ({FORMAT_VERSION}); upgrade multiview_plugin")
+        return cls(**data)
+
+
+_NONE = type(None)
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "dim": (int,), "num_docs": (int,), "num_vectors": (int,), "max_views": (int,), "mean_views": (int, float),
+    "views_per_doc": (int, str), "aggregation": (str,), "model_name": (str,), "index_factory": (str,),
+    "metric": (str,), "shards": (list,), "extra": (dict,), "format_version": (int,), "view_ids": (bool, _NONE),
+    "model_fingerprint": (dict, _NONE), "doc_index_factory": (str, _NONE)}
+_META_KIND_NAMES = {name: " or ".join("null" if t is _NONE else {"int": "an integer", "float": "a number",
+                                                                  "str": "a string", "list": "a list",
+                                                                  "dict": "an object", "bool": "true/false"}[t.__name__]
+                                      for t in kinds) for name, kinds in _META_TYPES.items()}
+_META_COUNTS = ("dim", "num_docs", "num_vectors", "max_views", "mean_views")
 
 
 _FAISS_WHERE = re.compile(r"Error in .*? at \S+:\d+: (.*)$")
@@ -211,6 +253,9 @@ def build_index(
                 multi = multi or shard_multi
                 row_docids = split_lookup(lookup, shard_multi)
                 docs, row_doc = contiguous_docs(row_docids, str(path))
+                if not shard_multi and len(docs) != len(row_docids):
+                    repeated = row_docids[1:][row_doc[1:] == row_doc[:-1]][0]
+                    raise ShardFormatError(f"{path}: docid {repeated!r} has several rows in a single-vector shard")
                 _check_new_docids(seen, docs, row_doc, num_vectors, tmp_dir / DOCID_FILE, docid_out, shard_multi,
                                   path)
                 if not len(reps):
@@ -259,7 +304,8 @@ def build_index(
             model_fingerprint=next((model_identity(i) for i in infos if i is not None and i.fingerprint), None),
             doc_index_factory=doc_index_factory if doc_index is not None else None)
         if not multi and meta.max_views > 1:
-            raise ShardFormatError("single-vector shards hold several rows for one docid")
+            raise ShardFormatError(f"{', '.join(map(str, paths))}: single-vector shards hold several rows for one "
+                                   "docid")
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
         if index_dir.exists():
             shutil.rmtree(index_dir)
