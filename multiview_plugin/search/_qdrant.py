@@ -41,12 +41,14 @@ from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_s
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows
 from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search._backend import SearchBackend
 from multiview_plugin.search._index import (
     DEFAULT_AGGREGATION,
     DOC_INDEX_FILE,
     DOCID_FILE,
     INDEX_FILE,
+    INDEX_FOLDER_FILES,
     META_FILE,
     IndexMeta,
     _check_new_docids,
@@ -238,8 +240,15 @@ def build_qdrant_index(
     if batch_size < 1:
         raise ConfigError(f"the ingest batch size must be >= 1, got {batch_size}")
     index_dir = Path(index_dir)
+    refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
     if (index_dir / META_FILE).exists() and not overwrite:
         raise ConfigError(f"{index_dir} already holds an index (pass overwrite=True / --overwrite)")
+    if index_dir.is_dir():  # resuming is fine; a folder holding anything this tool did not write is not
+        own = {*INDEX_FOLDER_FILES, QDRANT_DIR, f".{DOCID_FILE}.tmp", f".{META_FILE}.tmp"}
+        foreign = sorted(p.name for p in index_dir.iterdir() if p.name not in own)
+        if foreign:
+            raise ConfigError(f"{index_dir} holds {', '.join(foreign[:3])}, which this tool did not write; choose a "
+                              "new or empty --index_dir")
     infos = check_shard_set(paths, allow_partial)
     if any(i is not None and i.is_query for i in infos):
         raise ShardFormatError("query shards cannot be indexed; pass passage shards")
