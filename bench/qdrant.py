@@ -63,9 +63,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--real", nargs="*", default=[], help="folders from bench/real_vectors.py")
     p.add_argument("--synthetic", nargs="*", default=["syn-wide-1to12-d64"])
-    p.add_argument("--synthetic_docs", type=int, default=3000, help="documents of each synthetic set (embedded "
+    p.add_argument("--synthetic_docs", type=int, default=2000, help="documents of each synthetic set (embedded "
                    "Qdrant ingests through SQLite, one row per point)")
-    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--queries", type=int, default=50, help="held-out queries (embedded Qdrant: ~0.1-0.3 s each)")
+    p.add_argument("--calibration_queries", type=int, default=50)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--json", default="bench/qdrant.json")
     args = p.parse_args()
@@ -100,7 +101,8 @@ def main() -> None:
                 else:
                     meta = build_qdrant_index(shards, index_dir, aggregation="max")
                 build_s = time.perf_counter() - start
-                record = None if options.get("exact") else calibrate_index(index_dir, 0.98, n_queries=100, k=args.k)
+                record = None if options.get("exact") else calibrate_index(
+                    index_dir, 0.98, n_queries=args.calibration_queries, k=args.k)
                 close_embedded()  # the subprocess opens the embedded storage itself
                 np.save(folder / "q.npy", q)
                 peak = search_peak_rss_mb(index_dir, "exact" if options.get("exact") else "default", folder / "q.npy")
