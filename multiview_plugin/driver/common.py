@@ -19,8 +19,10 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
 
     ``driver`` ('train', 'encode'): refuse the Tevatron flags that driver does not support, with what to use
     instead. ``ignored``: dataclasses whose flags are accepted but unused here (logged), as Tevatron's encode
-    accepts every training flag.
+    accepts every training flag. When the result holds model arguments, method options given for a method other
+    than ``--model_name`` are refused (:func:`~multiview_plugin.arguments.refuse_foreign_options`).
     """
+    from multiview_plugin.arguments import BaseModelArguments, refuse_foreign_options
     from multiview_plugin.driver.tevatron_parity import refuse_unsupported
 
     parser = HfArgumentParser(types)
@@ -28,12 +30,16 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
     if driver:
         refuse_unsupported(argv, driver)
     if len(argv) == 1 and argv[0].endswith(".json"):
-        return parser.parse_json_file(json_file=os.path.abspath(argv[0]))
-    *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
-    if remaining and ignored:
-        remaining = _drop_ignored(remaining, ignored)
-    if remaining:
-        raise ConfigError(f"unrecognised arguments: {' '.join(remaining)} (see --help)")
+        parsed = tuple(parser.parse_json_file(json_file=os.path.abspath(argv[0])))
+    else:
+        *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+        if remaining and ignored:
+            remaining = _drop_ignored(remaining, ignored)
+        if remaining:
+            raise ConfigError(f"unrecognised arguments: {' '.join(remaining)} (see --help)")
+    for args in parsed:
+        if isinstance(args, BaseModelArguments):
+            refuse_foreign_options(argv, args.model_name)
     return tuple(parsed)
 
 

@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -262,7 +262,7 @@ def encode_to_shard(
 def describe_shard_views(model: MultiViewEncoder, path: str | Path, separator: str,
                          pseudo_queries: str | None) -> dict:
     """The model's view description plus where the texts are (absolute paths, for explanations)."""
-    config = {k: v for k, v in asdict(model.config).items() if k != "format_version"}
+    config = {k: v for k, v in model.config.to_dict().items() if k != "format_version"}
     views = {"version": VIEW_INFO_VERSION, **model.describe_views(), "corpus": os.path.abspath(path),
              "separator": separator, "model": config}
     if views["kind"] == "pseudo_query" and pseudo_queries:

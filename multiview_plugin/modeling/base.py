@@ -43,9 +43,10 @@ from multiview_plugin.losses.base import LossOutput, MultiViewLoss
 from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
 from multiview_plugin.modeling.formatting import InputFormatter
 from multiview_plugin.modeling.lora import is_lora, wants_lora
+from multiview_plugin.modeling.options import MethodOptions
 from multiview_plugin.registry import get_encoder_class, get_loss_class
 from multiview_plugin.training.distributed import gather_across_processes
-from multiview_plugin.training.temperature import MIN_TEMPERATURE, temperature_at
+from multiview_plugin.training.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE, temperature_at
 
 logger = logging.getLogger(__name__)
 
@@ -100,15 +101,16 @@ class EncoderOutput:
 class MultiViewEncoder(nn.Module):
     """Base class of all encoders (query encoder + passage encoder + loss).
 
-    Subclasses set :attr:`default_loss`, :attr:`option_prefix` (which ``ModelArguments`` fields belong to
-    the method and are saved with it) and :attr:`formatter_class`, and implement :meth:`encode_passage`
+    Subclasses set :attr:`default_loss`, :attr:`options_class` (the method's typed options, a
+    :class:`~multiview_plugin.modeling.options.MethodOptions` dataclass: its flags are added to the parsers and
+    saved with the model) and :attr:`formatter_class`, and implement :meth:`encode_passage`
     (and :meth:`encode_query` if queries are not pooled like passages' first token).
     """
 
     registered_name: ClassVar[str]
     default_loss: ClassVar[str] = "contrastive"
     default_temperature_schedule: ClassVar[str] = "fixed"
-    option_prefix: ClassVar[str | None] = None
+    options_class: ClassVar[type[MethodOptions]] = MethodOptions
     formatter_class: ClassVar[type[InputFormatter]] = InputFormatter
     # True for methods whose vectors are --pooling ('cls' or 'mean') of last-layer states (dpr, dcsr's queries, dce)
     pools_tokens: ClassVar[bool] = False
@@ -329,22 +331,26 @@ class MultiViewEncoder(nn.Module):
     # ------------------------------------------------------------ temperature
     def set_epoch(self, epoch: int) -> None:
         """Apply the temperature schedule for ``epoch`` (counted from 0)."""
-        opts = self.config.options
+        alpha, minimum = self.annealing(self.config)
         self.temperature = temperature_at(
             epoch,
             schedule=self.config.temperature_schedule,
             initial=self.config.temperature,
-            alpha=opts.get("mvr_alpha", 0.1),
-            minimum=opts.get("mvr_min_temperature", MIN_TEMPERATURE),
+            alpha=alpha,
+            minimum=minimum,
         )
+
+    @classmethod
+    def annealing(cls, config: EncoderConfig) -> tuple[float, float]:
+        """(decay rate alpha, floor) of the annealed temperature schedule: MVR's eq. 8 values; MVR takes them from
+        its options (``--mvr_alpha``, ``--mvr_min_temperature``)."""
+        return DEFAULT_ALPHA, MIN_TEMPERATURE
 
     # -------------------------------------------------------- build/save/load
     @classmethod
-    def options_from_args(cls, model_args: Any) -> dict[str, Any]:
-        """The method's namespaced options (``<option_prefix>*`` fields) from parsed arguments."""
-        if not cls.option_prefix:
-            return {}
-        return {k: v for k, v in vars(model_args).items() if k.startswith(cls.option_prefix)}
+    def options_from_args(cls, model_args: Any) -> MethodOptions:
+        """The method's typed options (:attr:`options_class`) from parsed arguments."""
+        return cls.options_class.from_args(model_args)
 
     @classmethod
     def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
@@ -394,7 +400,7 @@ class MultiViewEncoder(nn.Module):
         if config.temperature_schedule not in ("fixed", "annealed"):
             raise ConfigError(f"--temperature_schedule must be 'fixed' or 'annealed', "
                              f"got {config.temperature_schedule!r}")
-        floor = config.options.get("mvr_min_temperature", MIN_TEMPERATURE)
+        floor = cls.annealing(config)[1]
         if config.temperature_schedule == "annealed" and config.temperature < floor:
             raise ConfigError(f"--temperature {config.temperature} is below --mvr_min_temperature {floor}: the "
                               f"annealed schedule never goes below its floor, so training would run at {floor} "
