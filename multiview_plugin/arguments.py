@@ -304,6 +304,7 @@ def model_arguments() -> type:
         cls = dataclasses.make_dataclass("ModelArguments", extra, bases=(BaseModelArguments,))
         cls.__module__ = __name__
         cls.__doc__ = "The model flags: the shared ones and every registered method's options (--mvr_*, ...)."
+        cls.assembled_from_registry = True  # parse_dataclasses swaps it for the current one (plugins loaded since)
         _CACHE[key] = cls
     return _CACHE[key]
 

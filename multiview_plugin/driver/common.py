@@ -22,9 +22,11 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
     accepts every training flag. When the result holds model arguments, method options given for a method other
     than ``--model_name`` are refused (:func:`~multiview_plugin.arguments.refuse_foreign_options`).
     """
-    from multiview_plugin.arguments import BaseModelArguments, refuse_foreign_options
+    from multiview_plugin.arguments import BaseModelArguments, model_arguments, refuse_foreign_options
     from multiview_plugin.driver.tevatron_parity import refuse_unsupported
 
+    # ModelArguments with the flags of every method registered now (a plugin may have been loaded since import)
+    types = tuple(model_arguments() if getattr(t, "assembled_from_registry", False) else t for t in types)
     parser = HfArgumentParser(types)
     argv = list(sys.argv[1:] if argv is None else argv)
     if driver:
