@@ -40,8 +40,8 @@ MODEL_FLAGS = {
 
 def interleaved_timing(args: argparse.Namespace, data: dict) -> None:
     from multiview_plugin.arguments import DataArguments, ModelArguments
+    from multiview_plugin.cli import parse_dataclasses
     from multiview_plugin.data.dataset import TrainCollator, TrainDataset, load_train_records
-    from multiview_plugin.driver.common import parse_dataclasses
     from multiview_plugin.registry import get_encoder_class
 
     records = load_train_records(str(data["train"]))

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from multiview_plugin.atomic import write_jsonl, write_lines
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.data.bm25 import bm25_negatives
 from multiview_plugin.data.readers import InputFormatError, PathLike, load_beir
-from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
 

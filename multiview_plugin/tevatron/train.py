@@ -36,7 +36,7 @@ from transformers import HfArgumentParser, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 from multiview_plugin.arguments import ModelArguments, refuse_foreign_options
-from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.registry import get_encoder_class
