@@ -151,3 +151,18 @@ def test_train_driver_refuses_another_methods_option_in_one_line(tiny_bert, trai
     assert "--dcsr_passage_view belongs to dcsr, not --model_name mvr" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="--dcsr_passage_view belongs to dcsr"):
         refuse_foreign_options(["--no_dcsr_passage_view"], "mvr")
+
+
+def test_classes_are_named_after_their_registry_names_and_old_names_remain():
+    from multiview_plugin import modeling
+    from multiview_plugin.modeling import base, persistence
+
+    names = [("mvr", "MvrEncoder", "MultiViewerEncoder"), ("mlr", "MlrEncoder", "MultiLayerEncoder"),
+             ("dcsr", "DcsrEncoder", "ContextualSentenceEncoder"), ("dpr", "DprEncoder", "DenseEncoder"),
+             ("mebert", "MebertEncoder", "MultiEmbeddingEncoder"), ("dce", "DceEncoder", "DualCrossEncoder")]
+    for name, cls_name, old in names:
+        cls = get_encoder_class(name)
+        assert cls.__name__ == cls_name and getattr(modeling, cls_name) is cls and getattr(modeling, old) is cls
+    # persistence lives in its own module; the earlier import path still works
+    assert base.load_encoder is persistence.load_encoder and base.EXTRA_WEIGHTS_NAME == persistence.EXTRA_WEIGHTS_NAME
+    assert issubclass(modeling.MultiViewEncoder, persistence.PersistenceMixin)
