@@ -71,6 +71,8 @@ def test_config_holds_typed_options_and_saves_flag_names(tiny_bert, tmp_path):
                      "mvr_viewer_positions": "shared"}
     loaded = load_encoder(tmp_path / "m").config.options
     assert loaded == opts and loaded["mvr_num_views"] == 3  # the dict view by flag name still reads
+    assert saved == loaded and loaded == saved and loaded != {**saved, "mvr_num_views": 4}  # equal to the dict form
+    assert loaded != MlrOptions() and MvrOptions() == MvrOptions() and MvrOptions() != MvrOptions(num_views=2)
 
 
 def test_options_keep_extra_keys_like_the_lora_record():

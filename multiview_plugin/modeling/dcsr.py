@@ -39,7 +39,7 @@ SENTENCE_POOLINGS = ("marker", "mean", "independent")
 TRAIN_UNITS = ("sentence", "passage")
 
 
-@dataclass
+@dataclass(eq=False)
 class DcsrOptions(MethodOptions):
     """DCSR's options, the ``--dcsr_*`` flags (Wu et al., 2022)."""
 

@@ -16,7 +16,7 @@ from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.registry import register_encoder
 
 
-@dataclass
+@dataclass(eq=False)
 class MebertOptions(MethodOptions):
     """ME-BERT's options, the ``--mebert_*`` flags."""
 

@@ -31,7 +31,7 @@ from multiview_plugin.registry import register_encoder
 POOLINGS = ("max", "self_contrastive", "average", "scalar_mix")
 
 
-@dataclass
+@dataclass(eq=False)
 class MlrOptions(MethodOptions):
     """MLR's options, the ``--mlr_*`` flags."""
 

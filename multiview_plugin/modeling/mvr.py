@@ -48,7 +48,7 @@ PROBE_TEXTS = ("The river flows north through the old city before it reaches the
                "Its highest mountain was first climbed by a team of three in the winter.")
 
 
-@dataclass
+@dataclass(eq=False)
 class MvrOptions(MethodOptions):
     """MVR's options, the ``--mvr_*`` flags (Zhang et al., 2022)."""
 

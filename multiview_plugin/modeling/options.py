@@ -37,9 +37,12 @@ def option(default: Any, help: str, flag: str | None = None) -> Any:
     return field(default=default, metadata=metadata)
 
 
-@dataclass
+@dataclass(eq=False)
 class MethodOptions:
-    """Base class of the per-method options (a method without flags uses it as is)."""
+    """Base class of the per-method options (a method without flags uses it as is).
+
+    Equality is by the saved form, so options also compare equal to the dict they were read from; subclasses
+    declared with ``@dataclass(eq=False)`` keep that (a plain ``@dataclass`` compares field by field)."""
 
     prefix: ClassVar[str] = ""
     extra: dict[str, Any] = field(default_factory=dict, kw_only=True, repr=False)
@@ -94,6 +97,15 @@ class MethodOptions:
         out = {self.flag_of(f): getattr(self, f.name) for f in self.option_fields()}
         out.update(self.extra)
         return out
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MethodOptions):
+            return type(self) is type(other) and self.to_dict() == other.to_dict()
+        if isinstance(other, Mapping):
+            return self.to_dict() == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # mutable
 
     # ------------------------------------------------------------ mapping view (flag names)
     def __getitem__(self, key: str) -> Any:
