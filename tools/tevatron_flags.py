@@ -1,8 +1,8 @@
-"""Snapshot Tevatron v2's command-line flags, and write the README's flag-parity table (the table writer lives here;
-the refusal tables it reads are :mod:`multiview_plugin.tevatron_parity`).
+"""Snapshot Tevatron v2's command-line flags, and write the flag-parity table of docs/tevatron.md (the table writer
+lives here; the refusal tables it reads are :mod:`multiview_plugin.tevatron_parity`).
 
     python tools/tevatron_flags.py snapshot [--tarball ../shared/vendor/tevatron-dd06310.tar.gz | --installed]
-    python tools/tevatron_flags.py readme          # rewrite the table in README.md from the snapshot
+    python tools/tevatron_flags.py readme          # rewrite the table in docs/tevatron.md from the snapshot
     python tools/tevatron_flags.py check --installed   # the snapshot equals the installed Tevatron's flags
 
 The snapshot (tests/data/tevatron_flags.json) lists the flags of Tevatron's train/encode drivers (its
@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=["snapshot", "check", "readme"])
     p.add_argument("--tarball", type=Path, default=TARBALL, help="Tevatron source tarball (default: the vendored one)")
     p.add_argument("--installed", action="store_true", help="read the installed tevatron package instead")
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    p.add_argument("--readme", type=Path, default=ROOT / "docs" / "tevatron.md",
+                   help="the Markdown file holding the table markers (default docs/tevatron.md)")
     args = p.parse_args(argv)
     if args.command == "readme":
         write_readme_table(args.readme, json.loads(SNAPSHOT.read_text()))

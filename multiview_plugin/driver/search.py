@@ -29,7 +29,7 @@ from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.topics import load_topics
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.encoding.shard_sets import check_shard_set, load_query_reps, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError
+from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
 from multiview_plugin.search import (
@@ -190,6 +190,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
         topics = load_topics(args.topics)
         q_ids = list(topics)
         q_reps = searcher.encode(list(topics.values()))
+        check_finite_rows(q_reps, q_ids, f"{args.topics} encoded by {args.encoder}", "query")
     else:
         raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
     if args.threads > 0:
