@@ -117,6 +117,11 @@ def _build() -> dict[str, type]:
             aggregation, options = self._aggregation
             self.multiview = MultiVectorSearcher(index_dir, aggregation=aggregation, aggregation_options=options)
             store = self.multiview.store
+            if getattr(store, "index", None) is None:
+                from multiview_plugin.errors import ConfigError
+
+                raise ConfigError(f"{index_dir} is a {self.multiview.meta.backend} index, not a Faiss one: search it "
+                                  "with multiview_plugin.search.MultiVectorSearcher (the same API) or driver.search")
             return store.index, store.docids[store.row_doc].tolist()
 
         def _vectors(self, queries: Any) -> np.ndarray:

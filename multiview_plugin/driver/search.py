@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.topics import load_topics
+from multiview_plugin.driver.backends import add_search_backend_flags
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.encoding.shard_sets import check_shard_set, load_query_reps, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows
@@ -81,17 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
                      "the lists holding 32x the fetch depth on average).")
     pys.add_argument("--ef_search", "--efSearch", dest="ef_search", type=int, help="HNSW indexes: efSearch "
                      "lower bound (it is raised to the fetch depth).")
-    pys.add_argument("--overfetch", type=float, default=2.0, help="Approximate indexes: fetch this many times "
-                     "the exact rule's depth (k x mean views); more = higher recall, slower. Default 2.")
-    pys.add_argument("--doc_candidates", type=float, default=2.0, help="Index folders with a doc_index: take "
-                     "this many x hits (at least 200) candidate documents from it, re-scored over all their views. "
-                     "Default 2 (bench/ann.py: 0.995 of exact recall@100).")
+    pys.add_argument("--overfetch", type=float, help="Approximate indexes: fetch this many times "
+                     "the exact rule's depth (k x mean views); more = higher recall, slower. Default: the value "
+                     "calibrated at build time (multiview.json search_defaults), else 2.")
+    pys.add_argument("--doc_candidates", type=float, help="Index folders with a doc_index, and Qdrant ones: take "
+                     "this many x hits (at least 200) candidate documents, re-scored over all their views. "
+                     "Default: the value calibrated at build time, else 2 (bench/ann.py: 0.995 of exact "
+                     "recall@100).")
     pys.add_argument("--rescore", action=argparse.BooleanOptionalAction, default=None, help="Approximate "
                      "indexes: re-score candidate documents over all their views, reconstructed from the index "
                      "(default: on for IVF indexes, off for HNSW, where it was measured not to help).")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="How a document's vector scores combine "
                    "(default: the index's recorded aggregation, else max).")
     add_shard_safety_flags(p)
+    add_search_backend_flags(p)
     has = p.add_argument_group("HasAns aggregation (dcsr; DCSR paper eq. 2)")
     has.add_argument("--hasans_temperature", type=float, help="Softmax temperature over the fetched sentence "
                      "scores (default: the model's training temperature recorded with the index or shards, else 1, "
@@ -182,7 +186,8 @@ def search_pyserini(args: argparse.Namespace) -> None:
                                    ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}),
                                    corpus=args.corpus, pseudo_queries=args.pseudo_queries,
                                    overfetch=args.overfetch, rescore=args.rescore,
-                                   doc_candidates=args.doc_candidates)
+                                   doc_candidates=args.doc_candidates, exact=args.qdrant_exact,
+                                   qdrant_url=args.qdrant_url)
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
         q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model)
