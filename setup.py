@@ -30,7 +30,7 @@ setup(
     ],
     extras_require={
         # peft: the LoRA tests run with the rest (without it they would skip, unseen, in CI's core step)
-        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13"],
+        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13", "hypothesis>=6.100"],
         # GPU Faiss: install faiss-gpu-cu12 (or conda's faiss-gpu) instead of faiss-cpu on CUDA machines.
         "gpu": ["faiss-gpu-cu12>=1.8"],
         "t5": ["sentencepiece>=0.1.99"],
