@@ -27,12 +27,15 @@ from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
 from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.paths import check_output_folder, refuse_output_over_input, swap_in_folder
 
 logger = logging.getLogger(__name__)
 
 INDEX_FILE, DOCID_FILE, META_FILE = "index", "docid", "multiview.json"
 DOC_INDEX_FILE = "doc_index"  # optional: one vector per document (its views' normalised mean), for candidates
 FORMAT_VERSION = 1
+# everything build_index writes: a folder holding anything else is not replaced by --overwrite
+INDEX_FOLDER_FILES = (INDEX_FILE, DOCID_FILE, META_FILE, DOC_INDEX_FILE, INDEX_VIEWS_FILE)
 ADD_CHUNK = 65_536  # vectors per index.add
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
@@ -224,8 +227,10 @@ def build_index(
         if not p.is_file():
             raise ShardFormatError(f"shard {p} does not exist")
     index_dir = Path(index_dir)
-    if (index_dir / META_FILE).exists() and not overwrite:
-        raise ConfigError(f"{index_dir} already holds an index (pass overwrite=True / --overwrite)")
+    # never replace a folder this tool did not write, nor one holding anything besides an index (or an input)
+    refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
+    check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
+                        own_files=INDEX_FOLDER_FILES)
 
     infos = check_shard_set(paths, allow_partial)
     if any(i is not None and i.is_query for i in infos):
@@ -307,9 +312,10 @@ def build_index(
             raise ShardFormatError(f"{', '.join(map(str, paths))}: single-vector shards hold several rows for one "
                                    "docid")
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
-        if index_dir.exists():
-            shutil.rmtree(index_dir)
-        os.replace(tmp_dir, index_dir)
+        # checked again: the folder may have changed while the index was built
+        check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
+                            own_files=INDEX_FOLDER_FILES)
+        swap_in_folder(tmp_dir, index_dir)  # the old index stays until the new one is complete
     finally:
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir, ignore_errors=True)
