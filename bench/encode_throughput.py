@@ -8,7 +8,7 @@
    resident memory (RssAnon) and peak RSS (VmHWM). Bounded streaming means the growth from 2k to 20k docs
    stays far below the 20k-doc shard's size.
 
-    python bench/encode_throughput.py --squad ../shared/data/squad/dev-v1.1.json --docs 512
+    python bench/encode_throughput.py --squad $DATA/squad/dev-v1.1.json --docs 512
 """
 
 from __future__ import annotations
