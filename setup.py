@@ -30,8 +30,9 @@ setup(
     ],
     extras_require={
         # peft: the LoRA tests run with the rest (without it they would skip, unseen, in CI's core step)
-        # qdrant-client: the Qdrant backend's tests (embedded mode, tiny data) run in CI's core step too
-        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13", "qdrant-client>=1.16"],
+        # qdrant-client: the Qdrant backend's tests (embedded mode, tiny data) run in CI's core step too;
+        # hypothesis: the property-based tests of bad input
+        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13", "qdrant-client>=1.16", "hypothesis>=6.100"],
         # Qdrant backend (driver.index --backend qdrant): embedded storage, or a server/cluster via --qdrant_url.
         # 1.16+: collection metadata (the model identity that guards resumed ingests), MAX_SIM multivectors.
         "qdrant": ["qdrant-client>=1.16"],

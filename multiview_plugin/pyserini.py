@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     import torch
 
-    from multiview_plugin.driver.search import load_topics
+    from multiview_plugin.data.topics import load_topics
     from multiview_plugin.modeling.base import load_encoder
 
     topics = load_topics(args.topics)

@@ -26,11 +26,11 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.data.readers import load_queries
+from multiview_plugin.data.topics import load_topics
 from multiview_plugin.driver.backends import add_search_backend_flags
 from multiview_plugin.driver.common import cli, setup_logging
-from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, read_shard
+from multiview_plugin.encoding.shard_sets import check_shard_set, load_query_reps, model_identity
+from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
 from multiview_plugin.search import (
@@ -131,34 +131,6 @@ def require_positive(value: int, flag: str) -> int:
     if value < 1:
         raise ConfigError(f"{flag} must be a positive number of documents per query, got {value}")
     return value
-
-
-def load_topics(path: str) -> dict[str, str]:
-    """Queries by qid. DPR QA files (``question<TAB>[answers]`` or jsonl ``{"question", "answer"}``) have no
-    ids: their qids are 0-based line numbers, as in Pyserini, so runs line up with their answers."""
-    from multiview_plugin.data.readers import first_nonblank_line
-
-    first = first_nonblank_line(path)
-    cells = first.rstrip("\n").split("\t")
-    is_dpr = (len(cells) == 2 and cells[1].lstrip('"').startswith("[")) or (
-        first.lstrip().startswith("{") and '"question"' in first)
-    if is_dpr:
-        from multiview_plugin.evaluation.answers import load_qa
-
-        return load_qa(path)[0]
-    return load_queries(path)
-
-
-def load_query_reps(path: str, unsafe_pickle: bool = False, passages: tuple[str, dict | None] | None = None
-                    ) -> tuple[np.ndarray, list[str]]:
-    """Query vectors and ids; ``passages`` = (where, model identity) of the passages they will be searched
-    against: a query shard of another model is refused."""
-    reps, lookup, info = read_shard(path, unsafe_pickle)
-    if info is not None and not info.is_query:
-        raise ShardFormatError(f"{path} holds passages; encode queries with --encode_is_query")
-    if passages is not None and passages[1] is not None and info is not None:
-        check_same_model(passages, (path, model_identity(info)))
-    return np.asarray(reps, dtype=np.float32), lookup
 
 
 def to_run(q_ids: Sequence[str], docids: np.ndarray, scores: np.ndarray) -> dict[str, list[tuple[str, float]]]:
