@@ -4,8 +4,10 @@ by ``bench/scale_projection.py``'s rules.
 
 The index is chosen among the measured index types whose recall@k of exact max-over-views reached
 ``MIN_RECALL`` there: exact ``Flat`` when it fits the RAM budget, else the fastest approximate one that fits
-(compressed views, IVF+SQ8, or candidates from a document index). A recipe refuses to start (before any
-training or encoding) when the plan needs more RAM than the machine has, unless ``--force_plan``.
+(compressed views, IVF+SQ8, or candidates from a document index; not for dcsr, whose HasAns aggregation
+normalises over the collection's top sentence vectors, which a document index does not return). A recipe
+refuses to start (before any training or encoding) when the plan needs more RAM than the machine has, unless
+``--force_plan``.
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     n_vectors = int(n_docs * views)
     system = "dpr" if views == 1 else "mvr"
     options = []
+    max_aggregation = method not in ("dcsr",)  # dcsr ranks by HasAns, which a document index cannot serve
     for row in proj.pick_per_index(measured["rows"], system, MIN_RECALL):
-        if not row["meets_target"]:
+        if not row["meets_target"] or ("+doc:" in row["index"] and not max_aggregation):
             continue
         p = proj.project(row, n_vectors, DIM, {**margs, "views": views if views > 1 else margs["views"]})
         options.append({**p, "measured": row})

@@ -117,3 +117,25 @@ def test_qdrant_candidates_are_calibrated(tmp_path):
 def test_lower_bound_is_below_the_mean():
     r = np.array([1.0, 0.9, 1.0, 0.8])
     assert lower_bound(r) < r.mean() and lower_bound(np.ones(5)) == 1.0
+
+
+def test_calibration_on_given_query_vectors(tmp_path, capsys):
+    docs, mask, paths = synthetic(tmp_path, 1500, (1, 8), 24, 1.0, 1.2, 13)
+    q = clustered_queries(docs, 80, seed=3, spread=1.0)
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                     is_query=True)
+    w = ShardWriter(tmp_path / "queries.pkl", info, multi_vector=False)
+    w.add([f"q{i}" for i in range(len(q))], q)
+    w.close()
+    assert index_driver.main(["--passage_reps", str(tmp_path / "c.*.pkl"), "--index_dir", str(tmp_path / "h"),
+                              "--index_factory", "HNSW32", "--calibration_query_reps", str(tmp_path / "queries.pkl"),
+                              "--calibration_queries", "60"]) == 0
+    assert "queries from " + str(tmp_path / "queries.pkl") in capsys.readouterr().out
+    cal = json.loads((tmp_path / "h" / "multiview.json").read_text())["calibration"]
+    assert cal["queries_from"] == str(tmp_path / "queries.pkl") and cal["queries"] == 60
+    # the recorded recall is the recall of those queries: re-measure it with the chosen settings
+    rec = held_out_recall(MultiVectorSearcher(tmp_path / "h"), docs, mask, 0)
+    assert rec >= 0.9
+    # query vectors of another dim are a one-line error
+    with pytest.raises(Exception, match="expects"):
+        calibrate_index(tmp_path / "h", queries=np.zeros((5, 7), np.float32))

@@ -85,6 +85,9 @@ def add_calibration_flags(p: argparse.ArgumentParser) -> None:
                    f"calibration queries (default {DEFAULT_QUERIES}).")
     g.add_argument("--calibration_k", type=int, default=DEFAULT_K, help="Documents per query whose recall is "
                    f"calibrated (default {DEFAULT_K}).")
+    g.add_argument("--calibration_query_reps", metavar="FILE", help="Encoded queries (a query shard from the "
+                   "encode driver, same model) to calibrate on instead of sampled corpus views: real queries can sit "
+                   "farther from every view, and need more.")
     g.add_argument("--calibrate", metavar="DIR", help="Only calibrate the existing index folder DIR (its shards "
                    "must still be where they were) and exit.")
 
@@ -97,13 +100,25 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
         return
     if args.calibration_queries < 1 or args.calibration_k < 1:
         raise ConfigError("--calibration_queries and --calibration_k must be >= 1")
+    queries = None
+    if args.calibration_query_reps:
+        from pathlib import Path
+
+        from multiview_plugin.driver.search import load_query_reps
+        from multiview_plugin.search import IndexMeta
+
+        meta = IndexMeta.load(index_dir)
+        queries = load_query_reps(args.calibration_query_reps, args.allow_unsafe_pickle,
+                                  (str(Path(index_dir) / "multiview.json"), meta.model_fingerprint))[0]
     record = calibrate_index(index_dir, args.target_recall, args.calibration_queries, args.calibration_k,
-                             unsafe_pickle=args.allow_unsafe_pickle)
+                             unsafe_pickle=args.allow_unsafe_pickle, queries=queries,
+                             queries_from=args.calibration_query_reps)
     if record is None:
         print(f"calibration: {index_dir} searches exactly (or aggregates other than max); nothing to calibrate")
         return
     settings = ", ".join(f"{k}={v}" for k, v in record["settings"].items())
     print(f"calibration: {settings} -> recall@{record['k']} {record['recall']:.4f} of exact "
           f"({'reaches' if record['reached'] else 'BELOW'} target {record['target_recall']}; "
-          f"{record['queries']} sampled views, {record['ms_per_query']:.3f} ms/query), saved in "
+          f"{record['queries']} queries from {record['queries_from']}, {record['ms_per_query']:.3f} ms/query), "
+          f"saved in "
           f"{index_dir}/multiview.json")

@@ -10,7 +10,8 @@ are kept (the Pareto frontier), and the fastest one that reaches the target is c
 
 * **Queries:** ``n_queries`` documents sampled uniformly, one random view of each used as a query vector. The
   source document is left out of both rankings (it trivially holds the query), so the check is of the
-  *neighbours* of a realistic vector of the corpus.
+  *neighbours* of a realistic vector of the corpus. With real query vectors at hand (encoded dev queries:
+  ``driver.index --calibration_query_reps``), a sample of them is used instead.
 * **Ground truth:** exact max over views, computed by streaming the shards the index was built from (memory: one
   chunk of one shard at a time).
 * **Recall:** |approximate top-k documents ∩ exact top-k| / k, averaged over queries (k = 10 by default). A
@@ -218,9 +219,12 @@ def _product(lists: list[Sequence]) -> list[tuple]:
 
 def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT_TARGET,
                     n_queries: int = DEFAULT_QUERIES, k: int = DEFAULT_K, seed: int = 0,
-                    unsafe_pickle: bool = False) -> dict | None:
+                    unsafe_pickle: bool = False, queries: np.ndarray | None = None,
+                    queries_from: str | None = None) -> dict | None:
     """Calibrate an index folder's search settings (module docstring) and record them in its ``multiview.json``.
 
+    ``queries``: real query vectors (e.g. encoded dev queries, ``queries_from`` names them) to calibrate on
+    instead of sampled corpus views (``n_queries`` of them, sampled); nothing is then left out of the rankings.
     Returns the calibration record (None for exact indexes, which need none)."""
     from multiview_plugin.search._searcher import MultiVectorSearcher
 
@@ -239,12 +243,20 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
     if meta.num_docs <= k + 1:
         logger.info("calibration skipped: %d documents", meta.num_docs)
         return None
-    q, src, _, _ = sample_view_queries(index_dir, meta, n_queries, seed, unsafe_pickle)
+    if queries is not None:
+        queries = np.asarray(queries, dtype=np.float32)
+        if queries.ndim != 2 or queries.shape[1] != meta.dim or not len(queries):
+            raise ConfigError(f"calibration queries have shape {queries.shape}, the index expects (N, {meta.dim})")
+        pick = np.sort(np.random.default_rng(seed).choice(len(queries), min(n_queries, len(queries)), replace=False))
+        q, src = np.ascontiguousarray(queries[pick]), np.full(len(pick), -1, dtype=np.int64)
+    else:
+        q, src, _, _ = sample_view_queries(index_dir, meta, n_queries, seed, unsafe_pickle)
     exact = exact_top_docs(meta, q, src, k, unsafe_pickle)
     record = calibrate_store(searcher.store, q, src, exact, target_recall, k)
     if record is None:
         return None
     record["seed"] = seed
+    record["queries_from"] = queries_from or ("given query vectors" if queries is not None else "corpus views")
     defaults = {n: v for n, v in record["settings"].items() if v is not None}
     meta.search_defaults, meta.calibration = defaults, record
     tmp = index_dir / f".{META_FILE}.tmp"
