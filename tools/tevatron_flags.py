@@ -5,7 +5,7 @@ lives here; the refusal tables it reads are :mod:`multiview_plugin.tevatron_pari
     python tools/tevatron_flags.py readme          # rewrite the table in docs/tevatron.md from the snapshot
     python tools/tevatron_flags.py check --installed   # the snapshot equals the installed Tevatron's flags
 
-The snapshot (tests/data/tevatron_flags.json) lists the flags of Tevatron's train/encode drivers (its
+The snapshot (tests/fixtures/tevatron_flags.json) lists the flags of Tevatron's train/encode drivers (its
 ModelArguments, DataArguments, TevatronTrainingArguments and the transformers.TrainingArguments they extend)
 and of its search driver, each with its default. It is read from the vendored source (arguments.py is imported
 with the installed transformers; search.py's argparse calls are read without running it), so Tevatron need not be
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAPSHOT = ROOT / "tests" / "data" / "tevatron_flags.json"
+SNAPSHOT = ROOT / "tests" / "fixtures" / "tevatron_flags.json"
 TARBALL = ROOT.parent / "shared" / "vendor" / "tevatron-dd06310.tar.gz"
 ARGUMENTS = "src/tevatron/retriever/arguments.py"
 SEARCH = "src/tevatron/retriever/driver/search.py"

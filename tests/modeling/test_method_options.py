@@ -28,7 +28,7 @@ from multiview_plugin.modeling.mvr import MvrOptions
 from multiview_plugin.modeling.options import MethodOptions
 from multiview_plugin.registry import get_encoder_class
 
-OLD_CONFIGS = Path(__file__).parent / "data" / "old_configs"
+OLD_CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "old_configs"
 OPTIONS = {"mvr": MvrOptions, "mlr": MlrOptions, "dcsr": DcsrOptions, "mebert": MebertOptions}
 # one flag of each method, with a valid non-default value
 A_FLAG = {"mvr": ("mvr_num_views", "3"), "mlr": ("mlr_pooling", "max"), "dcsr": ("dcsr_marker_init", "cls"),

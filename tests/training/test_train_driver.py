@@ -221,7 +221,7 @@ def test_explicit_incomplete_checkpoint_is_refused(tiny_bert, train_file, tmp_pa
 def test_new_format_train_file_with_corpus_path(tmp_path):
     """Id-only train rows resolved against --corpus_path (regression: datasets failed with 'Sharding is
     ambiguous' because the generator's list arguments had different lengths)."""
-    from .conftest import TOPICS, write_topics_corpus
+    from tests.conftest import TOPICS, write_topics_corpus
 
     corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
     train = tmp_path / "train.jsonl"

@@ -11,7 +11,7 @@ from multiview_plugin.driver.common import parse_dataclasses
 from multiview_plugin.driver.encode import EncodeArguments
 from multiview_plugin.driver.generate_queries import GenerateArguments
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 spec = importlib.util.spec_from_file_location("recipes_run", RECIPES / "run.py")
 run = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(run)

@@ -32,8 +32,7 @@ from multiview_plugin.modeling.lora import (  # noqa: E402
 )
 from multiview_plugin.training.checkpoints import checkpoint_problems  # noqa: E402
 from multiview_plugin.training.grad_cache import grad_cache_step  # noqa: E402
-
-from .conftest import TOPICS, make_tiny_bert, write_topics_corpus, write_train_file  # noqa: E402
+from tests.conftest import TOPICS, make_tiny_bert, write_topics_corpus, write_train_file  # noqa: E402
 
 BERT_TARGETS = "query,key,value,dense"
 COMMON = ["--train_group_size", "2", "--per_device_train_batch_size", "4", "--report_to", "none",

@@ -17,8 +17,7 @@ from multiview_plugin.evaluation.runs import read_run
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher
-
-from .conftest import TOPICS, write_topics_corpus
+from tests.conftest import TOPICS, write_topics_corpus
 
 
 @pytest.fixture(scope="module")

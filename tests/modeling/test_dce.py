@@ -18,8 +18,7 @@ from multiview_plugin.driver.train import main as train_main
 from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.modeling.dce import QueryPairCollator
 from multiview_plugin.registry import get_encoder_class
-
-from .conftest import TOPICS, make_tiny_t5, write_topics_corpus
+from tests.conftest import TOPICS, make_tiny_t5, write_topics_corpus
 
 
 @pytest.fixture(scope="module")

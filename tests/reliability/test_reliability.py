@@ -19,8 +19,7 @@ from multiview_plugin.driver.search import main as search_main
 from multiview_plugin.encoding.shards import ShardFormatError, partial_paths, read_shard
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
-
-from .conftest import TOPICS, write_topics_corpus
+from tests.conftest import TOPICS, write_topics_corpus
 
 
 def _build(tiny_bert: Path, folder: Path, name: str = "mvr", seed: int = 0) -> Path:

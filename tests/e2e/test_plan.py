@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 sys.path.insert(0, str(RECIPES))
 
 import plan as plan_mod  # noqa: E402

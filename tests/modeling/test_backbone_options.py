@@ -17,8 +17,7 @@ from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.base import duplicate_positive_mask
 from multiview_plugin.modeling.mvr import MultiViewerEncoder
 from multiview_plugin.registry import get_encoder_class
-
-from .conftest import write_topics_corpus
+from tests.conftest import write_topics_corpus
 
 PASSAGES = ["paris is the capital of france. it was built on the river. the king lived there.",
             "the moon is small. the sun is a star and gives light.",

@@ -13,8 +13,7 @@ from multiview_plugin.losses import SelfContrastiveLoss
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.mlr import default_layers, parse_layers
 from multiview_plugin.registry import get_encoder_class
-
-from .conftest import TOPICS, make_tiny_t5
+from tests.conftest import TOPICS, make_tiny_t5
 
 TEXTS = ["paris is the capital of france", "the moon", "a cat is a small animal and a dog is a large one"]
 

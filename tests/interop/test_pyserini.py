@@ -25,8 +25,7 @@ from multiview_plugin.evaluation.runs import read_run
 from multiview_plugin.pyserini import pyserini_version
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher
-
-from .conftest import TOPICS, write_topics_corpus
+from tests.conftest import TOPICS, write_topics_corpus
 
 if pyserini_version() is None:
     pytest.skip("pyserini is not installed (the interop CI step installs pyserini==0.25.0)", allow_module_level=True)

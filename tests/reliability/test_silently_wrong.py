@@ -26,8 +26,7 @@ from multiview_plugin.evaluation.runs import detect_run_format, read_run
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher
-
-from .conftest import TOPICS, write_topics_corpus, write_train_file
+from tests.conftest import TOPICS, write_topics_corpus, write_train_file
 
 
 def _build(tiny_bert: Path, folder: Path, name: str = "mvr", scale: float | None = None) -> Path:
@@ -370,7 +369,7 @@ def test_crafted_lookup_that_expands_is_refused_before_converting(tmp_path, caps
             str(x) for x in lookup]
 
 
-# --------------------------------------------------------------------------- found by tests/test_properties.py
+# ------------------------------------------------------------------------ found by tests/reliability/test_properties.py
 
 
 def test_tsv_corpus_header_after_a_blank_line_is_not_a_document(tmp_path):

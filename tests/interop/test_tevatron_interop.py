@@ -22,8 +22,7 @@ from multiview_plugin.data.squad import convert_squad, write_squad_split  # noqa
 from multiview_plugin.driver.encode import main as encode_main  # noqa: E402
 from multiview_plugin.driver.search import main as search_main  # noqa: E402
 from multiview_plugin.modeling import load_encoder  # noqa: E402
-
-from .test_squad import SMALL  # noqa: E402
+from tests.data.test_squad import SMALL  # noqa: E402
 
 CPU = ["--attn_implementation", "sdpa", "--report_to", "none"]
 STEPS = ["--per_device_train_batch_size", "2", "--train_group_size", "2", "--max_steps", "3", "--logging_steps", "1",

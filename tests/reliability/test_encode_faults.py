@@ -25,8 +25,7 @@ from multiview_plugin.driver import encode
 from multiview_plugin.driver.encode import encode_to_shard
 from multiview_plugin.encoding import shards
 from multiview_plugin.registry import get_encoder_class
-
-from .conftest import TOPICS
+from tests.conftest import TOPICS
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 

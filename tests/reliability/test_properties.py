@@ -47,8 +47,7 @@ from multiview_plugin.driver.search import main as search_main
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard
 from multiview_plugin.errors import MultiViewError
 from multiview_plugin.evaluation.runs import read_run
-
-from .conftest import WORDS
+from tests.conftest import WORDS
 
 # Examples per property (PER_KIND: per parametrized damage kind); the sum over this file is the number of
 # generated cases stated in docs/reliability.md.

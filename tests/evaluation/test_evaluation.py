@@ -32,7 +32,7 @@ from multiview_plugin.evaluation import (
 def shared_data_dir() -> Path | None:
     """``../shared/data`` beside the checkout (or $MULTIVIEW_SHARED_DATA), if present."""
     candidates = [Path(os.environ["MULTIVIEW_SHARED_DATA"])] if os.environ.get("MULTIVIEW_SHARED_DATA") else []
-    candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data")
+    candidates.append(Path(__file__).resolve().parents[3] / "shared" / "data")
     return next((c for c in candidates if c.is_dir()), None)
 
 

@@ -8,9 +8,8 @@ from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.encoding.parallel import LaunchRank, launch_rank, rank_shards, shard_output_path
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.registry import get_encoder_class
-
-from .conftest import write_topics_corpus
-from .test_distributed import torchrun
+from tests.conftest import write_topics_corpus
+from tests.training.test_distributed import torchrun
 
 
 def test_rank_helpers():
