@@ -44,35 +44,6 @@ def test_contrastive_loss_hand_computed():
     assert out.loss.item() == pytest.approx((l0 + l1) / 2, abs=1e-6)
 
 
-def test_global_local_loss_hand_computed():
-    tau, lam = 0.5, 0.01
-    target = torch.tensor([0, 1])
-    out = GlobalLocalLoss(lam=lam)(view_scores(Q, P, MASK), target, tau)
-    g0 = lse(1 / tau, 1 / tau, 0.2 / tau) - 1 / tau
-    g1 = lse(0.5 / tau, 2 / tau, 0.1 / tau) - 2 / tau
-    # local: softmax over the positive's own views, target = its max view
-    l0 = lse(1.0 / tau, 0.5 / tau) - 1.0 / tau  # q0 vs passage 0 views [1, 0.5]
-    l1 = lse(2.0 / tau, 1.0 / tau) - 2.0 / tau  # q1 vs passage 1 views [2, 1]
-    assert out.parts["loss_global"].item() == pytest.approx((g0 + g1) / 2, abs=1e-6)
-    assert out.parts["loss_local"].item() == pytest.approx((l0 + l1) / 2, abs=1e-6)
-    assert out.loss.item() == pytest.approx((g0 + g1) / 2 + lam * (l0 + l1) / 2, abs=1e-6)
-
-
-def test_local_loss_ignores_padded_views():
-    # A positive with a single real view: its local loss is exactly 0 (softmax over one view).
-    s = view_scores(Q[:1], P[2:], MASK[2:])
-    out = GlobalLocalLoss(lam=1.0)(s, torch.tensor([0]), 1.0)
-    assert out.parts["loss_local"].item() == pytest.approx(0.0, abs=1e-7)
-
-
-def test_global_local_gradient_flows_to_all_views_through_local_term():
-    p = P.clone().requires_grad_(True)
-    out = GlobalLocalLoss(lam=1.0)(view_scores(Q, p, MASK), torch.tensor([0, 1]), 1.0)
-    out.loss.backward()
-    # the non-max view of passage 0 only gets gradient via L_local
-    assert p.grad[0, 1].abs().sum() > 0
-
-
 def test_loss_registry():
     assert get_loss_class("contrastive") is ContrastiveLoss
     assert get_loss_class("mvr_global_local") is GlobalLocalLoss

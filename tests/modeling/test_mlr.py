@@ -1,4 +1,4 @@
-"""MLR (four poolings, BERT and T5) and ME-BERT."""
+"""MLR (Multi-Layer Representations): four poolings of the layers, BERT and T5."""
 
 import math
 import pickle
@@ -124,24 +124,3 @@ def test_t5_layer_means_respect_padding(tiny_t5):
     # intermediate layers pass through the encoder's final layer norm, like the last one
     normed = model.query_encoder.encoder.final_layer_norm(states[2][0])
     assert torch.allclose(a[0, 1], normed.mean(0), atol=1e-6)
-
-
-def test_mebert_first_k_states_and_short_passages(tiny_bert):
-    model = build("mebert", tiny_bert, mebert_num_vectors=4).eval()
-    batch = model.formatter.passages(["paris", *TEXTS])
-    reps, mask = model.encode_passage(batch)
-    hidden = model.query_encoder(**batch).last_hidden_state
-    assert reps.shape == (4, 4, 32)
-    assert torch.allclose(reps, hidden[:, :4])
-    assert mask[0].tolist() == [True, True, True, False]  # [CLS] paris [SEP]: 3 tokens, 3 views
-    assert mask[1:].all()
-    with pytest.raises(ConfigError, match="--mebert_num_vectors"):
-        build("mebert", tiny_bert, mebert_num_vectors=0)
-
-
-def test_dpr_on_t5_needs_mean_pooling(tiny_t5):
-    with pytest.raises(ConfigError, match="T5 encoders have no \\[CLS\\] token"):
-        build("dpr", tiny_t5)
-    model = build("dpr", tiny_t5, pooling="mean").eval()
-    reps, _ = model.encode_passage(model.formatter.passages(TEXTS))
-    assert reps.shape == (3, 1, 32)
