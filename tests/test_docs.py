@@ -63,7 +63,8 @@ def test_no_spec_section_references():
 
 
 def test_extending_examples_run(tiny_bert):
-    """The encoder and loss examples of docs/extending.md work as written on a tiny backbone."""
+    """The options, encoder and loss examples of docs/extending.md work as written on a tiny backbone, and the
+    option's flag reaches the model."""
     import torch
 
     from multiview_plugin.arguments import DataArguments, ModelArguments
@@ -72,9 +73,10 @@ def test_extending_examples_run(tiny_bert):
 
     text = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
-    assert len(blocks) == 2, "docs/extending.md: expected the encoder and the loss example"
-    for block in blocks:
-        exec(compile(block, "docs/extending.md", "exec"), {})
+    assert len(blocks) == 3, "docs/extending.md: expected the options, encoder and loss examples"
+    namespace: dict = {}
+    for block in blocks:  # in page order: the encoder names the options class above it
+        exec(compile(block, "docs/extending.md", "exec"), namespace)
     margs, dargs = parse_dataclasses((ModelArguments, DataArguments), [
         "--model_name", "firstlast", "--model_name_or_path", str(tiny_bert), "--passage_max_len", "32",
         "--loss_name", "softmax_mean"])
@@ -82,7 +84,10 @@ def test_extending_examples_run(tiny_bert):
     batch = model.formatter.passages(["a short one", "a somewhat longer passage about the moon and the sun"])
     with torch.no_grad():
         views, mask = model.encode_passage(batch)
+        model.config.options.skip_special = True  # --firstlast_skip_special: the last view moves one token left
+        skipped, _ = model.encode_passage(batch)
     assert views.shape[:2] == (2, 2) and mask.all()
+    assert torch.equal(skipped[:, 0], views[:, 0]) and not torch.equal(skipped[:, 1], views[:, 1])
     last = batch["attention_mask"].sum(1) - 1
     assert not torch.equal(views[0, 1], views[1, 1]) and int(last[0]) < int(last[1])
     scores = torch.tensor([[[2.0, 0.0], [1.0, float("-inf")]]])

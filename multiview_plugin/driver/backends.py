@@ -104,7 +104,7 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
     if args.calibration_query_reps:
         from pathlib import Path
 
-        from multiview_plugin.driver.search import load_query_reps
+        from multiview_plugin.encoding.shard_sets import load_query_reps
         from multiview_plugin.search import IndexMeta
 
         meta = IndexMeta.load(index_dir)

@@ -225,3 +225,17 @@ def test_cli_index_and_search_write_the_faiss_run(tmp_path, capsys):
     # qdrant flags without --backend qdrant are refused, not ignored
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "x"), "--qdrant_on_disk"]) != 0
     assert "--qdrant_on_disk needs --backend qdrant" in capsys.readouterr().err
+
+
+def test_analysis_reads_views_from_the_collection(tmp_path):
+    from multiview_plugin.driver.analyze import pair_view_scores
+
+    docids, reps, mask = corpus(40)
+    paths = write_shards(tmp_path, docids, reps, mask, 2)
+    build_index(paths, tmp_path / "flat")
+    build_qdrant_index(paths, tmp_path / "qd")
+    q = np.random.default_rng(4).standard_normal((3, DIM)).astype(np.float32)
+    pairs = [(0, 0), (1, 17), (2, 39)]
+    want = pair_view_scores(MultiVectorSearcher(tmp_path / "flat"), q, pairs)
+    got = pair_view_scores(MultiVectorSearcher(tmp_path / "qd"), q, pairs)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
