@@ -24,6 +24,12 @@ def test_layout_lists_every_module_and_no_stale_one():
     assert not stale, f"docs/layout.md lists modules that do not exist: {stale}"
 
 
+def test_layout_lists_each_module_once():
+    rows = re.findall(r"^\| `([\w/]+\.py)` \|", LAYOUT.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    twice = sorted({r for r in rows if rows.count(r) > 1})
+    assert not twice, f"docs/layout.md lists these modules twice: {twice}"
+
+
 def test_layout_check_can_fail(tmp_path):
     fake = tmp_path / "layout.md"
     fake.write_text(LAYOUT.read_text(encoding="utf-8").replace("| `scoring.py` |", "| scoring |"), encoding="utf-8")
