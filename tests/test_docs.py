@@ -78,8 +78,7 @@ def test_extending_examples_run(tiny_bert, monkeypatch):
     from multiview_plugin.driver.common import parse_dataclasses
     from multiview_plugin.registry import get_encoder_class, get_loss_class
 
-    # the examples register 'firstlast' and 'softmax_mean': restore the registries afterwards, so that later tests
-    # (e.g. the train driver's list of known models) see the built-in methods only
+    # the examples register 'firstlast' and 'softmax_mean': only for this test (other tests list the methods)
     monkeypatch.setattr(registry.ENCODERS, "_items", dict(registry.ENCODERS._items))
     monkeypatch.setattr(registry.LOSSES, "_items", dict(registry.LOSSES._items))
 
