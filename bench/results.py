@@ -74,7 +74,9 @@ def add(run_dir: Path, name: str, command: str, systems: list[str] | None) -> Pa
     out = RESULTS / settings.data / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {"name": name, "command": command, "recorded": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    from multiview_plugin.quickstart.__main__ import dumps_rows
+
+    out.write_text(dumps_rows(record) + "\n", encoding="utf-8")
     print(f"wrote {out.relative_to(ROOT)} ({len(rows)} rows)")
     return out
 

@@ -55,3 +55,31 @@ def test_quickstart_train_flags_and_tag_reach_the_trained_model(tiny_bert, tmp_p
     assert set(rows) == {"dpr-masked"} and rows["dpr-masked"]["train_flags"] == "--mask_duplicate_positives"
     config = json.loads((out / "models" / "dpr-masked" / "multiview_config.json").read_text())
     assert config["mask_duplicate_positives"] is True
+
+
+def test_quickstart_hybrid_rows_per_question_outcomes_and_p_values(tiny_bert, tmp_path):
+    out = tmp_path / "qs"
+    assert main(["--backbone", str(tiny_bert), "--output_dir", str(out), "--steps", "2", "--batch_size", "4",
+                 "--passage_max_len", "64", "--systems", "bm25", "dpr", "dcsr-mean", "--hybrid",
+                 "--hybrid_alpha", "0.3", "--significance_permutations", "200"]) == 0
+    rows = {r["system"]: r for r in json.loads((out / "results.json").read_text())}
+    assert set(rows) == {"bm25", "dpr", "dpr+bm25", "dpr+bm25 (rrf)", "dcsr-mean", "dcsr-mean (max)",
+                         "dcsr-mean+bm25", "dcsr-mean+bm25 (rrf)"}
+    # no dev split in the embedded data: the fixed alpha, said so
+    assert rows["dpr+bm25"]["hybrid_alpha"] == 0.3 and rows["dpr+bm25"]["hybrid_alpha_source"].startswith("fixed")
+    assert rows["dcsr-mean+bm25 (rrf)"]["fusion"] == "rrf" and rows["dcsr-mean+bm25"]["views_per_doc"] > 1
+    n = rows["dpr"]["eval_queries"]
+    for name, r in rows.items():
+        ranks = r["per_query"]["ranks"]
+        assert r["per_query"]["outcome"] == "answer" and len(ranks) == n and all(-1 <= x < 20 for x in ranks)
+        # the stored ranks are the reported accuracy
+        assert abs(100.0 * sum(x == 0 for x in ranks) / n - r["answer_Top1"]) < 1e-9
+        if name == "dpr":
+            assert "p_value" not in r
+        else:
+            assert 0.0 < r["p_value"] <= 1.0 and r["p_baseline"] == "dpr" and "randomization" in r["p_test"]
+            assert abs(r["p_delta"] - (r["answer_Top1"] - rows["dpr"]["answer_Top1"])) < 1e-9
+    assert rows["dpr"]["seed"] == 42
+    # fusion changes the ranking: the hybrid is neither side's run
+    assert rows["dpr+bm25"]["per_query"]["ranks"] != rows["dpr"]["per_query"]["ranks"] or \
+        rows["dpr+bm25"]["per_query"]["ranks"] != rows["bm25"]["per_query"]["ranks"]
