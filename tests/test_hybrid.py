@@ -66,3 +66,58 @@ def test_bm25_searcher_and_alpha_selection_on_dev():
     assert [a for a, _ in sweep] == [0.0, 0.5, 1.0] and sweep[-1][1] == 0  # dense alone misses both
     assert alpha == 0.5  # ties (0 and 0.5 both get 2) go to the larger alpha
     assert ids(fuse_runs(dense, sparse, "interpolation", 1.0)["q1"]) == ["c", "b", "a"]
+
+
+def test_search_driver_hybrid_flags_change_the_run(tiny_bert, tmp_path, capsys):
+    from multiview_plugin.driver.search import main as search_main
+    from multiview_plugin.evaluation.runs import read_run
+    from multiview_plugin.pyserini import hybrid_searcher
+    from multiview_plugin.search import MultiVectorSearcher
+
+    from .test_dcsr import PASSAGES, build_dcsr
+    from .test_explain import QUERIES, encode_and_index, write_corpus
+
+    model_dir = tmp_path / "dcsr"
+    build_dcsr(tiny_bert, passage_max_len=24).save(model_dir)
+    corpus = write_corpus(tmp_path / "corpus.jsonl", PASSAGES)
+    _, index = encode_and_index(model_dir, corpus, tmp_path)
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(QUERIES)))
+    common = ["--index", str(index), "--topics", str(topics), "--encoder", str(model_dir), "--hits", "3"]
+
+    def run(name, *extra):
+        assert search_main([*common, "--output", str(tmp_path / name), *extra]) == 0
+        return {q: [d for d, _ in hits] for q, hits in read_run(tmp_path / name).items()}
+
+    dense = run("dense.trec")
+    hyb = ["--hybrid", "bm25", "--bm25_corpus", str(corpus)]
+    assert run("a1.trec", *hyb, "--hybrid_alpha", "1") == dense  # alpha 1: the dense ranking
+    bm25 = BM25Searcher.from_file(corpus).search(QUERIES, [f"q{i}" for i in range(len(QUERIES))], 3)
+    a0 = run("a0.trec", *hyb, "--hybrid_alpha", "0")
+    for q, hits in bm25.items():  # alpha 0: the BM25 ranking (its lowest hit ties with unmatched documents)
+        above = [d for d, s in hits if s > hits[-1][1]] or [hits[0][0]]
+        assert a0[q][:len(above)] == above
+    assert a0 != dense
+    rrf = run("rrf.trec", *hyb, "--hybrid_fusion", "rrf")
+    assert rrf != dense or rrf != a0
+    # the Pyserini-style searcher gives the driver's ranking
+    s = hybrid_searcher(index, model_dir, bm25_corpus=corpus, alpha=0.0)
+    assert [h.docid for h in s.batch_search(QUERIES, [f"q{i}" for i in range(len(QUERIES))], k=3)["q0"]] == a0["q0"]
+    assert [h.docid for h in s.search(QUERIES[0], k=3)] == a0["q0"]
+    dense_only = hybrid_searcher(index, model_dir, bm25_corpus=corpus, alpha=1.0)
+    assert [h.docid for h in dense_only.search(QUERIES[2], k=3)] == \
+        [h.docid for h in MultiVectorSearcher(index, model_dir).search(QUERIES[2], k=3)]
+    # bad settings: one clear line each
+    for extra, message in ((["--hybrid", "bm25"], "--bm25_corpus"), ([*hyb, "--hybrid_alpha", "2"], "alpha"),
+                           ([*hyb, "--explain", "x.jsonl"], "--explain")):
+        capsys.readouterr()
+        assert search_main([*common, "--output", str(tmp_path / "bad.trec"), *extra]) == 2
+        assert message in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="exactly one"):
+        hybrid_searcher(index, model_dir)
+
+
+def test_a_list_of_equal_scores_still_counts():
+    # BM25 matched one document: it gets the full sparse weight, the others none
+    assert ids(fuse_lists(*DENSE, ["d3"], [2.5], "interpolation", 0.0))[0] == "d3"
+    assert dict(fuse_lists(*DENSE, ["d3"], [2.5], "interpolation", 0.5))["d3"] == pytest.approx(0.5 * 0.5 + 0.5)

@@ -4,10 +4,12 @@ Two fusions, the two that Pyserini users reach for:
 
 * ``interpolation`` -- Pyserini's ``HybridSearcher`` (``pyserini.search.hybrid``; Ma et al., "A replication study
   of dense passage retriever", 2021): per query, each list's scores are min-max normalised over its own
-  retrieved top-k, a document missing from one list takes that list's lowest retrieved score (Pyserini's rule),
-  and the fused score is ``alpha * dense + (1 - alpha) * sparse``. ``alpha = 1`` is the dense order,
-  ``alpha = 0`` the BM25 order. (Pyserini writes ``dense + alpha' * sparse``; for ``0 < alpha < 1`` that is the
-  same ranking with ``alpha' = (1 - alpha) / alpha``: this form keeps the weight in [0, 1] for a grid search.)
+  retrieved top-k, a document missing from one list takes that list's lowest retrieved score (Pyserini's rule;
+  when every retrieved score of a list is equal, e.g. BM25 matched one document, those documents get 1 and the
+  missing ones 0, where Pyserini's formula divides by zero), and the fused score is
+  ``alpha * dense + (1 - alpha) * sparse``. ``alpha = 1`` is the dense order, ``alpha = 0`` the BM25 order.
+  (Pyserini writes ``dense + alpha' * sparse``; for ``0 < alpha < 1`` that is the same ranking with
+  ``alpha' = (1 - alpha) / alpha``: this form keeps the weight in [0, 1] for a grid search.)
 * ``rrf`` -- reciprocal rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009): ``sum 1 / (k + rank)`` over the
   lists a document appears in, rank 1-based, ``k = 60``; with ``alpha`` the two terms are weighted
   ``2 * alpha`` and ``2 * (1 - alpha)`` (``alpha = 0.5``, the default, is plain RRF).
@@ -30,6 +32,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._searcher import Hit
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ def _normalised(scores: Sequence[float]) -> np.ndarray:
     if not len(s):
         return s
     low, high = s.min(), s.max()
-    return np.zeros_like(s) if high <= low else (s - low) / (high - low)
+    return np.ones_like(s) if high <= low else (s - low) / (high - low)
 
 
 def check_fusion(fusion: str, alpha: float) -> None:
@@ -122,7 +125,16 @@ class BM25Searcher:
 
         return cls(load_corpus(path))
 
+    def batch_search(self, queries: Sequence[str], q_ids: Sequence[str], k: int = 10, threads: int = 1
+                     ) -> dict[str, list[Hit]]:
+        """Pyserini's ``batch_search`` shape: ``{qid: [Hit(docid, score), ...]}`` (``threads`` is accepted for
+        Pyserini's signature; bm25s scores all queries at once)."""
+        if len(queries) != len(q_ids):
+            raise ConfigError(f"{len(queries)} queries but {len(q_ids)} query ids")
+        return {q: [Hit(d, s) for d, s in hits] for q, hits in self.search(queries, q_ids, k).items()}
+
     def search(self, queries: Sequence[str], q_ids: Sequence[str], k: int) -> Run:
+        """``{qid: [(docid, score), ...]}``, best first, at most ``k`` documents with a positive BM25 score."""
         import bm25s
 
         k = min(k, len(self.docids))
@@ -148,3 +160,39 @@ def select_alpha(dense: Run, sparse: Run, evaluate, alphas: Sequence[float], fus
     logger.info("hybrid %s: alpha %.2f on dev (%s)", fusion, best[0],
                 ", ".join(f"{a:.2f}: {v:.4f}" for a, v in sweep))
     return best[0], sweep
+
+
+def _as_run(results: Mapping[str, Sequence]) -> Run:
+    """A ``batch_search`` result (hits with ``docid`` / ``score``, e.g. Pyserini's, or ``(docid, score)``
+    pairs) as a run."""
+    return {q: [(h.docid, float(h.score)) if hasattr(h, "docid") else (h[0], float(h[1])) for h in hits]
+            for q, hits in results.items()}
+
+
+class HybridSearcher:
+    """Dense + sparse search with Pyserini's ``HybridSearcher`` calls (``search`` / ``batch_search``).
+
+    ``dense`` and ``sparse`` are anything with Pyserini's ``batch_search(queries, q_ids, k, threads)``: a
+    :class:`~multiview_plugin.search.MultiVectorSearcher` with a query encoder, :class:`BM25Searcher`, or
+    Pyserini's own ``FaissSearcher`` / ``LuceneSearcher``. Each side fetches ``depth`` documents (at least
+    ``k``); :func:`fuse_lists` fuses them.
+    """
+
+    def __init__(self, dense, sparse, fusion: str = "interpolation", alpha: float = 0.5, depth: int = 100,
+                 rrf_k: int = RRF_K):
+        check_fusion(fusion, alpha)
+        if depth < 1:
+            raise ConfigError(f"the hybrid depth must be a positive number of documents, got {depth}")
+        self.dense, self.sparse = dense, sparse
+        self.fusion, self.alpha, self.depth, self.rrf_k = fusion, alpha, depth, rrf_k
+
+    def batch_search(self, queries: Sequence[str], q_ids: Sequence[str], k: int = 10, threads: int = 1
+                     ) -> dict[str, list[Hit]]:
+        depth = max(k, self.depth)
+        dense = _as_run(self.dense.batch_search(list(queries), list(q_ids), k=depth, threads=threads))
+        sparse = _as_run(self.sparse.batch_search(list(queries), list(q_ids), k=depth, threads=threads))
+        fused = fuse_runs(dense, sparse, self.fusion, self.alpha, k, self.rrf_k)
+        return {q: [Hit(d, s) for d, s in hits] for q, hits in fused.items()}
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.batch_search([query], ["q"], k)["q"]
