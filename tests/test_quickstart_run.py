@@ -80,6 +80,36 @@ def test_quickstart_hybrid_rows_per_question_outcomes_and_p_values(tiny_bert, tm
             assert 0.0 < r["p_value"] <= 1.0 and r["p_baseline"] == "dpr" and "randomization" in r["p_test"]
             assert abs(r["p_delta"] - (r["answer_Top1"] - rows["dpr"]["answer_Top1"])) < 1e-9
     assert rows["dpr"]["seed"] == 42
+    differing = [r for r in rows.values() if "p_test" in r and "sign flips" in r["p_test"]]
+    assert differing and all("200 sign flips" in r["p_test"] for r in differing)  # --significance_permutations reaches the test
     # fusion changes the ranking: the hybrid is neither side's run
     assert rows["dpr+bm25"]["per_query"]["ranks"] != rows["dpr"]["per_query"]["ranks"] or \
         rows["dpr+bm25"]["per_query"]["ranks"] != rows["bm25"]["per_query"]["ranks"]
+
+
+def test_hybrid_alpha_is_chosen_on_dev_from_the_grid(tmp_path):
+    from multiview_plugin.quickstart.__main__ import EvalData, Hybrid, hybrid_rows
+
+    # dev: the dense model ranks the gold passage 2nd, BM25 ranks it 1st -> low alphas win on dev
+    (tmp_path / "dev_qrels.tsv").write_text("dq1 0 g1 1\ndq2 0 g2 1\n")
+    dev_dense = {"dq1": [("x", 0.9), ("g1", 0.8), ("y", 0.1)], "dq2": [("x", 0.9), ("g2", 0.85), ("y", 0.2)]}
+    dev_bm25 = {"dq1": [("g1", 5.0), ("y", 1.0)], "dq2": [("g2", 7.0), ("x", 2.0)]}
+    eval_dense = {"q1": [("a", 0.9), ("b", 0.5)]}
+    eval_bm25 = {"q1": [("b", 3.0), ("a", 1.0)]}
+    data = EvalData(corpus={"a": "A", "b": "B"}, passages={"a": ("", "alpha text"), "b": ("", "beta text")},
+                    queries={"q1": "which?"}, qrels={"q1": {"b": 1}}, answers={"q1": ["beta"]})
+    files = {"dev_qrels": tmp_path / "dev_qrels.tsv"}
+    rows = {r["system"]: r for r in hybrid_rows("m", eval_dense, dev_dense, Hybrid(eval_bm25, dev_bm25,
+                                                                                    [0.0, 0.4, 1.0], 0.9),
+                                                files, data)}
+    assert rows["m+bm25"]["hybrid_alpha"] == 0.4 and rows["m+bm25"]["hybrid_alpha_source"] == "dev MRR@10"
+    assert [a for a, _ in rows["m+bm25"]["hybrid_dev_sweep"]] == [0.0, 0.4, 1.0]
+    assert rows["m+bm25"]["hybrid_dev_sweep"][2][1] < rows["m+bm25"]["hybrid_dev_sweep"][1][1]
+    assert rows["m+bm25"]["answer_Top1"] == 100.0 and rows["m+bm25"]["per_query"]["ranks"] == [0]
+    # the grid decides: with only alpha 1 on offer, the dense order is kept (and misses the answer at top-1)
+    only_dense = hybrid_rows("m", eval_dense, dev_dense, Hybrid(eval_bm25, dev_bm25, [1.0], 0.9), files, data)
+    assert only_dense[0]["hybrid_alpha"] == 1.0 and only_dense[0]["per_query"]["ranks"] == [1]
+    # without a dev run: the fixed alpha
+    fixed = hybrid_rows("m", eval_dense, None, Hybrid(eval_bm25, None, [0.0, 1.0], 0.9), files, data)
+    assert fixed[0]["hybrid_alpha"] == 0.9 and fixed[0]["hybrid_alpha_source"].startswith("fixed")
+    assert fixed[1]["system"] == "m+bm25 (rrf)" and fixed[1]["fusion"] == "rrf"

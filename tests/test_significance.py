@@ -55,6 +55,7 @@ def test_hits_at_reads_ranks_and_misses():
 def test_compare_ranks_fields_and_length_check():
     out = compare_ranks([0] * 10, [-1] * 10, num_permutations=100)
     assert out["p_delta"] == 100.0 and out["p_value"] == pytest.approx(2 / 1024)
-    assert "randomization" in out["p_test"] and out["p_value_ttest"] == 0.0
+    assert "randomization" in out["p_test"] and "exact over 1024" in out["p_test"] and out["p_value_ttest"] == 0.0
+    assert "100 sign flips, seed 0" in compare_ranks([0] * 40, [-1] * 40, num_permutations=100)["p_test"]
     with pytest.raises(ValueError, match="not the same questions"):
         compare_ranks([0, 1], [0])

@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 RANDOMIZATION = "paired randomization"
 T_TEST = "paired t-test"
+EXACT_MAX = 16
 
 
 def hits_at(ranks: Sequence[int], k: int = 1) -> np.ndarray:
@@ -52,7 +53,7 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
 
 
 def paired_randomization_test(a: Sequence[float], b: Sequence[float], num_permutations: int = 10_000,
-                              seed: int = 0, exact_max: int = 16) -> float:
+                              seed: int = 0, exact_max: int = EXACT_MAX) -> float:
     """Two-sided p-value of the paired randomization test of ``mean(a - b) = 0`` (see the module docstring).
 
     Parameters
@@ -108,7 +109,10 @@ def compare_ranks(ranks: Sequence[int], baseline: Sequence[int], k: int = 1, num
     a, b = hits_at(ranks, k), hits_at(baseline, k)
     if len(a) != len(b):
         raise ValueError(f"{len(a)} per-question outcomes against a baseline with {len(b)}: not the same questions")
-    return {"p_value": paired_randomization_test(a, b, num_permutations, seed),
-            "p_test": f"{RANDOMIZATION} (two-sided, top-{k} hits, {num_permutations} sign flips, seed {seed})",
+    differing = int(np.count_nonzero(a != b))
+    how = (f"exact over {2 ** differing} sign patterns" if differing <= EXACT_MAX
+           else f"{num_permutations} sign flips, seed {seed}")
+    return {"p_value": paired_randomization_test(a, b, num_permutations, seed, EXACT_MAX),
+            "p_test": f"{RANDOMIZATION} (two-sided, top-{k} hits, {how})",
             "p_value_ttest": paired_t_test(a, b),
             "p_delta": 100.0 * float(a.mean() - b.mean())}
