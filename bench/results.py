@@ -1,10 +1,14 @@
-"""The measured-results tables of the top-level README, generated from committed run outputs.
+"""The measured-results tables of docs/results.md and the README's quickstart table, generated from committed
+run records.
 
     # record a finished run (its results.json) under results/<data>/<name>.json, with the command that made it
     python bench/results.py add runs/scifact --name scifact-all \
-        --command "python -m multiview_plugin.quickstart --data scifact --beir_dir ../shared/data/beir/scifact ..."
-    # rewrite the README's tables (between the results markers) from everything in results/
+        --command "python -m multiview_plugin.quickstart --data scifact --beir_dir $DATA/beir/scifact ..."
+    # rewrite docs/results.md's tables (between the results markers) from everything in results/, and the
+    # README's quickstart table (between the quickstart markers) from results/default/quickstart-default.json
     python bench/results.py render
+    # the same, without writing: exit 1 and print one line per difference when a table is not what the records give
+    python bench/results.py check
 
 A run's settings (backbone, steps, batch, learning rate, passage length) are read from the recorded command
 with the quickstart's own argument parser, so a table row cannot claim settings its run did not use. When two
@@ -14,7 +18,9 @@ runs report the same system on the same data, the later recorded one wins (e.g. 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import shlex
 import sys
 import time
@@ -23,6 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+QS_START, QS_END = "<!-- quickstart:start -->", "<!-- quickstart:end -->"
+RESULTS_PAGE = ROOT / "docs" / "results.md"
+README = ROOT / "README.md"
+QUICKSTART_RECORD = RESULTS / "default" / "quickstart-default.json"
 DATASETS = {
     "squad": ("SQuAD-dev multi-view protocol", "3,335 held-out questions (articles 32–47) against all 2,067 "
               "paragraphs; train: 7,235 questions of articles 0–31, 1 BM25 negative each",
@@ -102,7 +112,7 @@ SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the train
                  "![training curves]({plot})")
 
 
-def table(data: str, selected: bool = False) -> str:
+def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, write_plot: bool = True) -> str:
     title, protocol, metrics = DATASETS[data]
     rows: dict[str, dict] = {}
     chosen = records(data, selected)
@@ -133,11 +143,12 @@ def table(data: str, selected: bool = False) -> str:
                                         *(cell(r.get(m)) for m in metrics), f"`{r['_record']}`"]) + " |")
     if selected and chosen:
         s = quickstart_settings(chosen[-1]["command"])
-        plot = plot_curves(data, [r for r in ranked if r.get("curves", {}).get("loss")])
+        plot = plot_curves(data, [r for r in ranked if r.get("curves", {}).get("loss")], write=write_plot)
         settings = [quickstart_settings(r["command"]) for r in chosen]
         schedules = sorted({(c.steps, c.dev_eval_steps) for c in settings if c.dev_groups})
         every = "; ".join(f"{e} steps in the {n}-step runs" for n, e in schedules)
-        lines += ["", SELECTED_NOTE.format(groups=s.dev_groups, every=every, plot=plot.relative_to(ROOT).as_posix())]
+        lines += ["", SELECTED_NOTE.format(groups=s.dev_groups, every=every,
+                                              plot=Path(os.path.relpath(plot, base)).as_posix())]
     lines += ["", "Runs (`results/" + data + "/<run>.json`):", ""]
     lines += [f"- `{r['name']}`: `{r['command']}`" for r in sorted(chosen, key=lambda r: r["name"])]
     return "\n".join(lines)
@@ -237,8 +248,12 @@ def significance_table(data: str) -> str | None:
     return "\n".join(lines)
 
 
-def plot_curves(data: str, rows: list[dict]) -> Path:
-    """Training loss and dev metric against steps, one line per system, as ``results/plots/<data>-curves.png``."""
+def plot_curves(data: str, rows: list[dict], write: bool = True) -> Path:
+    """Training loss and dev metric against steps, one line per system, as ``results/plots/<data>-curves.png``
+    (``write=False``: only the path)."""
+    out = PLOTS / f"{data}-curves.png"
+    if not write:
+        return out
     import matplotlib
 
     matplotlib.use("Agg")
@@ -274,28 +289,89 @@ def plot_curves(data: str, rows: list[dict]) -> Path:
     fig.legend(*loss_ax.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
     PLOTS.mkdir(parents=True, exist_ok=True)
-    out = PLOTS / f"{data}-curves.png"
     # no version stamp: the same rows, the same bytes
     fig.savefig(out, dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
     return out
 
 
-def render(readme: Path) -> None:
-    text = readme.read_text(encoding="utf-8")
-    if START not in text or END not in text:
-        raise SystemExit(f"{readme} lacks the markers {START} ... {END}")
-    tables = [table(d, selected) for d in DATASETS if (RESULTS / d).is_dir() for selected in (True, False)
-              if records(d, selected)]
+QUICKSTART_COLUMNS = [("system", "system"), ("steps", "steps"), ("views_per_doc", "views/doc"), ("MRR@10", "MRR@10"),
+                      ("R@1", "R@1"), ("R@5", "R@5"), ("answer_Top1", "answer top-1"), ("PPL", "view PPL"),
+                      ("LV", "LV")]
+QUICKSTART_NAMES = {"dcsr-mean": "dcsr-mean (HasAns)"}
+
+
+def quickstart_table(record_path: Path = QUICKSTART_RECORD) -> str:
+    """The README's quickstart table, from the quickstart's committed record."""
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+
+    def fmt(key: str, value) -> str:
+        if value is None or value == "":
+            return ""
+        if key == "system":
+            return QUICKSTART_NAMES.get(value, value)
+        if key == "LV":
+            return f"{value:.2g}"
+        if key == "PPL":
+            return f"{value:.2f}"
+        if key == "views_per_doc":
+            return f"{value:g}"
+        return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(h for _, h in QUICKSTART_COLUMNS) + " |", "|" + "---|" * len(QUICKSTART_COLUMNS)]
+    lines += ["| " + " | ".join(fmt(k, r.get(k)) for k, _ in QUICKSTART_COLUMNS) + " |" for r in record["rows"]]
+    return "\n".join(lines)
+
+
+def splice(text: str, start: str, end: str, body: str, where: Path) -> str:
+    if start not in text or end not in text:
+        raise SystemExit(f"{where} lacks the markers {start} ... {end}")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}\n{end}{tail}"
+
+
+def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = None) -> dict[Path, str]:
+    """What ``out`` (the results page) and ``readme`` (the quickstart table) should hold, from the records.
+    Plot links are relative to ``base`` (default: ``out``'s folder)."""
+    base = base or out.resolve().parent
+    tables = [table(d, selected, base=base, write_plot=write_plots) for d in DATASETS
+              if (RESULTS / d).is_dir() for selected in (True, False) if records(d, selected)]
     tables += [t for d in DATASETS if (RESULTS / d).is_dir() for t in [significance_table(d)] if t]
     body = "\n\n".join(tables)
     note = ("_Generated by `python bench/results.py render` from `results/`; lr and passage length per run are in "
             "the commands. Wall time: training + encoding + search of that system (older runs: training + "
             "encoding)._")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{START}\n{body}\n\n{note}\n{END}{tail}", encoding="utf-8")
-    print(f"rendered {readme}")
+    pages = {out: splice(out.read_text(encoding="utf-8"), START, END, f"{body}\n\n{note}", out)}
+    if QUICKSTART_RECORD.is_file():
+        text = pages[readme] if readme in pages else readme.read_text(encoding="utf-8")
+        pages[readme] = splice(text, QS_START, QS_END, quickstart_table(), readme)
+    return pages
+
+
+def render(out: Path = RESULTS_PAGE, readme: Path = README) -> None:
+    for path, text in rendered(out, readme, write_plots=True).items():
+        path.write_text(text, encoding="utf-8")
+        print(f"rendered {path}")
+
+
+def check(out: Path = RESULTS_PAGE, readme: Path = README, base: Path | None = None) -> list[str]:
+    """One line per line of a generated table that differs from what the records give (empty: all current)."""
+    problems = []
+    for path, want in rendered(out, readme, write_plots=False, base=base).items():
+        have = path.read_text(encoding="utf-8")
+        if have == want:
+            continue
+        have_lines, want_lines = have.splitlines(), want.splitlines()
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, have_lines, want_lines, autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            for k in range(max(i2 - i1, j2 - j1)):
+                line = i1 + min(k, max(i2 - i1 - 1, 0)) + 1
+                is_ = repr(have_lines[i1 + k][:160]) if i1 + k < i2 else "(no line)"
+                want_ = repr(want_lines[j1 + k][:160]) if j1 + k < j2 else "(no line)"
+                problems.append(f"{path.name}:{line}: is {is_}, the records give {want_}")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,13 +383,24 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--name", required=True, help="Record name (results/<data>/<name>.json).")
     a.add_argument("--command", required=True, help="The exact command that produced the run.")
     a.add_argument("--systems", nargs="+", help="Keep only these systems' rows.")
-    r = sub.add_parser("render", help="Rewrite the README tables from results/.")
-    r.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    r = sub.add_parser("render", help="Rewrite docs/results.md's tables and the README's quickstart table.")
+    c = sub.add_parser("check", help="Exit 1, one line per difference, when a generated table is not current.")
+    for s in (r, c):
+        s.add_argument("--out", type=Path, default=RESULTS_PAGE, help="The results page (default docs/results.md).")
+        s.add_argument("--readme", type=Path, default=README, help="The page with the quickstart table (README.md).")
     args = p.parse_args(argv)
     if args.cmd == "add":
         add(args.run_dir, args.name, args.command, args.systems)
+    elif args.cmd == "check":
+        problems = check(args.out, args.readme)
+        for line in problems:
+            print(line)
+        if problems:
+            print(f"stale: run python bench/results.py render ({len(problems)} differences)", file=sys.stderr)
+            return 1
+        print(f"{args.out.name} and {args.readme.name}: tables match the records")
     else:
-        render(args.readme)
+        render(args.out, args.readme)
     return 0
 
 

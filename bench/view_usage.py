@@ -1,15 +1,15 @@
 """View usage on the SQuAD-dev protocol: briefly trained multi-view models, their view-usage plots and explained
-DCSR hits for the README.
+DCSR hits for docs/retrieval.md.
 
-    python bench/view_usage.py train   --squad_path ../shared/data/squad/dev-v1.1.json --output_dir runs/views
-    python bench/view_usage.py analyze --output_dir runs/views --readme_block block.md --readme README.md
+    python bench/view_usage.py train   --squad_path $DATA/squad/dev-v1.1.json --output_dir runs/views
+    python bench/view_usage.py analyze --output_dir runs/views --readme_block block.md --readme docs/retrieval.md
 
-``train`` converts SQuAD (the README's SQuAD-dev protocol) and fine-tunes all-MiniLM-L6-v2 briefly as each
+``train`` converts SQuAD (the SQuAD-dev protocol, docs/data-formats.md) and fine-tunes all-MiniLM-L6-v2 briefly as each
 multi-view method (``--steps`` steps of ``--batch_size`` questions, 1 positive + 1 BM25 negative each; 2 shared CPU
 cores do not allow more). ``analyze`` encodes the paragraphs of the evaluation articles (a subset of the corpus),
 indexes them, runs ``python -m multiview_plugin.driver.analyze`` on each index (plots), and searches a few
 questions with the DCSR index with ``--explain`` to print the question, the retrieved passage and its matched
-sentence in bold (the README block).
+sentence in bold (the block in docs/retrieval.md).
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plots_dir", default="results/plots/views-squad",
                    help="analyze: where <method>.png/.json are copied.")
     p.add_argument("--readme_block", help="analyze: write the DCSR explained-hits Markdown block here.")
-    p.add_argument("--readme", help="analyze: also replace the README's <!-- explain:start/end --> block.")
+    p.add_argument("--readme", help="analyze: also replace the <!-- explain:start/end --> block of this Markdown file "
+                   "(docs/retrieval.md).")
     p.add_argument("--examples", type=int, default=4, help="analyze: questions in the DCSR block.")
     return p
 

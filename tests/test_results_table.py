@@ -1,4 +1,5 @@
-"""The README's results tables are exactly what bench/results.py renders from the committed run records."""
+"""docs/results.md's tables and the README's quickstart table are exactly what bench/results.py renders from the
+committed run records, and ``bench/results.py check`` says so, or names each line that differs."""
 
 import importlib.util
 import json
@@ -11,12 +12,36 @@ results = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(results)
 
 
-def test_readme_tables_are_in_sync_with_results(tmp_path):
-    readme = tmp_path / "README.md"
-    shutil.copy(ROOT / "README.md", readme)
-    results.render(readme)
-    assert readme.read_text(encoding="utf-8") == (ROOT / "README.md").read_text(encoding="utf-8"), \
-        "README results are stale: run python bench/results.py render"
+def test_tables_are_in_sync_with_results():
+    assert results.check() == [], "tables are stale: run python bench/results.py render"
+    assert results.main(["check"]) == 0
+
+
+def test_check_names_each_line_that_differs(tmp_path, capsys):
+    page, readme = tmp_path / "results.md", tmp_path / "README.md"
+    text = results.RESULTS_PAGE.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if "`squad-sel-dpr` |" in line)
+    page.write_text(text.replace(row, row.replace("| 70.4 |", "| 71.4 |", 1)), encoding="utf-8")
+    quick = results.README.read_text(encoding="utf-8")
+    readme.write_text(quick.replace("| dpr | 40 | 1 | 90.4 |", "| dpr | 40 | 1 | 99.9 |"), encoding="utf-8")
+    problems = results.check(page, readme, base=results.RESULTS_PAGE.parent)
+    assert len(problems) == 2, problems
+    assert "results.md" in problems[0] and "71.4" in problems[0] and "70.4" in problems[0]
+    assert "README.md" in problems[1] and "99.9" in problems[1]
+    assert results.main(["check", "--out", str(page), "--readme", str(readme)]) == 1
+    assert len(capsys.readouterr().out.strip().splitlines()) >= 2
+
+
+def test_render_is_byte_stable(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page, readme = docs / "results.md", tmp_path / "README.md"
+    shutil.copy(results.RESULTS_PAGE, page)
+    shutil.copy(results.README, readme)
+    for path, text in results.rendered(page, readme, write_plots=False, base=results.RESULTS_PAGE.parent).items():
+        path.write_text(text, encoding="utf-8")
+    assert page.read_text(encoding="utf-8") == results.RESULTS_PAGE.read_text(encoding="utf-8")
+    assert readme.read_text(encoding="utf-8") == results.README.read_text(encoding="utf-8")
 
 
 def test_settings_come_from_the_recorded_command():

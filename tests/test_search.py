@@ -164,7 +164,7 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(MultiViewError, match="are both shard 0 of 2"):
         build_index([paths[0], paths[0]], tmp_path / "x")
     build_index(paths, tmp_path / "idx")
-    with pytest.raises(ConfigError, match="already holds an index"):
+    with pytest.raises(ConfigError, match="already holds a multiview index"):
         build_index(paths, tmp_path / "idx")
     searcher = MultiVectorSearcher(tmp_path / "idx")
     with pytest.raises(ConfigError, match=r"query vectors have shape \(1, 7\), the index expects \(N, 16\)"):

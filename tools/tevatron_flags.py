@@ -1,7 +1,7 @@
-"""Snapshot Tevatron v2's command-line flags, and write the README's flag-parity table.
+"""Snapshot Tevatron v2's command-line flags, and write the flag-parity table of docs/tevatron.md.
 
     python tools/tevatron_flags.py snapshot [--tarball ../shared/vendor/tevatron-dd06310.tar.gz | --installed]
-    python tools/tevatron_flags.py readme          # rewrite the table in README.md from the snapshot
+    python tools/tevatron_flags.py readme          # rewrite the table in docs/tevatron.md from the snapshot
     python tools/tevatron_flags.py check --installed   # the snapshot equals the installed Tevatron's flags
 
 The snapshot (tests/data/tevatron_flags.json) lists the flags of Tevatron's train/encode drivers (its
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=["snapshot", "check", "readme"])
     p.add_argument("--tarball", type=Path, default=TARBALL, help="Tevatron source tarball (default: the vendored one)")
     p.add_argument("--installed", action="store_true", help="read the installed tevatron package instead")
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    p.add_argument("--readme", type=Path, default=ROOT / "docs" / "tevatron.md",
+                   help="the Markdown file holding the table markers (default docs/tevatron.md)")
     args = p.parse_args(argv)
     if args.command == "readme":
         sys.path.insert(0, str(ROOT))

@@ -25,6 +25,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -105,11 +106,20 @@ def _iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
             yield lineno, line.rstrip("\r\n")
 
 
+iter_lines = _iter_lines  # public name: callers that read text their own way locate a decoding error with it
+
+
 def _csv_rows(path: PathLike) -> Iterator[tuple[int, list[str]]]:
     """Yield ``(line number, row)`` of a tab-separated, csv-quoted file (blank lines skipped)."""
     reader = csv.reader((line + "\n" for _, line in _iter_lines(path)), delimiter="\t")
     try:
+        previous = 0
         for row in reader:
+            if reader.line_num - previous > 1:  # a quoted field swallowed line ends: rows would be lost
+                raise InputFormatError(str(path), previous + 1, None,
+                                       f"a quoted field runs on to line {reader.line_num} (an unbalanced '\"'?); "
+                                       "each row of this file is one line")
+            previous = reader.line_num
             if row and "".join(row).strip():
                 yield reader.line_num, row
     except csv.Error as err:
@@ -154,7 +164,31 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict]]:
                                    f"invalid JSON: {err.msg} (column {err.colno})") from None
         if not isinstance(obj, dict):
             raise InputFormatError(str(path), lineno, None, f"expected a JSON object, got {_describe(obj)}")
+        if _SURROGATE_ESCAPE.search(line):  # cheap test first: the escape's text is on the line
+            field = _lone_surrogate(obj)
+            if field is not None:
+                raise InputFormatError(str(path), lineno, field, "a lone UTF-16 surrogate escape (\\ud800-"
+                                       "\\udfff without its pair): not valid Unicode text")
         yield lineno, obj
+
+
+# JSON's \uD800-\uDFFF escapes: a high and low surrogate pair decodes to one character, a lone one stays a
+# surrogate code point that UTF-8 (and every tokenizer) rejects
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any, field: str = "") -> str | None:
+    """The (nested) field of a parsed JSON value whose text holds a lone surrogate, or None."""
+    if isinstance(value, str):
+        return field or "(text)" if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        items = ((f"{field}.{k}" if field else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{field}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((found for name, v in items if (found := _lone_surrogate(v, name)) is not None), None)
 
 
 def format_passage(title: str | None, text: str, separator: str = " ") -> str:
@@ -385,9 +419,12 @@ def _is_tsv(path: PathLike) -> bool:
 def _iter_raw_corpus(path: PathLike) -> Iterator[tuple[int, str, str | None, str]]:
     """Yield ``(line, docid, title, text)`` from a corpus jsonl or DPR psgs tsv, with field checks."""
     if _is_tsv(path):
+        first = True
         for lineno, row in _csv_rows(path):
-            if lineno == 1 and row == ["id", "text", "title"]:
+            if first and row == ["id", "text", "title"]:  # the header: the first non-blank row
+                first = False
                 continue
+            first = False
             if len(row) not in (2, 3):
                 raise InputFormatError(str(path), lineno, None,
                                        f"expected 'id<TAB>text<TAB>title', got {len(row)} columns")
@@ -518,12 +555,14 @@ def load_qrels(path: PathLike) -> dict[str, dict[str, int]]:
     Returns
     -------
     dict[str, dict[str, int]]
-        Judgments in file order (a repeated pair keeps its last value).
+        Judgments in file order (a pair repeated with the same value counts once).
 
     Raises
     ------
     InputFormatError
-        A line with the wrong number of columns or a non-integer relevance.
+        A line with the wrong number of columns, a non-integer relevance (a first line is skipped as a BEIR
+        header only when its last cell is a column name: score, relevance, label ...), or a pair judged twice
+        with different values.
     """
     qrels: dict[str, dict[str, int]] = {}
     first = True
@@ -541,14 +580,22 @@ def load_qrels(path: PathLike) -> dict[str, dict[str, int]]:
         try:
             relevance = int(rel)
         except ValueError:
-            if first and len(parts) == 3:  # BEIR header: query-id corpus-id score
+            if first and len(parts) == 3 and rel.lower() in _QRELS_HEADER:  # BEIR header: query-id corpus-id score
                 first = False
                 continue
             raise InputFormatError(str(path), lineno, "relevance",
                                    f"expected an integer, got {rel!r}") from None
         first = False
-        qrels.setdefault(qid, {})[docid] = relevance
+        judged = qrels.setdefault(qid, {})
+        if judged.get(docid, relevance) != relevance:
+            raise InputFormatError(str(path), lineno, "relevance",
+                                   f"({qid!r}, {docid!r}) is judged {relevance} here but {judged[docid]} on an "
+                                   "earlier line; which one holds?")
+        judged[docid] = relevance
     return qrels
+
+
+_QRELS_HEADER = {"score", "relevance", "rel", "label", "grade"}  # the last column's name in a BEIR header
 
 
 def load_beir(folder: PathLike,

@@ -46,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run", required=True, help="Run file (trec 'qid Q0 docid rank score tag', msmarco "
                         "'qid docid rank' or tevatron 'qid docid score'; optionally .gz).")
     parser.add_argument("--run_format", choices=RUN_FORMATS, default=None,
-                        help="Format of --run; detected from its first line when omitted.")
+                        help="Format of --run. Detected when omitted, only where the content is unambiguous: "
+                             "6 columns: trec; 3 columns: tevatron if some third value is not an integer, msmarco "
+                             "if the values are ranks 1, 2, ... per query in file order; any other 3-column file "
+                             "of integers needs this flag (ranks and scores would give opposite orders).")
     parser.add_argument("--qrels", help="Relevance judgments: TREC 'qid 0 docid rel' or BEIR tsv.")
     parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS),
                         help="Ranking metrics (with --qrels): MRR@k, R@k / Recall@k, nDCG@k, P@k, MAP, or any "

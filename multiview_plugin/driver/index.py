@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="Aggregation recorded for searchers "
                    "(default: the model's, i.e. max).")
     p.add_argument("--use_gpu", action="store_true", help="Build with GPU Faiss (faiss-gpu) when available.")
-    p.add_argument("--overwrite", action="store_true", help="Replace an existing index folder.")
+    p.add_argument("--overwrite", action="store_true", help="Replace an existing index folder written by this "
+                   "tool (it must hold nothing else); the new index is built beside it and swapped in only when "
+                   "complete. A non-empty folder that is not an index is never replaced.")
     add_shard_safety_flags(p)
     return p
 

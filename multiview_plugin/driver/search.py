@@ -34,7 +34,7 @@ from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_queries
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, read_shard
+from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, read_shard
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
 from multiview_plugin.search import (
@@ -238,6 +238,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
         topics = load_topics(args.topics)
         q_ids = list(topics)
         q_reps = searcher.encode(list(topics.values()))
+        check_finite_rows(q_reps, q_ids, f"{args.topics} encoded by {args.encoder}", "query")
     else:
         raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
     if args.threads > 0:

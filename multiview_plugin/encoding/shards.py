@@ -188,14 +188,98 @@ def read_shard(path: str | os.PathLike, unsafe_pickle: bool = False
     reps, lookup = obj
     if reps.dtype.kind != "f":
         raise ShardFormatError(f"{path}: vectors must be floats, got dtype {reps.dtype}")
-    if not isinstance(lookup, (list, tuple, np.ndarray)):
-        raise ShardFormatError(f"{path}: the lookup must be a list or array of ids, got {type(lookup).__name__}")
-    lookup = [str(x) for x in lookup]
-    if reps.ndim != 2 or reps.shape[0] != len(lookup):
-        raise ShardFormatError(f"{path}: {reps.shape} vectors do not match {len(lookup)} lookup entries")
+    if reps.ndim != 2 or (reps.shape[0] and not reps.shape[1]):
+        raise ShardFormatError(f"{path}: vectors must be a 2-d array of non-empty rows, got shape {reps.shape}")
+    lookup = _checked_lookup(path, lookup, reps.shape[0])
     if info is not None and (info.num_vectors != reps.shape[0] or (reps.shape[0] and info.dim != reps.shape[1])):
         raise ShardFormatError(f"{path}: sidecar says {info.num_vectors}x{info.dim}, file holds {reps.shape}")
+    check_finite_rows(reps, lookup, str(path))
     return reps, lookup, info
+
+
+# ids are strings or integers; an integer id has at most this many digits (str() of longer ints is refused by
+# Python itself past 4300 digits, and no corpus numbers its documents beyond 10^18)
+_MAX_INT_ID = 10**18
+
+
+def _checked_lookup(path: Path, lookup: Any, rows: int) -> list[str]:
+    """The lookup as a list of strings, after checking its type and length against the vector rows *before*
+    converting anything: a small crafted pickle can reference one long string (or a list of them) many times,
+    which ``str()`` would expand to gigabytes."""
+    if isinstance(lookup, np.ndarray):
+        if lookup.ndim != 1:
+            raise ShardFormatError(f"{path}: the lookup must be a 1-d list of ids, got an array of shape "
+                                   f"{lookup.shape}")
+        if lookup.dtype.kind not in "iuUO":
+            raise ShardFormatError(f"{path}: the lookup must hold string or integer ids, got dtype {lookup.dtype}")
+    elif not isinstance(lookup, (list, tuple)):
+        raise ShardFormatError(f"{path}: the lookup must be a list or array of ids, got {type(lookup).__name__}")
+    if len(lookup) != rows:
+        raise ShardFormatError(f"{path}: {rows} vector rows do not match {len(lookup)} lookup entries")
+    if isinstance(lookup, np.ndarray) and lookup.dtype.kind in "iuU":
+        return lookup.astype(str).tolist()  # the array's bytes are in the file: no expansion possible
+    items = lookup.tolist() if isinstance(lookup, np.ndarray) else lookup
+    kinds = set(map(type, items))
+    strings = all(issubclass(t, str) for t in kinds)
+    if not strings and not all(issubclass(t, (str, int, np.integer)) and not issubclass(t, bool) for t in kinds):
+        bad = next(t for t in kinds if not issubclass(t, (str, int, np.integer)) or issubclass(t, bool))
+        raise ShardFormatError(f"{path}: lookup ids must be strings or integers, got {bad.__name__}")
+    if not strings:
+        ints = [x for x in items if not isinstance(x, str)]
+        if max(map(abs, ints)) >= _MAX_INT_ID:
+            raise ShardFormatError(f"{path}: an integer id in the lookup has more than 18 digits")
+    chars = sum(map(len, (x for x in items if isinstance(x, str))))
+    limit = 4 * path.stat().st_size + 4096  # stored ids take at least one byte per character in the file
+    if chars > limit:
+        raise ShardFormatError(f"{path}: its {len(items)} lookup ids hold {chars} characters, more than its "
+                               f"{path.stat().st_size} bytes can store: ids repeated by reference (a crafted "
+                               "pickle that expands when loaded); refusing it")
+    ids = list(items) if kinds <= {str} else [str(x) for x in items]
+    _check_ids(path, ids)
+    return ids
+
+
+def _check_ids(path: Path, ids: list[str]) -> None:
+    """Ids go to line-based files (docid files, runs): refuse empty ones and ones with whitespace or control
+    characters. One pass in C over the joined ids; the per-id check runs only when that pass finds something."""
+    if not ids:
+        return
+    if not min(map(len, ids)):
+        raise ShardFormatError(f"{path}: lookup row {ids.index('')} has an empty id")
+    joined = " ".join(ids)
+    if joined.isprintable() and joined.count(" ") == len(ids) - 1:
+        return
+    from multiview_plugin.data.readers import id_problem
+
+    for row, value in enumerate(ids):
+        problem = id_problem(value)
+        if problem:
+            raise ShardFormatError(f"{path}: lookup row {row}: id {problem}")
+
+
+class NonFiniteVectorsError(ShardFormatError):
+    """Vectors holding NaN or infinite values: they would drop out of every ranking without a word."""
+
+
+_FINITE_CHUNK = 65_536  # rows checked at once (bounds the boolean temporary)
+
+
+def nonfinite_rows(reps: np.ndarray) -> np.ndarray:
+    """Indices of the rows of a 2-d array with any NaN or infinite value (checked in chunks of rows)."""
+    bad = [lo + np.flatnonzero(~np.isfinite(reps[lo:lo + _FINITE_CHUNK]).all(axis=1))
+           for lo in range(0, len(reps), _FINITE_CHUNK)]
+    return np.concatenate(bad) if bad else np.zeros(0, dtype=np.int64)
+
+
+def check_finite_rows(reps: np.ndarray, ids: list[str] | np.ndarray, where: str, what: str = "row") -> None:
+    """Refuse rows with NaN or infinite values, naming ``where`` (a file), the first bad rows and their ids."""
+    if reps.dtype.kind != "f":
+        return
+    bad = nonfinite_rows(reps)
+    if len(bad):
+        shown = ", ".join(f"{what} {int(r)} ({ids[int(r)]!r})" for r in bad[:3])
+        raise NonFiniteVectorsError(f"{where}: {len(bad)} of {len(reps)} vectors hold NaN or infinite values, "
+                                    f"e.g. {shown}; re-encode them (a model run in float16 can overflow)")
 
 
 def split_lookup(lookup: list[str] | np.ndarray, multi_vector: bool) -> np.ndarray:
@@ -297,6 +381,7 @@ class ShardWriter:
             bad = [d for d, c in zip(ids, counts) if c == 0]
             raise ShardFormatError(f"documents without any vector: {bad[:5]}")
         rows = np.ascontiguousarray(reps[mask], dtype=self.dtype)  # row-major: each doc's views contiguous
+        self._refuse_nonfinite(ids, counts, reps[mask], rows)
         if self.multi_vector:
             lines = [f"{d}{VIEW_DELIMITER}{j}" for d, c in zip(ids, counts.tolist()) for j in range(c)]
         else:
@@ -309,6 +394,22 @@ class ShardWriter:
         self.docs_done += len(ids)
         self.rows_done += rows.shape[0]
         self.view_counts.update(int(c) for c in np.unique(counts))
+
+    def _refuse_nonfinite(self, ids: list[str], counts: np.ndarray, computed: np.ndarray, rows: np.ndarray) -> None:
+        """A batch with NaN or infinite vectors is not written (they would vanish from every ranking): the
+        error names the items; vectors finite as computed but not in the stored dtype overflowed it."""
+        bad = nonfinite_rows(rows)
+        if not len(bad):
+            return
+        row_item = np.repeat(np.arange(len(ids)), counts)
+        items = [ids[i] for i in np.unique(row_item[bad])]
+        what = "queries" if self.info.is_query else "documents"
+        overflow = not len(nonfinite_rows(computed))
+        cause = (f"they are finite in float32 but overflow {self.dtype} (|x| > {np.finfo(self.dtype).max:.0f}): "
+                 "encode without --fp16" if overflow else "the model produced NaN or infinite values (e.g. fp16 "
+                 "overflow inside the model, or broken weights)")
+        raise NonFiniteVectorsError(f"{self.path}: refusing to write non-finite vectors of {len(items)} {what} "
+                                    f"{items[:5]}: {cause}")
 
     @contextlib.contextmanager
     def _naming_errors(self) -> Iterator[None]:

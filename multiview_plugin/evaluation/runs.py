@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import re
 from pathlib import Path
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.data.readers import InputFormatError, open_text
+from multiview_plugin.data.readers import InputFormatError, iter_lines, open_text
 from multiview_plugin.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -88,33 +89,47 @@ def write_run(run: Run, path: PathLike, fmt: str = "trec", tag: str = "multiview
     return path
 
 
-def detect_run_format(path: PathLike) -> str:
-    """Guess a run file's format from its first non-blank line.
-
-    Six whitespace-separated columns -> ``trec``; three columns whose third is an integer -> ``msmarco``
-    (a rank), three columns otherwise -> ``tevatron`` (a score: Tevatron writes Python floats, which always
-    carry a ``.``, an exponent, ``inf`` or ``nan``).
-
-    Raises
-    ------
-    InputFormatError
-        The file is empty or its first line has another number of columns.
-    """
+def _first_columns(path: PathLike) -> tuple[int, list[str]] | None:
     try:
         with open_text(path) as f:
-            first = next(((n, line.split()) for n, line in enumerate(f, 1) if line.strip()), None)
+            return next(((n, line.split()) for n, line in enumerate(f, 1) if line.strip()), None)
     except UnicodeDecodeError as err:
+        for _ in iter_lines(path):  # raises the error located at its line
+            pass
         raise InputFormatError(str(path), None, None, f"not valid UTF-8 ({err.reason})") from None
+
+
+def _columns_format(path: PathLike) -> str:
+    """``trec`` (6 columns) or ``3`` (msmarco or tevatron: decided by the values) from the first line."""
+    first = _first_columns(path)
     if first is None:
         raise InputFormatError(str(path), None, None, "the run file is empty")
     lineno, parts = first
     if len(parts) == 6:
         return "trec"
     if len(parts) == 3:
-        return "msmarco" if _INT.fullmatch(parts[2]) else "tevatron"
+        return "3"
     raise InputFormatError(str(path), lineno, None,
                            f"cannot tell the run format: expected 6 columns (trec: 'qid Q0 docid rank score tag') "
                            f"or 3 (msmarco 'qid docid rank', tevatron 'qid docid score'), got {len(parts)}")
+
+
+def detect_run_format(path: PathLike) -> str:
+    """A run file's format, when its content leaves no doubt.
+
+    Six whitespace-separated columns -> ``trec``. Three columns: ``tevatron`` (scores) when some third value
+    is not an integer (Tevatron writes scores as floats); ``msmarco`` (ranks) when every third value is an
+    integer and each query's values are exactly 1, 2, ..., n in file order (ranks as MS MARCO writes them; a
+    best-first list of integer *scores* never ascends). Any other all-integer file is ambiguous: the same
+    integers read as ranks or as scores give opposite orders, so it is refused (pass ``fmt`` / ``--run_format``).
+
+    Raises
+    ------
+    InputFormatError
+        The file is empty, its first line has another number of columns, or a 3-column file is ambiguous.
+    """
+    fmt = _columns_format(path)
+    return fmt if fmt == "trec" else _parse_run(path, None)[1]
 
 
 def read_run(path: PathLike, fmt: str | None = None) -> Run:
@@ -125,7 +140,7 @@ def read_run(path: PathLike, fmt: str | None = None) -> Run:
     path : str or os.PathLike
         ``trec``, ``msmarco`` or ``tevatron`` run (columns split on any whitespace; optionally ``.gz``).
     fmt : {"trec", "msmarco", "tevatron"}, optional
-        The format; detected from the first line when omitted (see :func:`detect_run_format`).
+        The format; detected when omitted, only where unambiguous (see :func:`detect_run_format`).
 
     Returns
     -------
@@ -137,20 +152,21 @@ def read_run(path: PathLike, fmt: str | None = None) -> Run:
     Raises
     ------
     InputFormatError
-        A line with the wrong number of columns, a non-numeric score, a rank that is not an integer (or is
-        negative; ``msmarco``: below 1), or a docid listed twice for the same query (``trec_eval`` refuses those
-        too); the error names file and line. Bad UTF-8.
+        A line with the wrong number of columns, a non-numeric or non-finite (NaN, inf) score, a rank that is
+        not an integer (or is negative; ``msmarco``: below 1), a docid listed twice for the same query
+        (``trec_eval`` refuses those too), or a format that cannot be told from the content; the error names
+        file and line. Bad UTF-8.
     ConfigError
         Unknown ``fmt``.
     """
     if fmt is None:
-        fmt = detect_run_format(path)
+        fmt = _columns_format(path)
     elif fmt not in RUN_FORMATS:
         raise ConfigError(f"unknown run format {fmt!r}; expected one of {', '.join(RUN_FORMATS)}")
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small tuples: the cyclic collector would add half to the reading time
     try:
-        entries = _parse_run(path, fmt)
+        entries, fmt = _parse_run(path, None if fmt == "3" else fmt)
         run: Run = {}
         for qid, rows in entries.items():
             rows.sort()  # (-score or 0, rank, line): unique by line number
@@ -159,6 +175,8 @@ def read_run(path: PathLike, fmt: str | None = None) -> Run:
                 _raise_duplicate(path, qid, rows)
             run[qid] = [(row[3], row[4]) for row in rows]
     except UnicodeDecodeError as err:
+        for _ in iter_lines(path):  # raises the error located at its line
+            pass
         raise InputFormatError(str(path), None, None, f"not valid UTF-8 ({err.reason})") from None
     finally:
         if gc_was_enabled:
@@ -179,12 +197,19 @@ def _raise_duplicate(path: PathLike, qid: str, rows: list[_Row]) -> None:
         first[docid] = lineno
 
 
-def _parse_run(path: PathLike, fmt: str) -> dict[str, list[_Row]]:
-    """Parse a run file's lines into ``qid -> [(-score or 0, rank, line, docid, score)]`` (file order)."""
+def _parse_run(path: PathLike, fmt: str | None) -> tuple[dict[str, list[_Row]], str]:
+    """Parse a run file's lines into ``qid -> [(-score or 0, rank, line, docid, score)]`` (file order), and
+    the format. ``fmt`` None: a 3-column file whose format is decided by its values (:func:`detect_run_format`)."""
+    auto = fmt is None
     n_cols = 6 if fmt == "trec" else 3
     example = {"trec": "qid Q0 docid rank score tag", "msmarco": "qid<TAB>docid<TAB>rank",
-               "tevatron": "qid<TAB>docid<TAB>score"}[fmt]
+               "tevatron": "qid<TAB>docid<TAB>score", None: "qid docid rank|score"}[fmt]
+    if auto:
+        fmt = "tevatron"  # read as scores; turned into ranks below if every value is a rank 1..n
+    all_int = ranks = True  # auto: every value an integer; each query's values 1, 2, ..., n in file order
+    not_a_rank = 0  # the first line where the values stop being ranks
     entries: dict[str, list[_Row]] = {}
+    isfinite, int_match = math.isfinite, _INT.fullmatch
     with open_text(path) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
@@ -192,19 +217,22 @@ def _parse_run(path: PathLike, fmt: str) -> dict[str, list[_Row]]:
                 if not parts:
                     continue
                 raise InputFormatError(str(path), lineno, None,
-                                       f"expected {n_cols} columns ({fmt}: '{example}'), got {len(parts)}")
+                                       f"expected {n_cols} columns ({'3-column run' if auto else fmt}: "
+                                       f"'{example}'), got {len(parts)}")
             try:
                 if fmt == "trec":
                     qid, _, docid, rank_s, score_s, _ = parts
                     rank = int(rank_s)
                     score = float(score_s)
                     row = (-score, rank, lineno, docid, score)
-                    if rank < 0:
+                    if rank < 0 or not isfinite(score):
                         raise ValueError
                 elif fmt == "tevatron":
                     qid, docid, score_s = parts
                     score = float(score_s)
                     row = (-score, 0, lineno, docid, score)
+                    if not isfinite(score):
+                        raise ValueError
                 else:
                     qid, docid, rank_s = parts
                     rank = int(rank_s)
@@ -212,17 +240,29 @@ def _parse_run(path: PathLike, fmt: str) -> dict[str, list[_Row]]:
                     if rank < 1:
                         raise ValueError
             except ValueError:
-                raise _bad_number(path, lineno, fmt, parts) from None
+                raise _bad_number(path, lineno, "3" if auto else fmt, parts) from None
             rows = entries.get(qid)
             if rows is None:
                 entries[qid] = rows = []
+            if auto and all_int:
+                all_int = int_match(parts[2]) is not None
+                if ranks and all_int and int(parts[2]) != len(rows) + 1:
+                    ranks, not_a_rank = False, lineno
             rows.append(row)
-    return entries
+    if not auto or not all_int:
+        return entries, fmt
+    if not ranks:
+        raise InputFormatError(str(path), not_a_rank, None, "ambiguous run format: 3 columns whose third values are "
+                               "all integers, but not ranks 1, 2, ... per query in file order from this line on; as "
+                               "msmarco ranks or as tevatron scores they give opposite orders: pass --run_format "
+                               "msmarco or --run_format tevatron")
+    return {qid: [(0.0, int(score), lineno, docid, 1.0 / score) for _, _, lineno, docid, score in rows]
+            for qid, rows in entries.items()}, "msmarco"
 
 
 def _bad_number(path: PathLike, lineno: int, fmt: str, parts: list[str]) -> InputFormatError:
     """The located error for a line whose rank or score does not parse."""
-    rank_s = {"trec": parts[3], "msmarco": parts[2]}.get(fmt)
+    rank_s = parts[3] if fmt == "trec" else parts[2] if fmt == "msmarco" else None
     if rank_s is not None:
         minimum = 1 if fmt == "msmarco" else 0
         try:
@@ -233,4 +273,12 @@ def _bad_number(path: PathLike, lineno: int, fmt: str, parts: list[str]) -> Inpu
             what = "a positive" if minimum else "a non-negative"
             return InputFormatError(str(path), lineno, "rank", f"expected {what} integer, got {rank_s!r}")
     score_s = parts[4] if fmt == "trec" else parts[2]
-    return InputFormatError(str(path), lineno, "score", f"expected a number, got {score_s!r}")
+    try:
+        finite = math.isfinite(float(score_s))
+    except ValueError:
+        finite = None
+    field = "score" if fmt != "3" else "score or rank"
+    if finite is False:
+        return InputFormatError(str(path), lineno, field, f"expected a finite number, got {score_s!r} (a run "
+                                "with NaN or infinite scores cannot be ranked)")
+    return InputFormatError(str(path), lineno, field, f"expected a number, got {score_s!r}")

@@ -12,9 +12,10 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import faiss
@@ -26,12 +27,15 @@ from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
 from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.paths import check_output_folder, refuse_output_over_input, swap_in_folder
 
 logger = logging.getLogger(__name__)
 
 INDEX_FILE, DOCID_FILE, META_FILE = "index", "docid", "multiview.json"
 DOC_INDEX_FILE = "doc_index"  # optional: one vector per document (its views' normalised mean), for candidates
 FORMAT_VERSION = 1
+# everything build_index writes: a folder holding anything else is not replaced by --overwrite
+INDEX_FOLDER_FILES = (INDEX_FILE, DOCID_FILE, META_FILE, DOC_INDEX_FILE, INDEX_VIEWS_FILE)
 ADD_CHUNK = 65_536  # vectors per index.add
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
@@ -66,10 +70,97 @@ class IndexMeta:
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> IndexMeta:
+        """Read ``multiview.json``; anything malformed (bad JSON, unknown or missing fields, wrong types,
+        negative counts, a newer format) is a one-line error naming the file and field."""
         path = Path(folder) / META_FILE
         if not path.is_file():
             raise ConfigError(f"{folder} is not a multiview index: {META_FILE} is missing")
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ShardFormatError(f"{path}: not valid JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise ShardFormatError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ShardFormatError(f"{path}: unknown field {unknown[0]!r} (written by a newer version, or edited?)")
+        missing = sorted(f.name for f in fields(cls) if f.name not in data and f.default is MISSING
+                         and f.default_factory is MISSING)
+        if missing:
+            raise ShardFormatError(f"{path}: field {missing[0]!r} is missing")
+        for name, value in data.items():
+            kinds = _META_TYPES.get(name)
+            if kinds is not None and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+                raise ShardFormatError(f"{path}: field {name!r}: expected {_META_KIND_NAMES[name]}, got {value!r}")
+            if name in _META_COUNTS and value < (1 if name == "dim" else 0):
+                least = "positive" if name == "dim" else "non-negative"
+                raise ShardFormatError(f"{path}: field {name!r}: expected a {least} number, got {value!r}")
+        if isinstance(data.get("views_per_doc"), str) and data["views_per_doc"] != "variable":
+            raise ShardFormatError(f"{path}: field 'views_per_doc': expected a number or 'variable', got "
+                                   f"{data['views_per_doc']!r}")
+        if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
+            raise ShardFormatError(f"{path}: format_version {data['format_version']} is newer than this version "
+                                   f"reads ({FORMAT_VERSION}); upgrade multiview_plugin")
+        return cls(**data)
+
+
+_NONE = type(None)
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "dim": (int,), "num_docs": (int,), "num_vectors": (int,), "max_views": (int,), "mean_views": (int, float),
+    "views_per_doc": (int, str), "aggregation": (str,), "model_name": (str,), "index_factory": (str,),
+    "metric": (str,), "shards": (list,), "extra": (dict,), "format_version": (int,), "view_ids": (bool, _NONE),
+    "model_fingerprint": (dict, _NONE), "doc_index_factory": (str, _NONE)}
+_META_KIND_NAMES = {name: " or ".join("null" if t is _NONE else {"int": "an integer", "float": "a number",
+                                                                  "str": "a string", "list": "a list",
+                                                                  "dict": "an object", "bool": "true/false"}[t.__name__]
+                                      for t in kinds) for name, kinds in _META_TYPES.items()}
+_META_COUNTS = ("dim", "num_docs", "num_vectors", "max_views", "mean_views")
+
+
+_FAISS_WHERE = re.compile(r"Error in .*? at \S+:\d+: (.*)$")
+_FAISS_CHECK = re.compile(r"^Error: '.*?' failed: ")
+
+
+def faiss_message(err: BaseException) -> str:
+    """A Faiss exception's message on one line (Faiss appends the C++ file and line of the failed check)."""
+    text = " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or repr(err)
+    match = _FAISS_WHERE.match(text)
+    text = match.group(1) if match else text  # drop "Error in <C++ signature> at <file>:<line>: "
+    return _FAISS_CHECK.sub("", text)  # drop "Error: '<C++ condition>' failed: "
+
+
+def read_faiss_index(path: str | os.PathLike, io_flags: int = 0) -> faiss.Index:
+    """Read a Faiss index file; a truncated, corrupt or foreign file is a one-line error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: the Faiss index file is missing")
+    try:
+        return faiss.read_index(str(path), io_flags)
+    except RuntimeError as err:
+        raise ShardFormatError(f"{path}: not a readable Faiss index (truncated or corrupt?): "
+                               f"{faiss_message(err)}") from None
+
+
+def make_faiss_index(dim: int, factory: str, flag: str = "--index_factory") -> faiss.Index:
+    """``faiss.index_factory`` for inner product; a string Faiss cannot parse (or that does not fit ``dim``)
+    is a one-line error naming the flag and value."""
+    try:
+        return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as err:
+        raise ConfigError(f"{flag} {factory!r}: Faiss cannot build it for {dim}-dim vectors: "
+                          f"{faiss_message(err)}") from None
+
+
+def train_faiss_index(index: faiss.Index, sample: np.ndarray, factory: str, flag: str = "--index_factory") -> None:
+    """Train ``index`` on ``sample``; too few points for the factory (IVF lists, PQ centroids) is a one-line
+    error naming the factory and the number of vectors available."""
+    try:
+        index.train(sample)
+    except RuntimeError as err:
+        raise ConfigError(f"{flag} {factory!r}: cannot train it on the {len(sample)} vectors available: "
+                          f"{faiss_message(err)}; use a factory with fewer lists/centroids (or Flat / HNSW32, "
+                          "which need no training)") from None
 
 
 def contiguous_docs(row_docids: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
@@ -136,8 +227,10 @@ def build_index(
         if not p.is_file():
             raise ShardFormatError(f"shard {p} does not exist")
     index_dir = Path(index_dir)
-    if (index_dir / META_FILE).exists() and not overwrite:
-        raise ConfigError(f"{index_dir} already holds an index (pass overwrite=True / --overwrite)")
+    # never replace a folder this tool did not write, nor one holding anything besides an index (or an input)
+    refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
+    check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
+                        own_files=INDEX_FOLDER_FILES)
 
     infos = check_shard_set(paths, allow_partial)
     if any(i is not None and i.is_query for i in infos):
@@ -165,21 +258,24 @@ def build_index(
                 multi = multi or shard_multi
                 row_docids = split_lookup(lookup, shard_multi)
                 docs, row_doc = contiguous_docs(row_docids, str(path))
+                if not shard_multi and len(docs) != len(row_docids):
+                    repeated = row_docids[1:][row_doc[1:] == row_doc[:-1]][0]
+                    raise ShardFormatError(f"{path}: docid {repeated!r} has several rows in a single-vector shard")
                 _check_new_docids(seen, docs, row_doc, num_vectors, tmp_dir / DOCID_FILE, docid_out, shard_multi,
                                   path)
                 if not len(reps):
                     continue  # an empty shard: nothing to add (its dim may be unknown)
                 if index is None:
                     dim = reps.shape[1]
-                    index = faiss.index_factory(dim, index_factory, faiss.METRIC_INNER_PRODUCT)
+                    index = make_faiss_index(dim, index_factory)
                     if use_gpu:
                         index = _to_gpu(index)
                     if not index.is_trained:
                         sample = _sample_for_training(paths, infos, train_size, seed, unsafe_pickle)
                         logger.info("training %s on %d vectors", index_factory, len(sample))
-                        index.train(sample)
+                        train_faiss_index(index, sample, index_factory)
                     if doc_index_factory:
-                        doc_index = faiss.index_factory(dim, doc_index_factory, faiss.METRIC_INNER_PRODUCT)
+                        doc_index = make_faiss_index(dim, doc_index_factory, "--doc_index_factory")
                         if not doc_index.is_trained:
                             raise ConfigError(f"--doc_index_factory {doc_index_factory} needs training; use one "
                                               "that does not (HNSW32, Flat)")
@@ -213,11 +309,13 @@ def build_index(
             model_fingerprint=next((model_identity(i) for i in infos if i is not None and i.fingerprint), None),
             doc_index_factory=doc_index_factory if doc_index is not None else None)
         if not multi and meta.max_views > 1:
-            raise ShardFormatError("single-vector shards hold several rows for one docid")
+            raise ShardFormatError(f"{', '.join(map(str, paths))}: single-vector shards hold several rows for one "
+                                   "docid")
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
-        if index_dir.exists():
-            shutil.rmtree(index_dir)
-        os.replace(tmp_dir, index_dir)
+        # checked again: the folder may have changed while the index was built
+        check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
+                            own_files=INDEX_FOLDER_FILES)
+        swap_in_folder(tmp_dir, index_dir)  # the old index stays until the new one is complete
     finally:
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -269,7 +367,25 @@ def _merge_extra(infos: list) -> dict:
     views = merge_descriptions([i.extra.get(VIEW_INFO_KEY) if i is not None else None for i in infos])
     if views is not None:
         out[VIEW_INFO_KEY] = views
+    corpus = input_record(infos)
+    if corpus is not None:
+        out[INPUT_KEY] = corpus
     return out
+
+
+INPUT_KEY = "input"  # multiview.json extra: the corpus the shards were encoded from (see input_record)
+
+
+def input_record(infos: list) -> dict | None:
+    """What the shards' fingerprints record of their corpus, when they all agree: ``{"identity"`` (size and
+    SHA-256 of its ends, :func:`~multiview_plugin.encoding.fingerprint.file_identity`), ``"separator"``
+    (``--passage_field_separator``), ``"source"`` (its path when encoded)``}``; None when unknown."""
+    records = {(i.fingerprint.get("input"), i.fingerprint.get("passage_field_separator"), i.source)
+               for i in infos if i is not None and i.fingerprint and i.fingerprint.get("input")}
+    if len({r[:2] for r in records}) != 1:
+        return None
+    identity, separator, source = sorted(records, key=str)[0]
+    return {"identity": identity, "separator": separator, "source": source}
 
 
 def _to_gpu(index: faiss.Index) -> faiss.Index:

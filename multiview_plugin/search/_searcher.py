@@ -35,7 +35,14 @@ from tqdm import tqdm
 
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model
-from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, split_lookup
+from multiview_plugin.encoding.shards import (
+    NonFiniteVectorsError,
+    ShardFormatError,
+    nonfinite_rows,
+    read_info,
+    read_shard,
+    split_lookup,
+)
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search._index import (
@@ -45,8 +52,9 @@ from multiview_plugin.search._index import (
     META_FILE,
     IndexMeta,
     contiguous_docs,
+    read_faiss_index,
 )
-from multiview_plugin.search.aggregators import Aggregator, get_aggregator
+from multiview_plugin.search.aggregators import AGGREGATORS, Aggregator, get_aggregator
 from multiview_plugin.search.explain import Explanation, ViewExplainer
 
 logger = logging.getLogger(__name__)
@@ -229,6 +237,10 @@ class VectorStore:
         q_reps = np.ascontiguousarray(q_reps, dtype=np.float32)
         if q_reps.ndim != 2 or q_reps.shape[1] != self.dim:
             raise ConfigError(f"query vectors have shape {q_reps.shape}, the index expects (N, {self.dim})")
+        bad = nonfinite_rows(q_reps)
+        if len(bad):  # Faiss would return no hits for them: the queries would vanish from the run
+            raise NonFiniteVectorsError(f"{len(bad)} query vectors hold NaN or infinite values (rows "
+                                        f"{bad[:5].tolist()}); the run would silently lack those queries")
         n_q, ntotal = len(q_reps), self.index.ntotal
         k_docs = min(k, len(self.docids))
         out_doc = np.full((n_q, k), -1, dtype=np.int64)
@@ -400,16 +412,28 @@ class MultiVectorSearcher:
         self._explain_sources = (corpus, pseudo_queries)
         self._explainer: ViewExplainer | None = None
         self.meta = IndexMeta.load(index_dir)
-        index = faiss.read_index(str(index_dir / INDEX_FILE))
+        index = read_faiss_index(index_dir / INDEX_FILE)
+        if index.d != self.meta.dim:
+            raise ShardFormatError(f"{index_dir / INDEX_FILE}: holds {index.d}-dim vectors, {META_FILE} says "
+                                   f"{self.meta.dim}")
         approximate = ApproximateSearch(overfetch=overfetch, ef_search=ef_search, nprobe=nprobe, rescore=rescore,
                                         doc_candidates=doc_candidates)
-        lookup = (index_dir / DOCID_FILE).read_text(encoding="utf-8").splitlines()
-        doc_index = (faiss.read_index(str(index_dir / DOC_INDEX_FILE)) if (index_dir / DOC_INDEX_FILE).is_file()
+        lookup = _read_docids(index_dir, index.ntotal, self.meta)
+        doc_index = (read_faiss_index(index_dir / DOC_INDEX_FILE) if (index_dir / DOC_INDEX_FILE).is_file()
                      else None)
+        if doc_index is not None and (doc_index.ntotal != self.meta.num_docs or doc_index.d != index.d):
+            raise ShardFormatError(f"{index_dir / DOC_INDEX_FILE}: {doc_index.ntotal} vectors of dim {doc_index.d}, "
+                                   f"for {self.meta.num_docs} documents of dim {index.d}")
         self.store = VectorStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE),
                                              approximate, doc_index)
+        if len(self.store.docids) != self.meta.num_docs:
+            raise ShardFormatError(f"{index_dir / DOCID_FILE}: names {len(self.store.docids)} documents, "
+                                   f"{META_FILE} says {self.meta.num_docs}")
         options = {k: v for k, v in (aggregation_options or {}).items() if v is not None}
         options.setdefault("temperature", self.meta.extra.get("temperature"))
+        if aggregation is None and self.meta.aggregation not in AGGREGATORS:
+            raise ShardFormatError(f"{index_dir / META_FILE}: unknown aggregation {self.meta.aggregation!r}; known: "
+                                   f"{', '.join(sorted(AGGREGATORS))}")
         self.aggregator = get_aggregator(aggregation or self.meta.aggregation, **options)
         self.query_batch_size = query_batch_size
         self.encoder = None
@@ -473,6 +497,22 @@ class MultiVectorSearcher:
         explanations = self.explain(q_reps, docids) if explain else [[None] * docids.shape[1]] * len(docids)
         return [[Hit(d, float(s), explanation=e) for d, s, e in zip(row_d, row_s, row_e) if d is not None]
                 for row_d, row_s, row_e in zip(docids.tolist(), scores.tolist(), explanations)]
+
+
+def _read_docids(index_dir: Path, ntotal: int, meta: IndexMeta) -> list[str]:
+    """The docid file's lines, checked against the Faiss index and ``multiview.json``: one non-empty line per
+    vector (a shifted line would credit every later vector to the wrong document)."""
+    path = index_dir / DOCID_FILE
+    try:
+        lookup = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise ShardFormatError(f"{path}: not valid UTF-8 ({err.reason})") from None
+    if len(lookup) != ntotal or ntotal != meta.num_vectors:
+        raise ShardFormatError(f"{path}: {len(lookup)} lines, but {index_dir / INDEX_FILE} holds {ntotal} vectors "
+                               f"and {META_FILE} says {meta.num_vectors}")
+    if lookup and not min(map(len, lookup)):
+        raise ShardFormatError(f"{path} line {lookup.index('') + 1}: empty (one docid per vector expected)")
+    return lookup
 
 
 def search_batched(store: VectorStore, q_reps: np.ndarray, k: int, aggregator: Aggregator,

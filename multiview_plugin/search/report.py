@@ -11,7 +11,7 @@ import faiss
 
 from multiview_plugin.encoding.shards import VIEW_DELIMITER, read_info
 from multiview_plugin.encoding.view_info import VIEW_INFO_KEY
-from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, IndexMeta
+from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, IndexMeta, read_faiss_index
 
 
 def views_histogram(docid_file: str | os.PathLike, multi_vector: bool) -> Counter:
@@ -35,8 +35,8 @@ def views_histogram(docid_file: str | os.PathLike, multi_vector: bool) -> Counte
 def _faiss_summary(path: Path) -> str:
     try:
         owner = faiss.read_index(str(path), faiss.IO_FLAG_MMAP)  # the vectors stay on disk
-    except RuntimeError:  # index types that cannot be memory-mapped
-        owner = faiss.read_index(str(path))
+    except RuntimeError:  # index types that cannot be memory-mapped (or a corrupt file: named by the reader)
+        owner = read_faiss_index(path)
     index = faiss.downcast_index(owner)  # a view: ``owner`` must stay alive while it is used
     parts = [type(index).__name__, f"{index.ntotal:,} vectors", f"dim {index.d}",
              "inner product" if index.metric_type == faiss.METRIC_INNER_PRODUCT else f"metric {index.metric_type}"]

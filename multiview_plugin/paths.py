@@ -1,0 +1,204 @@
+"""Output paths that cannot destroy inputs (bottom floor: imports nothing of the package but its errors).
+
+Every driver routes its outputs through these helpers:
+
+- :func:`refuse_output_over_input`: an output that resolves to one of the run's inputs (same path after
+  symlinks, or the same file through a hard link) is refused before anything is written.
+- :func:`check_output_folder` / :func:`swap_in_folder`: a folder output (an index) is only ever *replaced*
+  when it is one of ours and the user asked (``--overwrite``); the new one is built in a temporary sibling and
+  swapped in with renames once complete, the old one kept until then.
+- :class:`OutputLock`: one writer per output; a second one is refused while the first runs, and a lock left by
+  a killed process (its pid no longer running) is taken over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from multiview_plugin.errors import ConfigError, MultiViewError
+
+logger = logging.getLogger(__name__)
+
+LOCK_SUFFIX = ".lock"
+
+
+def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` name the same file: equal resolved paths (through symlinks), or, when both
+    exist, the same inode (hard links)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    with contextlib.suppress(OSError):
+        return os.path.samefile(a, b)
+    return False
+
+
+def _inside(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def refuse_output_over_input(outputs: Mapping[str, str | os.PathLike | None],
+                             inputs: Mapping[str, str | os.PathLike | Iterable[str | os.PathLike] | None],
+                             folder_outputs: Iterable[str] = ()) -> None:
+    """Raise :class:`ConfigError` when an output is one of the inputs.
+
+    ``outputs`` / ``inputs``: flag name (``--output``) → path (or several paths for an input; None: unset).
+    ``folder_outputs``: the output flags that name folders: an input *inside* such a folder is refused too
+    (writing or replacing the folder could destroy it).
+    """
+    folders = set(folder_outputs)
+    for out_flag, out in outputs.items():
+        if not out:
+            continue
+        for in_flag, given in inputs.items():
+            if not given:
+                continue
+            paths = [given] if isinstance(given, (str, os.PathLike)) else list(given)
+            for path in paths:
+                if not path:
+                    continue
+                if same_path(out, path):
+                    raise ConfigError(f"{out_flag} {out} is the same file as {in_flag} {path}: writing it would "
+                                      "destroy the input; choose another output path")
+                if out_flag in folders and _inside(path, out):
+                    raise ConfigError(f"{out_flag} {out} holds the input {in_flag} {path}: writing the folder "
+                                      "could destroy it; choose another output folder")
+
+
+def check_output_folder(folder: str | os.PathLike, is_ours: bool, overwrite: bool, what: str,
+                        own_files: Iterable[str] | None = None, flag: str = "--overwrite") -> None:
+    """Refuse to write ``folder`` unless it is absent, empty, or one of ours being replaced on request.
+
+    ``is_ours``: whether ``folder`` holds one of our outputs (e.g. an index's ``multiview.json``).
+    ``own_files``: names such a folder may hold; anything else in it (a user's file) blocks replacing it.
+    """
+    folder = Path(folder)
+    if not os.path.lexists(folder):
+        return
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} exists and is not a folder; choose another output path for the {what}")
+    entries = sorted(p.name for p in folder.iterdir())
+    if not entries:
+        return
+    if not is_ours:
+        raise ConfigError(f"{folder} is not empty and is not a {what} (it holds {', '.join(entries[:3])}"
+                          f"{' ...' if len(entries) > 3 else ''}); refusing to replace it: choose a new or empty "
+                          "folder")
+    if not overwrite:
+        raise ConfigError(f"{folder} already holds a {what}; pass {flag} to replace it")
+    if own_files is not None:
+        foreign = [name for name in entries if name not in set(own_files)]
+        if foreign:
+            raise ConfigError(f"{folder} holds a {what} and also {', '.join(foreign[:3])}, which it did not write; "
+                              f"refusing to replace the folder (move those files out first)")
+
+
+def swap_in_folder(new: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Move the complete folder ``new`` to ``target`` (same file system), replacing ``target`` only now.
+
+    The old ``target`` (already checked by :func:`check_output_folder`) is renamed aside first, then ``new`` is
+    renamed into place, then the old one is removed; should the second rename fail, the old one is put back.
+    An empty ``target`` folder is simply removed.
+    """
+    new, target = Path(new), Path(target)
+    if not target.exists():
+        os.replace(new, target)
+        return
+    if target.is_dir() and not any(target.iterdir()):
+        target.rmdir()
+        os.replace(new, target)
+        return
+    aside = target.with_name(f".{target.name}.old.{secrets.token_hex(4)}")
+    os.replace(target, aside)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(aside, target)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+class WriterBusyError(MultiViewError):
+    """Another process is writing the same output."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    except OSError:
+        return False
+    return True
+
+
+class OutputLock:
+    """``<output>.lock``, created with ``O_EXCL`` and holding the writer's pid; removed on exit.
+
+    A second writer of the same output is refused (:class:`WriterBusyError`) while the first runs; a lock
+    whose pid no longer runs (a killed writer) is stale and taken over with a warning.
+    """
+
+    def __init__(self, output: str | os.PathLike):
+        self.output = Path(output)
+        self.path = self.output.with_name(self.output.name + LOCK_SUFFIX)
+        self.held = False
+
+    def acquire(self) -> OutputLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                pid = self._owner()
+                if pid is not None and _pid_alive(pid):
+                    raise WriterBusyError(f"{self.output}: another writer (pid {pid}) holds it ({self.path}); wait "
+                                          "for it to finish or choose another output path") from None
+                if pid is None and self._young():
+                    raise WriterBusyError(f"{self.output}: another writer is starting ({self.path}); wait for it "
+                                          "or choose another output path") from None
+                logger.warning("%s: removing a stale lock (pid %s is not running)", self.path, pid)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{os.getpid()}\n")
+            self.held = True
+            return self
+        raise WriterBusyError(f"{self.output}: could not take the lock {self.path}")
+
+    def _owner(self) -> int | None:
+        try:
+            return int(self.path.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            return None
+
+    def _young(self) -> bool:
+        """A lock file without a pid yet, created in the last few seconds (its writer is mid-creation)."""
+        import time
+
+        try:
+            return time.time() - self.path.stat().st_mtime < 5
+        except OSError:
+            return False
+
+    def release(self) -> None:
+        if self.held:
+            with contextlib.suppress(OSError):
+                if self._owner() == os.getpid():
+                    os.unlink(self.path)
+            self.held = False
+
+    def __enter__(self) -> OutputLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
