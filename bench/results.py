@@ -42,6 +42,7 @@ DATASETS = {
                 ["nDCG@10", "R@1", "R@5", "R@20", "MRR@10"]),
 }
 HEADERS = {"answer_Top1": "top-1", "answer_Top5": "top-5", "answer_Top20": "top-20"}
+HYBRID_BASES = ("dpr", "dcsr-mean", "minilm-zero-shot")
 SYSTEM_NAMES = {
     "bm25": "BM25 (bm25s)", "minilm-zero-shot": "MiniLM zero-shot", "dpr": "dpr (mean pooling)",
     "dpr-cls": "dpr ([CLS])", "mvr": "mvr (k = 8, shared position 0)",
@@ -63,6 +64,9 @@ SYSTEM_NAMES = {
     "dcsr-mean-passage-pv (max)": "dcsr-mean-passage-pv (sentences + passage view, passage-level training, max)",
     "dcsr-independent": "dcsr-independent (sentences alone, HasAns)",
     "dcsr-independent (max)": "dcsr-independent (sentences alone, max)",
+    # dense + BM25 (quickstart --hybrid): score interpolation with alpha chosen on dev, and reciprocal rank fusion
+    **{f"{m}+bm25": f"{m} + BM25 (score interpolation)" for m in HYBRID_BASES},
+    **{f"{m}+bm25 (rrf)": f"{m} + BM25 (reciprocal rank fusion)" for m in HYBRID_BASES},
 }
 PLOTS = RESULTS / "plots"
 
