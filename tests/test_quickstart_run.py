@@ -81,7 +81,8 @@ def test_quickstart_hybrid_rows_per_question_outcomes_and_p_values(tiny_bert, tm
             assert abs(r["p_delta"] - (r["answer_Top1"] - rows["dpr"]["answer_Top1"])) < 1e-9
     assert rows["dpr"]["seed"] == 42
     differing = [r for r in rows.values() if "p_test" in r and "sign flips" in r["p_test"]]
-    assert differing and all("200 sign flips" in r["p_test"] for r in differing)  # --significance_permutations reaches the test
+    # --significance_permutations reaches the test
+    assert differing and all("200 sign flips" in r["p_test"] for r in differing)
     # fusion changes the ranking: the hybrid is neither side's run
     assert rows["dpr+bm25"]["per_query"]["ranks"] != rows["dpr"]["per_query"]["ranks"] or \
         rows["dpr+bm25"]["per_query"]["ranks"] != rows["bm25"]["per_query"]["ranks"]
@@ -113,3 +114,19 @@ def test_hybrid_alpha_is_chosen_on_dev_from_the_grid(tmp_path):
     fixed = hybrid_rows("m", eval_dense, None, Hybrid(eval_bm25, None, [0.0, 1.0], 0.9), files, data)
     assert fixed[0]["hybrid_alpha"] == 0.9 and fixed[0]["hybrid_alpha_source"].startswith("fixed")
     assert fixed[1]["system"] == "m+bm25 (rrf)" and fixed[1]["fusion"] == "rrf"
+
+
+def test_models_from_evaluates_another_runs_models_without_training(tiny_bert, tmp_path, capsys):
+    first, second = tmp_path / "a", tmp_path / "b"
+    common = ["--backbone", str(tiny_bert), "--steps", "2", "--batch_size", "4", "--passage_max_len", "64",
+              "--systems", "minilm-zero-shot", "dpr"]
+    assert main([*common, "--output_dir", str(first)]) == 0
+    assert main([*common, "--output_dir", str(second), "--models_from", str(first), "--tag=-moved"]) == 0
+    a = {r["system"]: r for r in json.loads((first / "results.json").read_text())}
+    b = {r["system"]: r for r in json.loads((second / "results.json").read_text())}
+    assert b["dpr-moved"]["transfer_from"] == str(first / "models" / "dpr") and b["dpr-moved"]["train_s"] == 0.0
+    assert not (second / "models" / "dpr-moved").exists()  # nothing trained
+    assert b["dpr-moved"]["per_query"] == a["dpr"]["per_query"]  # the same model on the same data
+    assert "transfer_from" not in b["minilm-zero-shot-moved"]  # untrained systems are built as always
+    assert main([*common, "--output_dir", str(tmp_path / "c"), "--models_from", str(tmp_path / "none")]) == 2
+    assert "no model of 'dpr'" in capsys.readouterr().err

@@ -154,6 +154,17 @@ def train_system(name: str, args: argparse.Namespace, files: dict[str, Path], ou
     return (model_dir / "best" if dev else model_dir), elapsed, curves
 
 
+def transferred_model(run_dir: Path, name: str) -> tuple[Path, dict]:
+    """The model of ``name`` saved by an earlier quickstart run (its --output_dir): the dev-selected ``best``
+    checkpoint where there is one, and that run's curves."""
+    from multiview_plugin.errors import ConfigError
+
+    model_dir = run_dir / "models" / name
+    if not model_dir.is_dir():
+        raise ConfigError(f"--models_from {run_dir}: no model of {name!r} in {run_dir / 'models'}")
+    return (model_dir / "best" if (model_dir / "best").is_dir() else model_dir), training_curves(model_dir)
+
+
 def training_curves(model_dir: Path) -> dict:
     """``{"loss": [[step, loss], ...], "dev": [[step, value], ...], "dev_metric", "best_step"}`` of a run."""
     curves: dict = {}
@@ -453,6 +464,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--hybrid: the alpha grid searched on dev (default 0, 0.05, ..., 1).")
     p.add_argument("--hybrid_alpha", type=float, default=0.5, help="--hybrid without a dev split (e.g. --data "
                    "scifact, whose dev carve is the reported set): the fixed alpha used (default 0.5).")
+    p.add_argument("--models_from", help="Evaluate the trained systems that an earlier quickstart run saved (its "
+                   "--output_dir; <dir>/models/<system>/best where it was dev-selected) instead of training them: "
+                   "zero-shot transfer, e.g. SQuAD-trained models on --data scifact. Rows record transfer_from; "
+                   "name them apart with --tag (e.g. --tag=-from-squad). --steps should repeat the source run's.")
     p.add_argument("--significance_permutations", type=int, default=10_000, help="Sign flips of the paired "
                    "randomization test of every row's top-1 hits against dpr of the same run (default 10000, seed 0).")
     return p
@@ -491,8 +506,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             for row in found:
                 row.update(steps=0, train_s=0.0, backbone="bm25s")
         else:
-            logger.info("== %s: train", name)
-            model_dir, train_s, curves = train_system(name, args, files, out)
+            if args.models_from and SYSTEMS[name][2]:
+                model_dir, curves = transferred_model(Path(args.models_from), name)
+                train_s = 0.0
+                logger.info("== %s: evaluating %s (trained in another run: transfer)", name, model_dir)
+            else:
+                logger.info("== %s: train", name)
+                model_dir, train_s, curves = train_system(name, args, files, out)
             logger.info("== %s: encode, index, search, evaluate", name)
             found = evaluate_system(name + args.tag, model_dir, files, data, out, args.dce_max_queries, hybrid)
             for row in found:
@@ -500,6 +520,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            train_flags=args.train_flags, seed=train_seed(args.train_flags))
                 if "best_step" in curves:
                     row["best_step"] = curves["best_step"]
+                if args.models_from and SYSTEMS[name][2]:
+                    row["transfer_from"] = str(model_dir)
         for row in found:
             rows.append({**setting, **row, "wall_s": time.perf_counter() - start})
     add_significance(rows, "dpr" + args.tag, args.significance_permutations)
