@@ -30,7 +30,12 @@ setup(
     ],
     extras_require={
         # peft: the LoRA tests run with the rest (without it they would skip, unseen, in CI's core step)
-        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13"],
+        # qdrant-client: the Qdrant backend's tests (embedded mode, tiny data) run in CI's core step too;
+        # hypothesis: the property-based tests of bad input
+        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13", "qdrant-client>=1.16", "hypothesis>=6.100"],
+        # Qdrant backend (driver.index --backend qdrant): embedded storage, or a server/cluster via --qdrant_url.
+        # 1.16+: collection metadata (the model identity that guards resumed ingests), MAX_SIM multivectors.
+        "qdrant": ["qdrant-client>=1.16"],
         # GPU Faiss: install faiss-gpu-cu12 (or conda's faiss-gpu) instead of faiss-cpu on CUDA machines.
         "gpu": ["faiss-gpu-cu12>=1.8"],
         "t5": ["sentencepiece>=0.1.99"],

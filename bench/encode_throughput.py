@@ -8,7 +8,7 @@
    resident memory (RssAnon) and peak RSS (VmHWM). Bounded streaming means the growth from 2k to 20k docs
    stays far below the 20k-doc shard's size.
 
-    python bench/encode_throughput.py --squad ../shared/data/squad/dev-v1.1.json --docs 512
+    python bench/encode_throughput.py --squad $DATA/squad/dev-v1.1.json --docs 512
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
-from multiview_plugin.driver.common import parse_dataclasses
-from multiview_plugin.driver.encode import encode_to_shard
+from multiview_plugin.cli import parse_dataclasses
+from multiview_plugin.encoding.encode import encode_to_shard
 from multiview_plugin.registry import get_encoder_class
 
 MEMORY_CHILD = r"""
@@ -35,7 +35,7 @@ import torch
 from transformers import BertConfig, BertModel, BertTokenizerFast
 sys.path.insert(0, sys.argv[3])
 from multiview_plugin.arguments import DataArguments, ModelArguments
-from multiview_plugin.driver.encode import encode_to_shard
+from multiview_plugin.encoding.encode import encode_to_shard
 from multiview_plugin.registry import get_encoder_class
 
 n_docs, work = int(sys.argv[1]), Path(sys.argv[2])

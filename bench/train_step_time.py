@@ -1,4 +1,4 @@
-"""Seconds per training step, DPR vs MVR, on the SQuAD-dev protocol (SPEC §4) with all-MiniLM-L6-v2.
+"""Seconds per training step, DPR vs MVR, on the SQuAD-dev protocol (docs/data-formats.md) with all-MiniLM-L6-v2.
 
 Converts ``squad/dev-v1.1.json`` to Tevatron train jsonl (questions of articles 0-31, one BM25 hard negative).
 
@@ -9,8 +9,8 @@ Converts ``squad/dev-v1.1.json`` to Tevatron train jsonl (questions of articles 
    curve; with ``--eval`` also encodes the 2,067 paragraphs and the 3,335 held-out questions (articles 32-47)
    and reports gold-paragraph Recall@1/5/20 by exact brute-force max-sim.
 
-    python bench/train_step_time.py --squad ../shared/data/squad/dev-v1.1.json --timing_steps 20
-    python bench/train_step_time.py --squad ../shared/data/squad/dev-v1.1.json --finetune --steps 60 --eval
+    python bench/train_step_time.py --squad $DATA/squad/dev-v1.1.json --timing_steps 20
+    python bench/train_step_time.py --squad $DATA/squad/dev-v1.1.json --finetune --steps 60 --eval
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ logging.basicConfig(level=logging.WARNING)
 
 
 MODEL_FLAGS = {
-    # SPEC §6: MiniLM was trained with cosine similarity: fine-tune on normalised vectors, small temperature.
+    # MiniLM was trained with cosine similarity: fine-tune on normalised vectors, small temperature (docs/methods.md).
     "dpr": ["--pooling", "mean", "--normalize", "--temperature", "0.05"],
     "mvr": ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03", "--mvr_num_views", "8"],
 }
@@ -40,8 +40,8 @@ MODEL_FLAGS = {
 
 def interleaved_timing(args: argparse.Namespace, data: dict) -> None:
     from multiview_plugin.arguments import DataArguments, ModelArguments
+    from multiview_plugin.cli import parse_dataclasses
     from multiview_plugin.data.dataset import TrainCollator, TrainDataset, load_train_records
-    from multiview_plugin.driver.common import parse_dataclasses
     from multiview_plugin.registry import get_encoder_class
 
     records = load_train_records(str(data["train"]))
@@ -137,7 +137,7 @@ def main() -> None:
     parser.add_argument("--finetune", action="store_true", help="also fine-tune both through the driver")
     parser.add_argument("--steps", type=int, default=60, help="--finetune: training steps per model")
     parser.add_argument("--batch_size", type=int, default=16, help="queries per step (each with 2 passages)")
-    parser.add_argument("--passage_max_len", type=int, default=192, help="passage positions (SPEC §6: 192)")
+    parser.add_argument("--passage_max_len", type=int, default=192, help="passage positions (the results' 192)")
     parser.add_argument("--pad_to_multiple_of", type=int, default=0,
                         help="timing: batch padding multiple for both models (0 = none, the CPU default; "
                         "16 = Tevatron's GPU default)")

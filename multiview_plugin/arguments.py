@@ -3,17 +3,33 @@
 Field names and defaults follow Tevatron v2 (``tevatron.retriever.arguments``) so its commands work unchanged;
 the multi-view options are namespaced by method (``--mvr_*``). A single ``.json`` file given as the only
 argument is read as a config, like Tevatron and the Hugging Face examples.
+
+``ModelArguments`` is assembled from the registry: :class:`BaseModelArguments` (the flags every method shares)
+plus the typed options of every registered method (each method's ``options_class``, declared next to its
+encoder; see :mod:`multiview_plugin.modeling.options`), so a method added through the
+``multiview_plugin.encoders`` entry points brings its own flags. :func:`model_arguments` builds it for the methods
+registered now; ``from multiview_plugin.arguments import ModelArguments`` gives that class.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from transformers import TrainingArguments
 
+from multiview_plugin.errors import ConfigError
+
+# the built-in methods' flags come in this order in --help (then other methods', by name)
+_HELP_ORDER = ("mvr", "mlr", "dcsr", "mebert")
+
 
 @dataclass
-class ModelArguments:
+class BaseModelArguments:
     model_name_or_path: str = field(
         metadata={"help": "Backbone to start from (HF folder or hub id), or a saved multiview_plugin model "
                   "folder (one holding multiview_config.json) to continue training it."}
@@ -106,119 +122,6 @@ class ModelArguments:
         metadata={"help": "Comma-separated names of the Linear modules that get adapters (Tevatron's default names "
                   "LLaMA-style layers; BERT-like backbones such as all-MiniLM-L6-v2: query,key,value,dense; T5: "
                   "q,k,v,o). Names no module has are an error that lists the backbone's Linear module names."},
-    )
-    # --- MVR (Zhang et al., 2022) ---
-    mvr_num_views: int = field(
-        default=8, metadata={"help": "MVR: number k of document viewer tokens [VIE1]..[VIEk] (paper best: 8)."}
-    )
-    mvr_lambda: float = field(
-        default=0.01, metadata={"help": "MVR: weight lambda of the local uniformity loss (paper: 0.01)."}
-    )
-    mvr_alpha: float = field(
-        default=0.1, metadata={"help": "Annealed temperature: decay rate alpha per epoch (MVR paper: 0.1)."}
-    )
-    mvr_min_temperature: float = field(
-        default=0.3, metadata={"help": "Annealed temperature: floor of tau (MVR paper: 0.3)."}
-    )
-    mvr_viewer_init: str = field(
-        default="random",
-        metadata={"help": "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
-                  "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding)."},
-    )
-    mvr_views: str = field(
-        default="paper",
-        metadata={"help": "MVR: what a document view is. 'paper': the last-layer state of viewer token i (eq. 3). "
-                  "'residual' (for mean-pooled backbones such as all-MiniLM-L6-v2): the document text is encoded "
-                  "exactly as dpr encodes it (the viewers are appended as read-only tokens: they attend to the text, "
-                  "the text does not attend to them), and view i = pool(text) + g_i * h(viewer i) with a learned gate "
-                  "g_i that starts at 0, so an untrained model scores exactly like dpr with the same --pooling; "
-                  "queries are pooled like dpr's."},
-    )
-    mvr_gate_learning_rate: float | None = field(
-        default=None,
-        metadata={"help": "MVR --mvr_views residual: learning rate of the view gates g_i (default 1e-3: at the "
-                  "backbone's 2e-5 they barely leave 0 within a few thousand steps, so the views never diverge)."},
-    )
-    mvr_viewer_positions: str = field(
-        default="shared",
-        metadata={"help": "MVR: 'shared' (the paper: every viewer at position id 0, text from 1) or 'distinct' "
-                  "(viewers at 0..k-1, text from k). Backbones whose position 0 is an attention sink (e.g. "
-                  "all-MiniLM-L6-v2) map all shared-position viewers to one state (Local Variation ~ 0); "
-                  "'distinct' keeps the views apart."},
-    )
-    # --- MLR (multi-layer representations) ---
-    mlr_layers: str | None = field(
-        default=None,
-        metadata={"help": "MLR: comma-separated 1-based layers (0 = embeddings), must include the last; default "
-                  "scaled to the depth n: last four for --mlr_pooling max (BERT-base 12,11,10,9), n and "
-                  "round(10n/12) for the single-vector poolings (BERT-base 12,10)."},
-    )
-    mlr_pooling: str = field(
-        default="self_contrastive",
-        metadata={"help": "MLR: 'max' (multi-vector, every layer indexed), 'self_contrastive' (single-vector, "
-                  "the paper's best: last layer indexed), 'average' or 'scalar_mix' (learned layer weights)."},
-    )
-    mlr_layer_pooling: str = field(
-        default="cls",
-        metadata={"help": "MLR: how a layer's vector is read from its token states (queries: the last layer, the "
-                  "same way): 'cls' (the first token, the paper for BERT) or 'mean' (masked mean: the paper's form "
-                  "for T5, and the one to use for mean-pooled backbones such as all-MiniLM-L6-v2). T5 is always "
-                  "'mean'."},
-    )
-    mlr_lambda: float = field(
-        default=1.0, metadata={"help": "MLR self-contrastive: weight of the regulariser (paper: 1.0 for "
-                               "NQ/TriviaQA/SQuAD, 0.01 for MS MARCO)."},
-    )
-    mlr_reg_temperature: float | None = field(
-        default=None, metadata={"help": "MLR self-contrastive: regulariser temperature (default: --temperature)."}
-    )
-    # --- DCSR (dense contextual sentence representations) ---
-    dcsr_in_passage_negatives: int = field(
-        default=1,
-        metadata={"help": "DCSR: in-passage negatives per query, sentences of the positive passage without an "
-                  "answer (a hard-negative passage's sentences stand in when there are too few). Paper: 1."},
-    )
-    dcsr_bm25_negatives: int = field(
-        default=1,
-        metadata={"help": "DCSR: hard-negative sentences per query, one random sentence from each of this many "
-                  "hard-negative passages of the train file (paper: 1; Table 4 also tries 2 with no in-passage). "
-                  "Positives are answer sentences; for datasets without answers (MS MARCO, BEIR) the sentence "
-                  "sharing the most content words with the query. --train_group_size is not used by dcsr's sentence "
-                  "training (it is by --dcsr_train_unit passage)."},
-    )
-    dcsr_marker_init: str = field(
-        default="random",
-        metadata={"help": "DCSR: how the new <sent> marker embedding starts: 'random' (at the backbone's "
-                  "embedding scale) or 'cls' (a copy of the [CLS] embedding)."},
-    )
-    dcsr_sentence_pooling: str = field(
-        default="marker",
-        metadata={"help": "DCSR: what a sentence vector is. 'marker' (the paper): the state of the <sent> marker "
-                  "put before the sentence in the whole-passage encoding. 'mean': the masked mean of the sentence's "
-                  "own token states in the whole-passage encoding, without markers (so an untrained mean-pooled "
-                  "backbone such as all-MiniLM-L6-v2 already gives good sentence vectors). 'independent' (a "
-                  "baseline without context): each sentence encoded alone and mean-pooled."},
-    )
-    dcsr_train_unit: str = field(
-        default="sentence",
-        metadata={"help": "DCSR: what a training example ranks. 'sentence' (the paper): each query's positive "
-                  "sentence against its sentence negatives (--dcsr_in_passage_negatives, --dcsr_bm25_negatives) and "
-                  "the batch's other selected sentences. 'passage': whole passages, each scored by its best sentence "
-                  "(max over its sentence vectors), against the batch's other passages and --train_group_size - 1 "
-                  "hard-negative passages per query; no positive sentence has to be guessed, so use it where the "
-                  "data has no answer strings (BEIR, MS MARCO), where the best-overlap sentence is a noisy label. "
-                  "The two sentence-negative options do not apply to 'passage' and must stay at their defaults."},
-    )
-    dcsr_passage_view: bool = field(
-        default=False,
-        metadata={"help": "DCSR (a variant, not the paper): also index the whole passage as one more view, pooled by "
-                  "--pooling from the same encoding and placed after the passage's sentence views, so a passage "
-                  "scores max(its passage vector, its best sentence). With --pooling mean the untrained model "
-                  "already holds dpr's vector beside the sentences. Not with --dcsr_sentence_pooling independent."},
-    )
-    # --- ME-BERT ---
-    mebert_num_vectors: int = field(
-        default=8, metadata={"help": "ME-BERT: number k of leading last-layer token states per document."}
     )
 
 
@@ -360,6 +263,84 @@ class MultiViewTrainingArguments(TrainingArguments):
         if self.warmup_ratio and not self.warmup_steps and not _honours_warmup_ratio():
             self.warmup_steps = self.warmup_ratio  # a float below 1 is a ratio of the total steps there
         super().__post_init__()
+
+
+def _method_options() -> list[tuple[str, type]]:
+    """``(method name, options class)`` of every registered method, in --help order."""
+    from multiview_plugin.modeling.options import MethodOptions
+    from multiview_plugin.registry import ENCODERS
+
+    names = ENCODERS.names()
+    ordered = [n for n in _HELP_ORDER if n in names] + [n for n in names if n not in _HELP_ORDER]
+    out = []
+    for name in ordered:
+        options = getattr(ENCODERS.get(name), "options_class", MethodOptions)
+        if options.option_fields():
+            out.append((name, options))
+    return out
+
+
+def option_owners() -> dict[str, str]:
+    """``{flag name: method}`` for every method option of the registered methods."""
+    return {flag: name for name, options in _method_options() for flag in options.flags()}
+
+
+_CACHE: dict[tuple, type] = {}
+
+
+def model_arguments() -> type:
+    """``ModelArguments``: :class:`BaseModelArguments` plus the flags of every registered method."""
+    methods = _method_options()
+    key = tuple(methods)
+    if key not in _CACHE:
+        taken = {f.name: "the shared model flags" for f in dataclasses.fields(BaseModelArguments)}
+        extra = []
+        for name, options in methods:
+            for flag, kind, spec in options.argument_fields():
+                if flag in taken:
+                    raise ConfigError(f"method {name!r} declares --{flag}, which {taken[flag]} already define")
+                taken[flag] = f"method {name!r}"
+                extra.append((flag, kind, spec))
+        cls = dataclasses.make_dataclass("ModelArguments", extra, bases=(BaseModelArguments,))
+        cls.__module__ = __name__
+        cls.__doc__ = "The model flags: the shared ones and every registered method's options (--mvr_*, ...)."
+        cls.assembled_from_registry = True  # parse_dataclasses swaps it for the current one (plugins loaded since)
+        _CACHE[key] = cls
+    return _CACHE[key]
+
+
+def given_flags(argv: Sequence[str]) -> list[str]:
+    """The flag names given in ``argv`` (``--name`` / ``--name=value`` / ``--no_name``), or the keys of the
+    ``.json`` config file given as its only argument."""
+    argv = list(argv)
+    if len(argv) == 1 and argv[0].endswith(".json") and os.path.isfile(argv[0]):
+        try:
+            with open(argv[0], encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return []  # the parser reports it
+        return list(data) if isinstance(data, dict) else []
+    return [t[2:].split("=", 1)[0] for t in argv if t.startswith("--")]
+
+
+def refuse_foreign_options(argv: Sequence[str], model_name: str) -> None:
+    """Refuse, in one line, the method options in ``argv`` that belong to a method other than ``model_name``
+    (``--model_name dpr --mvr_num_views 8``): the model would be built without them."""
+    owners = option_owners()
+    foreign = []
+    for flag in given_flags(argv):
+        base = flag[3:] if flag.startswith("no_") and flag[3:] in owners else flag
+        if owners.get(base, model_name) != model_name:
+            foreign.append(f"--{base} belongs to {owners[base]}")
+    if foreign:
+        raise ConfigError(f"{'; '.join(foreign)}, not --model_name {model_name}: drop "
+                          f"{'it' if len(foreign) == 1 else 'them'} or train that method")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ModelArguments":
+        return model_arguments()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _honours_warmup_ratio() -> bool:

@@ -122,6 +122,11 @@ def _build() -> dict[str, type]:
             aggregation, options = self._aggregation
             self.multiview = MultiVectorSearcher(index_dir, aggregation=aggregation, aggregation_options=options)
             store = self.multiview.store
+            if getattr(store, "index", None) is None:
+                from multiview_plugin.errors import ConfigError
+
+                raise ConfigError(f"{index_dir} is a {self.multiview.meta.backend} index, not a Faiss one: search it "
+                                  "with multiview_plugin.search.MultiVectorSearcher (the same API) or driver.search")
             return store.index, store.docids[store.row_doc].tolist()
 
         def _vectors(self, queries: Any) -> np.ndarray:
@@ -233,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     import torch
 
-    from multiview_plugin.driver.search import load_topics
+    from multiview_plugin.data.topics import load_topics
     from multiview_plugin.modeling.base import load_encoder
 
     topics = load_topics(args.topics)

@@ -305,6 +305,7 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
     run = Runner(args.dry_run)
     start = time.perf_counter()
     print(f"== {benchmark} / {method}: {recipe.get('paper', '')}", flush=True)
+    plan = check_plan(benchmark, method, recipe, args)
     if benchmark in DPR_FILES:
         prepared = prepare_dpr(benchmark, args, data, run)
     elif benchmark == "msmarco":
@@ -355,8 +356,12 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
             run("multiview_plugin.driver.encode", flags(enc))
         index = out / "index" / key
         if not (index / "multiview.json").is_file():
-            run("multiview_plugin.driver.index", ["--passage_reps", str(emb / key / "corpus.*.pkl"),
-                                                  "--index_dir", str(index)])
+            index_flags = ["--passage_reps", str(emb / key / "corpus.*.pkl"), "--index_dir", str(index)]
+            if plan is not None and not args.smoke and plan["index_factory"] != "Flat":
+                index_flags += ["--index_factory", plan["index_factory"]]
+                if plan["doc_index_factory"]:
+                    index_flags += ["--doc_index_factory", plan["doc_index_factory"]]
+            run("multiview_plugin.driver.index", index_flags)
         for ev in prepared["evals"]:
             if str(ev.get("corpus", prepared.get("corpus"))) != corpus:
                 continue
@@ -391,6 +396,24 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
     return summary
 
 
+def check_plan(benchmark: str, method: str, recipe: dict, args: argparse.Namespace) -> dict | None:
+    """Print the full-scale resource plan (recipes/plan.py); refuse, before any stage runs, a plan needing more
+    RAM than this machine has (unless --force_plan). --smoke runs keep their Flat index on a tiny slice."""
+    sys.path.insert(0, str(RECIPES))
+    from plan import machine_ram_gb, make_plan, plan_line
+
+    plan = make_plan(benchmark, method, recipe, args.ram_budget_gb)
+    print(plan_line(plan) + (" [--smoke builds Flat on its slice]" if args.smoke else ""), flush=True)
+    if plan is None or args.smoke or args.dry_run:
+        return plan
+    ram = machine_ram_gb()
+    if plan["ram_gb"] > ram and not args.force_plan:
+        raise SystemExit(f"plan needs {plan['ram_gb']:.0f} GB of RAM for its {plan['index']} index, this machine has "
+                         f"{ram:.0f} GB: run it on a larger machine, lower --ram_budget_gb to choose a smaller "
+                         "index, or pass --force_plan")
+    return plan
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python recipes/run.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -410,6 +433,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train_beir_dir", help="beir: a BEIR folder with qrels/train.tsv to train on (e.g. scifact).")
     p.add_argument("--checkpoint", help="Skip training: evaluate this saved model.")
     p.add_argument("--pseudo_queries", help="dce with --checkpoint: the corpus's pseudo-query file.")
+    p.add_argument("--ram_budget_gb", type=float, default=256.0, help="Full-scale plans choose the index (exact "
+                   "Flat if it fits, else the fastest measured to keep >= 0.98 of exact recall) that fits this much "
+                   "RAM (default 256); the plan line is printed first.")
+    p.add_argument("--force_plan", action="store_true", help="Run even when the plan needs more RAM than this "
+                   "machine has (default: refuse before training or encoding).")
     return p
 
 

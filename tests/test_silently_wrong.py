@@ -368,3 +368,107 @@ def test_crafted_lookup_that_expands_is_refused_before_converting(tmp_path, caps
     for lookup in (["a", "b"], [1, 2], np.array([1, 2]), np.array(["a", "b"]), ("a", "b")):
         assert read_shard(_crafted(tmp_path, np.zeros((2, 4), dtype=np.float32), lookup))[1] == [
             str(x) for x in lookup]
+
+
+# --------------------------------------------------------------------------- found by tests/test_properties.py
+
+
+def test_tsv_corpus_header_after_a_blank_line_is_not_a_document(tmp_path):
+    path = tmp_path / "psgs.tsv"
+    path.write_text("\nid\ttext\ttitle\nd1\tparis is big\tParis\n")
+    assert load_corpus(path) == {"d1": "Paris paris is big"}
+
+
+def test_tsv_quote_that_swallows_lines_is_refused(tmp_path):
+    """An unbalanced quote made csv read three rows as one (two documents lost, exit 0)."""
+    path = tmp_path / "psgs.tsv"
+    path.write_text('d1\t"paris is big\tParis\nd2\trome\tRome\nd3\tberlin" x\tBerlin\nd4\tmoon\tMoon\n')
+    with pytest.raises(InputFormatError, match=r"psgs.tsv line 1: a quoted field runs on to line 3"):
+        load_corpus(path)
+
+
+def test_qrels_first_line_is_a_header_only_when_it_names_columns(tmp_path):
+    from multiview_plugin.data.readers import load_qrels
+
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q1\td1\thigh\nq1\td2\t1\n")  # a bad first judgment was skipped as a "header"
+    with pytest.raises(InputFormatError, match=r"qrels.tsv line 1: field 'relevance'"):
+        load_qrels(path)
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n")
+    assert load_qrels(path) == {"q1": {"d2": 1}}
+    path.write_text("q1 0 d1 1\nq1 0 d1 0\n")  # the later judgment silently won
+    with pytest.raises(InputFormatError, match=r"line 2: field 'relevance'.*judged 0 here but 1"):
+        load_qrels(path)
+    path.write_text("q1 0 d1 1\nq1 0 d1 1\n")  # the same judgment twice is harmless
+    assert load_qrels(path) == {"q1": {"d1": 1}}
+
+
+def test_run_errors_are_located_not_tracebacks(tmp_path):
+    run = tmp_path / "run.txt"
+    run.write_text("q1\td1\t1.5\nq1\td2\thigh\n")  # was an IndexError traceback
+    with pytest.raises(InputFormatError, match=r"run.txt line 2: field 'score'"):
+        read_run(run, "tevatron")
+    run.write_bytes(b"q1\td1\t1.5\nq1\td2\t\xff1.0\n")  # bad UTF-8: now with its line
+    with pytest.raises(InputFormatError, match=r"run.txt line 2: not valid UTF-8"):
+        read_run(run, "tevatron")
+
+
+@pytest.mark.parametrize("bad_id", ["a b", "a\nb", "", "tab\tid", "zero\u200bwidth"])
+def test_shard_ids_that_would_corrupt_line_files_are_refused(tmp_path, capsys, bad_id):
+    """An id with a line end shifted every later docid line of the index by one (exit 0)."""
+    path = _crafted(tmp_path, np.eye(3, 4, dtype=np.float32), ["d1", bad_id, "d3"])
+    assert index_main(["--passage_reps", str(path), "--index_dir", str(tmp_path / "idx"), "--allow_partial"]) == 2
+    _one_line_error(capsys, str(path), "lookup row 1")
+    assert not (tmp_path / "idx").exists()
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda m: m.update(surprise=1), "unknown field 'surprise'"),
+    (lambda m: m.pop("dim"), "field 'dim' is missing"),
+    (lambda m: m.update(dim="8"), "field 'dim': expected an integer"),
+    (lambda m: m.update(num_docs=-1), "field 'num_docs': expected a non-negative"),
+    (lambda m: m.update(views_per_doc="many"), "'variable'"),
+    (lambda m: m.update(extra=[]), "field 'extra': expected an object"),
+    (lambda m: m.update(format_version=99), "newer than this version"),
+    (lambda m: m.update(aggregation="median"), "unknown aggregation 'median'"),
+    (lambda m: m.update(num_vectors=m["num_vectors"] - 1), "lines, but"),
+    (lambda m: m.update(num_docs=m["num_docs"] + 1), "names 8 documents"),
+    (None, "expected a JSON object"),
+    ("truncate", "not valid JSON"),
+])
+def test_malformed_multiview_json_is_one_line(setup, tmp_path, capsys, edit, needle):
+    import shutil
+
+    index = tmp_path / "idx"
+    shutil.copytree(setup["index"], index)
+    meta_path = index / "multiview.json"
+    if edit == "truncate":
+        meta_path.write_text(meta_path.read_text()[:40])
+    else:
+        meta = json.loads(meta_path.read_text())
+        if edit is None:
+            meta = [meta]
+        else:
+            edit(meta)
+        meta_path.write_text(json.dumps(meta))
+    run = tmp_path / "run.trec"
+    assert search_main(["--index", str(index), "--encoded_queries", str(setup["qshard"]), "--output", str(run)]) == 2
+    _one_line_error(capsys, str(index), needle)
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("change", ["blank_line", "drop_middle_line"])
+def test_docid_file_shifted_against_the_index_is_refused(setup, tmp_path, capsys, change):
+    """A docid file whose lines no longer match the vectors (one missing in the middle, one added at the end)
+    credited vectors to the wrong documents with exit 0."""
+    import shutil
+
+    index = tmp_path / "idx"
+    shutil.copytree(setup["index"], index)
+    lines = (index / "docid").read_text().splitlines()
+    lines = [*lines[:3], "", *lines[3:-1]] if change == "blank_line" else [*lines[:3], *lines[4:], "d99#0"]
+    (index / "docid").write_text("\n".join(lines) + "\n")
+    run = tmp_path / "run.trec"
+    assert search_main(["--index", str(index), "--encoded_queries", str(setup["qshard"]), "--output", str(run)]) == 2
+    _one_line_error(capsys, str(index / "docid"))
+    assert not run.exists()

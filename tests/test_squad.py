@@ -1,4 +1,4 @@
-"""Tests for multiview_plugin.data.squad: the SQuAD v1.1 -> Tevatron converter (SPEC §4)."""
+"""Tests for multiview_plugin.data.squad: the SQuAD v1.1 -> Tevatron converter (docs/data-formats.md)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 tests/data/tevatron_flags.json, written by tools/tevatron_flags.py from the vendored source) is accepted with
 Tevatron's default, or refused with what to use instead; and the flags users rely on do what they say."""
 
+import importlib.util
 import json
 import os
 import pickle
@@ -12,21 +13,19 @@ import pytest
 import torch
 
 from multiview_plugin.driver.encode import main as encode_main
-from multiview_plugin.driver.tevatron_parity import (
-    DIFFERENCES,
-    REFUSED,
-    TABLE_END,
-    TABLE_START,
-    flag_status,
-    our_flags,
-    parity_table,
-)
 from multiview_plugin.driver.train import main as train_main
 from multiview_plugin.modeling import load_encoder
+from multiview_plugin.tevatron_parity import DIFFERENCES, REFUSED
 
 from .conftest import TOPICS, write_topics_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
+# the parity table writer is a tool of the checkout, not part of the package
+_spec = importlib.util.spec_from_file_location("tevatron_flags_tool", ROOT / "tools" / "tevatron_flags.py")
+_tool = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_tool)
+TABLE_START, TABLE_END, flag_status, our_flags, parity_table = (
+    _tool.TABLE_START, _tool.TABLE_END, _tool.flag_status, _tool.our_flags, _tool.parity_table)
 SNAPSHOT = json.loads((ROOT / "tests" / "data" / "tevatron_flags.json").read_text())
 OWN_GROUPS = ("ModelArguments", "DataArguments", "TevatronTrainingArguments")
 

@@ -1,11 +1,11 @@
 """A BEIR folder with training judgments → Tevatron train file + a carved dev set (the SciFact protocol).
 
-SPEC §4: train on ``qrels/train.tsv``, tune and report on a dev split carved from it (SciFact's test
-judgments are kept elsewhere). A fixed, seeded sample of ``dev_size`` judged train queries becomes the dev
-set; the other queries are training records with all their judged documents as positives and the top
-non-positive BM25 documents as hard negatives.
+The SciFact protocol (docs/data-formats.md): train on ``qrels/train.tsv``, tune and report on a dev split carved
+from it (SciFact's test judgments are kept elsewhere). A fixed, seeded sample of ``dev_size`` judged train
+queries becomes the dev set; the other queries are training records with all their judged documents as
+positives and the top non-positive BM25 documents as hard negatives.
 
-    python -m multiview_plugin.data.beir --beir_dir ../shared/data/beir/scifact --output_dir data/scifact
+    python -m multiview_plugin.data.beir --beir_dir $DATA/beir/scifact --output_dir data/scifact
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from multiview_plugin.atomic import write_jsonl, write_lines
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.data.bm25 import bm25_negatives
 from multiview_plugin.data.readers import InputFormatError, PathLike, load_beir
-from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from multiview_plugin.atomic import write_jsonl, write_lines
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.data.readers import InputFormatError, iter_jsonl
 from multiview_plugin.data.squad import parse_article_range
-from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from multiview_plugin.atomic import atomic_open
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.data.readers import InputFormatError, PathLike, open_text
-from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
 _WS = " \t\r\n"

@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 
 from multiview_plugin.atomic import write_jsonl
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.data.bm25 import bm25_negatives
 from multiview_plugin.data.readers import InputFormatError, PathLike, iter_corpus, load_qrels, load_queries
-from multiview_plugin.driver.common import cli, setup_logging
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Every reader reports bad input as :class:`InputFormatError`, naming the file, the 1-based line
 number and the field, e.g. ``train.jsonl line 17: field 'query': expected a non-empty string, got null``.
 
-Formats (SPEC §2 "Data formats read as-is"):
+Formats (docs/data-formats.md):
 
 * Tevatron train jsonl, legacy (``positive_passages`` with inline passages) and new
   (``positive_document_ids`` resolved against a corpus) -- :func:`iter_train_records`.

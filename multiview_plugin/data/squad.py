@@ -1,4 +1,4 @@
-"""SQuAD v1.1 -> Tevatron files, following the SPEC §4 "SQuAD-dev multi-view" protocol.
+"""SQuAD v1.1 -> Tevatron files, following the "SQuAD-dev multi-view" protocol (docs/data-formats.md).
 
 The corpus is every paragraph of the file (docid ``<article index>_<paragraph index>``, title = article
 title with ``_`` -> space). Questions of ``train_articles`` become Tevatron legacy train records with the
@@ -7,7 +7,7 @@ questions of ``eval_articles`` become evaluation queries, answers and qrels agai
 
 CLI::
 
-    python -m multiview_plugin.data.squad --input ../shared/data/squad/dev-v1.1.json --output_dir DIR
+    python -m multiview_plugin.data.squad --input $DATA/squad/dev-v1.1.json --output_dir DIR
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def random_negatives(num_passages: int, gold: Sequence[int] | np.ndarray, num_ne
 def convert_squad(path: str | os.PathLike, train_articles: range = range(32),
                   eval_articles: range = range(32, 48), num_negatives: int = 1,
                   negatives_from: str = "bm25", seed: int = 42) -> SquadSplit:
-    """Convert a SQuAD v1.1 file following the SQuAD-dev multi-view protocol (SPEC §4).
+    """Convert a SQuAD v1.1 file following the SQuAD-dev multi-view protocol (docs/data-formats.md).
 
     Parameters
     ----------
@@ -290,9 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m multiview_plugin.data.squad",
         description="Convert SQuAD v1.1 json to a retrieval corpus, Tevatron train records with hard "
-                    "negatives and an evaluation set (SPEC §4 SQuAD-dev multi-view protocol).")
+                    "negatives and an evaluation set (the SQuAD-dev multi-view protocol of docs/data-formats.md).")
     parser.add_argument("--input", required=True,
-                        help="SQuAD v1.1 json file, e.g. ../shared/data/squad/dev-v1.1.json")
+                        help="SQuAD v1.1 json file, e.g. $DATA/squad/dev-v1.1.json")
     parser.add_argument("--output_dir", required=True,
                         help="folder for corpus.jsonl, train.jsonl, eval_queries.jsonl, eval_qrels.tsv, "
                              "eval_answers.jsonl (created if missing)")

@@ -83,7 +83,7 @@ def analyze_index(
 
     ``topics``/``qrels`` are files or loaded dicts; ``encoder`` a saved model folder or a loaded encoder.
     """
-    from multiview_plugin.driver.search import load_topics
+    from multiview_plugin.data.topics import load_topics
     from multiview_plugin.search import MultiVectorSearcher
 
     searcher = MultiVectorSearcher(index_dir, encoder, aggregation=aggregation, query_batch_size=query_batch_size)

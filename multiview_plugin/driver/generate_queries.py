@@ -25,10 +25,10 @@ import torch
 from tqdm import tqdm
 
 from multiview_plugin.backbones import resolve_backbone
+from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.data.pseudo_queries import format_query_record
 from multiview_plugin.data.readers import iter_corpus
-from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
-from multiview_plugin.driver.encode import shard_bounds
+from multiview_plugin.encoding.encode import shard_bounds
 from multiview_plugin.errors import ConfigError
 
 logger = logging.getLogger("multiview_plugin.generate_queries")

@@ -3,6 +3,9 @@
     python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr \
         [--index_factory Flat|HNSW32|IVF1024,SQ8|SQfp16] [--doc_index_factory HNSW32] [--use_gpu]
 
+    python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr-qdrant \
+        --backend qdrant [--qdrant_path DIR | --qdrant_url http://host:6333 --qdrant_shards 6 --qdrant_replication 2]
+
     python -m multiview_plugin.driver.index --report indexes/mvr     # what an index holds
 """
 
@@ -13,11 +16,16 @@ import glob
 import sys
 from collections.abc import Sequence
 
+from multiview_plugin.driver.backends import (
+    add_calibration_flags,
+    add_index_backend_flags,
+    build_from_args,
+    calibrate_from_args,
+)
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search import build_index
 from multiview_plugin.search.aggregators import AGGREGATORS
 from multiview_plugin.search.report import index_report
 
@@ -43,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "tool (it must hold nothing else); the new index is built beside it and swapped in only when "
                    "complete. A non-empty folder that is not an index is never replaced.")
     add_shard_safety_flags(p)
+    add_index_backend_flags(p)
+    add_calibration_flags(p)
     return p
 
 
@@ -53,15 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         print(index_report(args.report))
         return 0
+    if args.calibrate:
+        calibrate_from_args(args, args.calibrate)
+        return 0
     if not (args.passage_reps and args.index_dir):
         raise ConfigError("building an index needs --passage_reps and --index_dir (or --report DIR)")
     shards = sorted(glob.glob(args.passage_reps))
     if not shards:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
-    build_index(shards, args.index_dir, index_factory=args.index_factory, aggregation=args.aggregation,
-                train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite,
-                allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
-                doc_index_factory=args.doc_index_factory)
+    build_from_args(args, shards)
+    calibrate_from_args(args, args.index_dir)
     return 0
 
 

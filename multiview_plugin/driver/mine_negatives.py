@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ConfigError(f"{args.corpus_path} lacks docids of the index, e.g. {missing[:3]}: is it the same corpus?")
     records = list(iter_train_records(args.dataset_path, corpus, args.passage_field_separator))
     store = searcher.store
-    passage_view = bool(searcher.encoder.config.options.get("dcsr_passage_view"))
+    passage_view = bool(getattr(searcher.encoder, "has_passage_view", False))
     written = short = 0
     with atomic_open(args.output) as out:
         for start in tqdm(range(0, len(records), args.batch_size), desc="mine", unit="batch"):

@@ -31,10 +31,11 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.data.readers import load_queries
+from multiview_plugin.data.topics import load_topics
+from multiview_plugin.driver.backends import add_search_backend_flags
 from multiview_plugin.driver.common import cli, setup_logging
-from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, read_shard
+from multiview_plugin.encoding.shard_sets import check_shard_set, load_query_reps, model_identity
+from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
 from multiview_plugin.search import (
@@ -86,17 +87,20 @@ def build_parser() -> argparse.ArgumentParser:
                      "the lists holding 32x the fetch depth on average).")
     pys.add_argument("--ef_search", "--efSearch", dest="ef_search", type=int, help="HNSW indexes: efSearch "
                      "lower bound (it is raised to the fetch depth).")
-    pys.add_argument("--overfetch", type=float, default=2.0, help="Approximate indexes: fetch this many times "
-                     "the exact rule's depth (k x mean views); more = higher recall, slower. Default 2.")
-    pys.add_argument("--doc_candidates", type=float, default=2.0, help="Index folders with a doc_index: take "
-                     "this many x hits (at least 200) candidate documents from it, re-scored over all their views. "
-                     "Default 2 (bench/ann.py: 0.995 of exact recall@100).")
+    pys.add_argument("--overfetch", type=float, help="Approximate indexes: fetch this many times "
+                     "the exact rule's depth (k x mean views); more = higher recall, slower. Default: the value "
+                     "calibrated at build time (multiview.json search_defaults), else 2.")
+    pys.add_argument("--doc_candidates", type=float, help="Index folders with a doc_index, and Qdrant ones: take "
+                     "this many x hits (at least 200) candidate documents, re-scored over all their views. "
+                     "Default: the value calibrated at build time, else 2 (bench/ann.py: 0.995 of exact "
+                     "recall@100).")
     pys.add_argument("--rescore", action=argparse.BooleanOptionalAction, default=None, help="Approximate "
                      "indexes: re-score candidate documents over all their views, reconstructed from the index "
                      "(default: on for IVF indexes, off for HNSW, where it was measured not to help).")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="How a document's vector scores combine "
                    "(default: the index's recorded aggregation, else max).")
     add_shard_safety_flags(p)
+    add_search_backend_flags(p)
     has = p.add_argument_group("HasAns aggregation (dcsr; DCSR paper eq. 2)")
     has.add_argument("--hasans_temperature", type=float, help="Softmax temperature over the fetched sentence "
                      "scores (default: the model's training temperature recorded with the index or shards, else 1, "
@@ -147,34 +151,6 @@ def require_positive(value: int, flag: str) -> int:
     if value < 1:
         raise ConfigError(f"{flag} must be a positive number of documents per query, got {value}")
     return value
-
-
-def load_topics(path: str) -> dict[str, str]:
-    """Queries by qid. DPR QA files (``question<TAB>[answers]`` or jsonl ``{"question", "answer"}``) have no
-    ids: their qids are 0-based line numbers, as in Pyserini, so runs line up with their answers."""
-    from multiview_plugin.data.readers import first_nonblank_line
-
-    first = first_nonblank_line(path)
-    cells = first.rstrip("\n").split("\t")
-    is_dpr = (len(cells) == 2 and cells[1].lstrip('"').startswith("[")) or (
-        first.lstrip().startswith("{") and '"question"' in first)
-    if is_dpr:
-        from multiview_plugin.evaluation.answers import load_qa
-
-        return load_qa(path)[0]
-    return load_queries(path)
-
-
-def load_query_reps(path: str, unsafe_pickle: bool = False, passages: tuple[str, dict | None] | None = None
-                    ) -> tuple[np.ndarray, list[str]]:
-    """Query vectors and ids; ``passages`` = (where, model identity) of the passages they will be searched
-    against: a query shard of another model is refused."""
-    reps, lookup, info = read_shard(path, unsafe_pickle)
-    if info is not None and not info.is_query:
-        raise ShardFormatError(f"{path} holds passages; encode queries with --encode_is_query")
-    if passages is not None and passages[1] is not None and info is not None:
-        check_same_model(passages, (path, model_identity(info)))
-    return np.asarray(reps, dtype=np.float32), lookup
 
 
 def to_run(q_ids: Sequence[str], docids: np.ndarray, scores: np.ndarray) -> dict[str, list[tuple[str, float]]]:
@@ -230,7 +206,8 @@ def search_pyserini(args: argparse.Namespace) -> None:
                                    ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}),
                                    corpus=args.corpus, pseudo_queries=args.pseudo_queries,
                                    overfetch=args.overfetch, rescore=args.rescore,
-                                   doc_candidates=args.doc_candidates)
+                                   doc_candidates=args.doc_candidates, exact=args.qdrant_exact,
+                                   qdrant_url=args.qdrant_url)
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
         q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +79,7 @@ def tokenizer_digest(tokenizer: Any) -> str:
 
 def model_fingerprint(model: Any) -> dict[str, Any]:
     """The model fields (:data:`MODEL_FIELDS`) of a loaded :class:`~multiview_plugin.modeling.MultiViewEncoder`."""
-    config = asdict(model.config)
+    config = model.config.to_dict()
     for length in ("query_max_len", "passage_max_len"):  # recorded as max_len, for the side actually encoded
         config.pop(length, None)
     return {"model_name": model.config.model_name, "model_weights": weights_digest(model),

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from multiview_plugin.encoding.fingerprint import MODEL_FIELDS, describe_differences
-from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, read_info
+from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, read_info, read_shard
 
 logger = logging.getLogger(__name__)
 
@@ -89,3 +91,15 @@ def check_shard_set(paths: Sequence[str | os.PathLike], allow_partial: bool = Fa
     for problem in problems:
         logger.warning("--allow_partial: %s", problem)
     return infos
+
+
+def load_query_reps(path: str, unsafe_pickle: bool = False, passages: tuple[str, dict | None] | None = None
+                    ) -> tuple[np.ndarray, list[str]]:
+    """Query vectors and ids; ``passages`` = (where, model identity) of the passages they will be searched
+    against: a query shard of another model is refused."""
+    reps, lookup, info = read_shard(path, unsafe_pickle)
+    if info is not None and not info.is_query:
+        raise ShardFormatError(f"{path} holds passages; encode queries with --encode_is_query")
+    if passages is not None and passages[1] is not None and info is not None:
+        check_same_model(passages, (path, model_identity(info)))
+    return np.asarray(reps, dtype=np.float32), lookup

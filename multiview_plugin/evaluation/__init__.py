@@ -1,4 +1,4 @@
-"""Evaluation (SPEC §4): run files, ranking metrics and DPR top-k answer accuracy."""
+"""Evaluation (docs/retrieval.md): run files, ranking metrics and DPR top-k answer accuracy."""
 
 from multiview_plugin.evaluation.answers import (
     build_retrieval,

@@ -26,12 +26,13 @@ class MultiViewLoss(nn.Module):
     * ``target`` — (Q,) index into P of each query's positive;
     * ``temperature`` — the current tau.
 
-    and are built from an encoder's saved options with :meth:`from_options`.
+    and are built from an encoder's typed options (:class:`~multiview_plugin.modeling.options.MethodOptions`)
+    with :meth:`from_options`.
     """
 
     def forward(self, scores: torch.Tensor, target: torch.Tensor, temperature: float) -> LossOutput:
         raise NotImplementedError
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> MultiViewLoss:
+    def from_options(cls, options: Any) -> MultiViewLoss:
         return cls()

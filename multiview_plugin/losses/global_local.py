@@ -39,8 +39,11 @@ class GlobalLocalLoss(MultiViewLoss):
         self.lam = lam
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> GlobalLocalLoss:
-        return cls(lam=options.get("mvr_lambda", 0.01))
+    def from_options(cls, options: Any) -> GlobalLocalLoss:
+        """lambda from MVR's options (``--mvr_lambda``; their default with another method's)."""
+        from multiview_plugin.modeling.mvr import MvrOptions  # the flags live with the method
+
+        return cls(lam=MvrOptions.coerce(options).lam)
 
     def forward(self, scores: torch.Tensor, target: torch.Tensor, temperature: float) -> LossOutput:
         scaled = scores / temperature

@@ -41,8 +41,13 @@ class SelfContrastiveLoss(MultiViewLoss):
         self.reg_temperature = reg_temperature
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> SelfContrastiveLoss:
-        return cls(lam=options.get("mlr_lambda", 1.0), reg_temperature=options.get("mlr_reg_temperature"))
+    def from_options(cls, options: Any) -> SelfContrastiveLoss:
+        """lambda and tau_r from MLR's options (``--mlr_lambda``, ``--mlr_reg_temperature``; their defaults with
+        another method's)."""
+        from multiview_plugin.modeling.mlr import MlrOptions  # the flags live with the method
+
+        opts = MlrOptions.coerce(options)
+        return cls(lam=opts.lam, reg_temperature=opts.reg_temperature)
 
     def forward(self, scores: torch.Tensor, target: torch.Tensor, temperature: float) -> LossOutput:
         rows = torch.arange(len(target), device=target.device)

@@ -1,28 +1,44 @@
-"""Encoders: the base class and one module per method (registered by ``--model_name``)."""
+"""Encoders: the base class and one module per method (registered by ``--model_name``), each with its typed
+options class; saving and loading in :mod:`multiview_plugin.modeling.persistence`."""
 
-from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder, load_encoder
+from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
-from multiview_plugin.modeling.dce import DualCrossEncoder, PairFormatter
-from multiview_plugin.modeling.dcsr import ContextualSentenceEncoder, SentenceFormatter
-from multiview_plugin.modeling.dpr import DenseEncoder
+from multiview_plugin.modeling.dce import DceEncoder, DualCrossEncoder, PairFormatter
+from multiview_plugin.modeling.dcsr import ContextualSentenceEncoder, DcsrEncoder, DcsrOptions, SentenceFormatter
+from multiview_plugin.modeling.dpr import DenseEncoder, DprEncoder
 from multiview_plugin.modeling.formatting import InputFormatter
-from multiview_plugin.modeling.mebert import MultiEmbeddingEncoder
-from multiview_plugin.modeling.mlr import MultiLayerEncoder
-from multiview_plugin.modeling.mvr import MultiViewerEncoder, ViewerFormatter
+from multiview_plugin.modeling.mebert import MebertEncoder, MebertOptions, MultiEmbeddingEncoder
+from multiview_plugin.modeling.mlr import MlrEncoder, MlrOptions, MultiLayerEncoder
+from multiview_plugin.modeling.mvr import MultiViewerEncoder, MvrEncoder, MvrOptions, ViewerFormatter
+from multiview_plugin.modeling.options import MethodOptions, option
+from multiview_plugin.modeling.persistence import load_encoder
 
 __all__ = [
     "EncoderConfig",
     "EncoderOutput",
     "InputFormatter",
+    "MethodOptions",
     "MultiViewEncoder",
     "load_encoder",
+    "option",
+    "DprEncoder",
+    "MvrEncoder",
+    "MvrOptions",
+    "MebertEncoder",
+    "MebertOptions",
+    "MlrEncoder",
+    "MlrOptions",
+    "DcsrEncoder",
+    "DcsrOptions",
+    "DceEncoder",
+    "ViewerFormatter",
+    "SentenceFormatter",
+    "PairFormatter",
+    # earlier names of the encoders
     "DenseEncoder",
     "MultiViewerEncoder",
     "MultiEmbeddingEncoder",
     "MultiLayerEncoder",
-    "ViewerFormatter",
     "ContextualSentenceEncoder",
-    "SentenceFormatter",
     "DualCrossEncoder",
-    "PairFormatter",
 ]

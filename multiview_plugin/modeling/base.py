@@ -7,52 +7,51 @@ Shape contract (every method):
   so a method may give documents different numbers of views;
 * :meth:`MultiViewEncoder.compute_similarity` → ``(Q, P)`` document scores, max over views by default.
 
-On disk a model folder holds the HF backbone weights (root, or ``query_model/`` and ``passage_model/`` when
-untied, like Tevatron), the tokenizer with any added special tokens, ``multiview_config.json``, and
-``multiview_extra.safetensors`` for parameters that live outside the backbones.
+Saving and loading (the model folder's layout, :func:`load_encoder`, LoRA weights when resuming) live in
+:mod:`multiview_plugin.modeling.persistence`; a method's flags in its typed options class
+(:mod:`multiview_plugin.modeling.options`).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    T5EncoderModel,
-)
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from multiview_plugin import scoring
 from multiview_plugin.backbones import resolve_backbone
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
-from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
+from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter
 from multiview_plugin.modeling.lora import is_lora, wants_lora
-from multiview_plugin.registry import get_encoder_class, get_loss_class
+from multiview_plugin.modeling.options import MethodOptions
+from multiview_plugin.modeling.persistence import (  # noqa: F401  (re-exported: their earlier home)
+    EXTRA_WEIGHTS_NAME,
+    PASSAGE_SUBDIR,
+    QUERY_SUBDIR,
+    T5_MODEL_TYPES,
+    PersistenceMixin,
+    load_backbone,
+    load_encoder,
+    load_tokenizer,
+)
+from multiview_plugin.registry import get_loss_class
 from multiview_plugin.training.distributed import gather_across_processes
-from multiview_plugin.training.temperature import MIN_TEMPERATURE, temperature_at
+from multiview_plugin.training.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE, temperature_at
 
 logger = logging.getLogger(__name__)
 
-EXTRA_WEIGHTS_NAME = "multiview_extra.safetensors"
 # Tevatron's poolings and their aliases: cls = first token, mean = masked average, last = last real token
 POOLINGS = ("cls", "first", "mean", "avg", "average", "last", "eos")
-T5_MODEL_TYPES = ("t5", "mt5", "umt5")
 
 
 def backbone_options(args: Any) -> dict[str, Any]:
@@ -69,23 +68,6 @@ def backbone_options(args: Any) -> dict[str, Any]:
     return options
 
 
-def load_tokenizer(path: str | os.PathLike, **kwargs: Any) -> PreTrainedTokenizerBase:
-    """The tokenizer; one without a pad token pads with its eos token (as Tevatron does for decoder models)."""
-    tokenizer = AutoTokenizer.from_pretrained(path, **{k: v for k, v in kwargs.items() if v is not None})
-    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def load_backbone(path: str | os.PathLike, **kwargs: Any) -> PreTrainedModel:
-    """The encoder of a checkpoint: ``AutoModel``, or ``T5EncoderModel`` for T5-family models (their
-    ``AutoModel`` is the whole encoder-decoder)."""
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    config = AutoConfig.from_pretrained(path, **{k: v for k, v in kwargs.items() if k in ("cache_dir", "revision")})
-    if config.model_type in T5_MODEL_TYPES:
-        return T5EncoderModel.from_pretrained(path, **kwargs)
-    return AutoModel.from_pretrained(path, **kwargs)
-QUERY_SUBDIR, PASSAGE_SUBDIR = "query_model", "passage_model"
 
 
 @dataclass
@@ -97,18 +79,19 @@ class EncoderOutput:
     parts: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-class MultiViewEncoder(nn.Module):
+class MultiViewEncoder(PersistenceMixin, nn.Module):
     """Base class of all encoders (query encoder + passage encoder + loss).
 
-    Subclasses set :attr:`default_loss`, :attr:`option_prefix` (which ``ModelArguments`` fields belong to
-    the method and are saved with it) and :attr:`formatter_class`, and implement :meth:`encode_passage`
+    Subclasses set :attr:`default_loss`, :attr:`options_class` (the method's typed options, a
+    :class:`~multiview_plugin.modeling.options.MethodOptions` dataclass: its flags are added to the parsers and
+    saved with the model) and :attr:`formatter_class`, and implement :meth:`encode_passage`
     (and :meth:`encode_query` if queries are not pooled like passages' first token).
     """
 
     registered_name: ClassVar[str]
     default_loss: ClassVar[str] = "contrastive"
     default_temperature_schedule: ClassVar[str] = "fixed"
-    option_prefix: ClassVar[str | None] = None
+    options_class: ClassVar[type[MethodOptions]] = MethodOptions
     formatter_class: ClassVar[type[InputFormatter]] = InputFormatter
     # True for methods whose vectors are --pooling ('cls' or 'mean') of last-layer states (dpr, dcsr's queries, dce)
     pools_tokens: ClassVar[bool] = False
@@ -329,22 +312,26 @@ class MultiViewEncoder(nn.Module):
     # ------------------------------------------------------------ temperature
     def set_epoch(self, epoch: int) -> None:
         """Apply the temperature schedule for ``epoch`` (counted from 0)."""
-        opts = self.config.options
+        alpha, minimum = self.annealing(self.config)
         self.temperature = temperature_at(
             epoch,
             schedule=self.config.temperature_schedule,
             initial=self.config.temperature,
-            alpha=opts.get("mvr_alpha", 0.1),
-            minimum=opts.get("mvr_min_temperature", MIN_TEMPERATURE),
+            alpha=alpha,
+            minimum=minimum,
         )
+
+    @classmethod
+    def annealing(cls, config: EncoderConfig) -> tuple[float, float]:
+        """(decay rate alpha, floor) of the annealed temperature schedule: MVR's eq. 8 values; MVR takes them from
+        its options (``--mvr_alpha``, ``--mvr_min_temperature``)."""
+        return DEFAULT_ALPHA, MIN_TEMPERATURE
 
     # -------------------------------------------------------- build/save/load
     @classmethod
-    def options_from_args(cls, model_args: Any) -> dict[str, Any]:
-        """The method's namespaced options (``<option_prefix>*`` fields) from parsed arguments."""
-        if not cls.option_prefix:
-            return {}
-        return {k: v for k, v in vars(model_args).items() if k.startswith(cls.option_prefix)}
+    def options_from_args(cls, model_args: Any) -> MethodOptions:
+        """The method's typed options (:attr:`options_class`) from parsed arguments."""
+        return cls.options_class.from_args(model_args)
 
     @classmethod
     def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
@@ -394,7 +381,7 @@ class MultiViewEncoder(nn.Module):
         if config.temperature_schedule not in ("fixed", "annealed"):
             raise ConfigError(f"--temperature_schedule must be 'fixed' or 'annealed', "
                              f"got {config.temperature_schedule!r}")
-        floor = config.options.get("mvr_min_temperature", MIN_TEMPERATURE)
+        floor = cls.annealing(config)[1]
         if config.temperature_schedule == "annealed" and config.temperature < floor:
             raise ConfigError(f"--temperature {config.temperature} is below --mvr_min_temperature {floor}: the "
                               f"annealed schedule never goes below its floor, so training would run at {floor} "
@@ -426,36 +413,6 @@ class MultiViewEncoder(nn.Module):
         """True when the backbone(s) train LoRA adapters (see :mod:`multiview_plugin.modeling.lora`)."""
         return is_lora(self.query_encoder)
 
-    def _encoder_folders(self, out: Path) -> list[tuple[PreTrainedModel, Path]]:
-        if self.passage_encoder is None:
-            return [(self.query_encoder, out)]
-        return [(self.query_encoder, out / QUERY_SUBDIR), (self.passage_encoder, out / PASSAGE_SUBDIR)]
-
-    def save(self, output_dir: str | os.PathLike) -> None:
-        """Write weights, tokenizer and ``multiview_config.json`` so :meth:`load` rebuilds this model.
-
-        A LoRA model writes its backbones with the adapters merged (an ordinary model folder, computed without
-        touching the training weights) and the adapters themselves in ``lora_adapter/``.
-        """
-        from multiview_plugin.modeling import lora
-
-        out = Path(output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for encoder, folder in self._encoder_folders(out):
-            if lora.is_lora(encoder):
-                lora.save_merged_backbone(encoder, folder)
-            else:
-                encoder.save_pretrained(folder)
-        self.tokenizer.save_pretrained(out)
-        extra = self.extra_state_dict()
-        if extra:
-            save_file({k: v.detach().contiguous().cpu() for k, v in extra.items()}, str(out / EXTRA_WEIGHTS_NAME))
-        if self.is_lora:
-            for attribute, folder in lora.adapter_folders(out, untied=self.passage_encoder is not None).items():
-                lora.save_adapter(getattr(self, attribute), folder)
-        # The config goes last: a folder that has it is complete.
-        self.config.save(out)
-
     def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict | None = None,
                                         every_n_layers: int = 1, offload: bool = False) -> None:
         """``--gradient_checkpointing`` (the Trainer calls this): recompute the backbones' activations in the
@@ -475,62 +432,6 @@ class MultiViewEncoder(nn.Module):
         """The name older Trainers call: :meth:`activation_checkpointing_enable`."""
         self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
 
-    def extra_state_dict(self) -> dict[str, torch.Tensor]:
-        """Parameters and buffers outside the backbones (saved in ``multiview_extra.safetensors``)."""
-        return {k: v for k, v in self.state_dict().items()
-                if not k.startswith(("query_encoder.", "passage_encoder."))}
-
-    def load_weights(self, folder: str | os.PathLike) -> None:
-        """Load the weights saved by :meth:`save` into this (already built) model. A LoRA model (resuming) loads
-        the adapters from ``lora_adapter/`` and the parameters outside the backbones, not the merged backbone."""
-        if self.is_lora:
-            self._load_lora_weights(Path(folder))
-            return
-        fresh = load_encoder(folder)
-        missing, unexpected = self.load_state_dict(fresh.state_dict(), strict=False)
-        if missing or unexpected:
-            raise ConfigError(f"{folder}: weights do not fit this model (missing {missing}, unexpected {unexpected})")
-        self.config = fresh.config
-
-    def _load_lora_weights(self, folder: Path) -> None:
-        from multiview_plugin.modeling.lora import OPTION, load_adapter_weights
-
-        config = EncoderConfig.load(folder)
-        if OPTION not in config.options:
-            raise ConfigError(f"{folder} was not saved by a --lora run (no 'lora' options in its "
-                              "multiview_config.json): it cannot resume this LoRA model")
-        load_adapter_weights(self, folder)
-        self.load_extra_weights(folder, exact=True)
-        self.config = config
-
-    def load_extra_weights(self, folder: str | os.PathLike, exact: bool = False) -> list[str]:
-        """Load ``multiview_extra.safetensors`` of a saved model folder (the parameters outside the backbones)
-        into this model; returns their names. Names this model lacks are an error; with ``exact``, so is a name
-        of :meth:`extra_state_dict` the file lacks (a missing file counts as empty)."""
-        path = Path(folder) / EXTRA_WEIGHTS_NAME
-        extra = load_file(str(path)) if path.is_file() else {}
-        expected = set(self.extra_state_dict())
-        missing, unexpected = sorted(expected - set(extra)) if exact else [], sorted(set(extra) - expected)
-        if missing or unexpected:
-            raise ConfigError(f"{path}: weights do not fit this model (missing {missing}, unexpected {unexpected})")
-        if extra:  # strict=False: the backbone weights are not in this file
-            self.load_state_dict(extra, strict=False)
-        return sorted(extra)
-
-    @classmethod
-    def from_saved(cls, folder: str | os.PathLike, config: EncoderConfig, **hf_kwargs: Any) -> MultiViewEncoder:
-        """Load a saved model; ``hf_kwargs`` go to the backbones' ``from_pretrained`` (e.g. attn_implementation)."""
-        folder = Path(folder)
-        tokenizer = load_tokenizer(folder)
-        if config.untie_encoder:
-            query_encoder = load_backbone(folder / QUERY_SUBDIR, **hf_kwargs)
-            passage_encoder = load_backbone(folder / PASSAGE_SUBDIR, **hf_kwargs)
-        else:
-            query_encoder = passage_encoder = load_backbone(folder, **hf_kwargs)
-        model = cls(config, query_encoder, passage_encoder, tokenizer)
-        model.load_extra_weights(folder)
-        return model
-
 
 def duplicate_positive_mask(keys: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """(Q, P) True where candidate p has the same content key as query q's positive but is not that positive:
@@ -542,29 +443,3 @@ def duplicate_positive_mask(keys: torch.Tensor, target: torch.Tensor) -> torch.T
     same = keys.unsqueeze(0) == keys[target].unsqueeze(1)
     same[torch.arange(len(target), device=keys.device), target] = False
     return same
-
-
-def load_encoder(folder: str | os.PathLike, checkpoint_options: dict[str, Any] | None = None,
-                 **hf_kwargs: Any) -> MultiViewEncoder:
-    """Rebuild any registered encoder from a folder written by :meth:`MultiViewEncoder.save`.
-
-    A plain Hugging Face / Tevatron checkpoint (no ``multiview_config.json``) loads as ``dpr`` when
-    ``checkpoint_options`` gives its :class:`EncoderConfig` fields (pooling, normalize, lengths, ...), as
-    Tevatron's encoder takes them from flags; without them it is an error. ``hf_kwargs`` go to
-    ``from_pretrained`` (``attn_implementation``, ``dtype``).
-
-    Examples
-    --------
-    >>> model = load_encoder("runs/mvr")           # doctest: +SKIP
-    >>> q = model.encode_query(model.formatter.queries(["who wrote hamlet"]))  # doctest: +SKIP
-    """
-    if checkpoint_options is not None and not is_multiview_model(folder):
-        config = EncoderConfig(model_name="dpr", backbone=str(folder), **checkpoint_options)
-        cls = get_encoder_class("dpr")
-        cls.validate_config(config)
-        logger.info("%s has no multiview_config.json: loading it as a dpr model (pooling %s, normalize %s)",
-                    folder, config.pooling, config.normalize)
-    else:
-        config = EncoderConfig.load(folder)
-        cls = get_encoder_class(config.model_name)
-    return cls.from_saved(folder, config, **hf_kwargs)

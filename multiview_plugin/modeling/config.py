@@ -1,19 +1,21 @@
 """The saved description of a trained model: ``multiview_config.json``.
 
 It records everything needed to rebuild the encoder and encode exactly as in training: the method, the loss,
-pooling/normalisation, temperature schedule, lengths, tied or untied encoders and every method option.
+pooling/normalisation, temperature schedule, lengths, tied or untied encoders and every method option (the
+method's typed options, :mod:`multiview_plugin.modeling.options`, saved under ``options`` with their flag names).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.errors import ConfigError
+from multiview_plugin.errors import ConfigError, UnknownNameError
+from multiview_plugin.modeling.options import MethodOptions
 
 CONFIG_NAME = "multiview_config.json"
 FORMAT_VERSION = 1
@@ -40,14 +42,25 @@ class EncoderConfig:
     padding_side: str = "right"
     append_eos_token: bool = False
     add_special_tokens: bool = True
-    options: dict[str, Any] = field(default_factory=dict)
+    # the method's typed options (its options_class); a dict (the saved form, flag names as keys) is read into them
+    options: MethodOptions = field(default_factory=MethodOptions)
     format_version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.options, MethodOptions):
+            self.options = options_class(self.model_name).from_dict(dict(self.options or {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form (what ``multiview_config.json`` holds)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["options"] = self.options.to_dict()
+        return out
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write ``multiview_config.json`` atomically into ``folder``."""
         target = Path(folder) / CONFIG_NAME
         with atomic_open(target) as f:
-            json.dump(asdict(self), f, indent=2, sort_keys=True)
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")
         return target
 
@@ -67,6 +80,17 @@ class EncoderConfig:
         if unknown:
             raise ConfigError(f"{path}: unknown fields {unknown}")
         return cls(**data)
+
+
+def options_class(model_name: str) -> type[MethodOptions]:
+    """The typed options class of a registered method (the plain base class for a name not registered: the
+    error is raised where the encoder class is needed)."""
+    from multiview_plugin.registry import get_encoder_class
+
+    try:
+        return getattr(get_encoder_class(model_name), "options_class", MethodOptions)
+    except UnknownNameError:
+        return MethodOptions
 
 
 def is_multiview_model(path: str | os.PathLike) -> bool:

@@ -59,11 +59,10 @@ class PairFormatter(InputFormatter):
 
 
 @register_encoder("dce")
-class DualCrossEncoder(MultiViewEncoder):
+class DceEncoder(MultiViewEncoder):
     """DCE: one cross-encoded view per pseudo-query; max over views (see the module docstring)."""
 
     default_loss = "contrastive"
-    option_prefix = "dce_"
     formatter_class = PairFormatter
     pools_tokens = True
 
@@ -99,6 +98,9 @@ class DualCrossEncoder(MultiViewEncoder):
     def describe_views(self) -> dict[str, Any]:
         # view j is the document's j-th pseudo-query; the encode driver records where the queries are
         return {"kind": "pseudo_query"}
+
+
+DualCrossEncoder = DceEncoder  # the earlier name
 
 
 class QueryPairCollator:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -29,12 +30,57 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
+from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
 
 SENT_MARKER = "<sent>"
 SENTENCE_POOLINGS = ("marker", "mean", "independent")
 TRAIN_UNITS = ("sentence", "passage")
+
+
+@dataclass(eq=False)
+class DcsrOptions(MethodOptions):
+    """DCSR's options, the ``--dcsr_*`` flags (Wu et al., 2022)."""
+
+    prefix: ClassVar[str] = "dcsr_"
+    in_passage_negatives: int = option(
+        1,
+        "DCSR: in-passage negatives per query, sentences of the positive passage without an "
+        "answer (a hard-negative passage's sentences stand in when there are too few). Paper: 1.")
+    bm25_negatives: int = option(
+        1,
+        "DCSR: hard-negative sentences per query, one random sentence from each of this many "
+        "hard-negative passages of the train file (paper: 1; Table 4 also tries 2 with no in-passage). "
+        "Positives are answer sentences; for datasets without answers (MS MARCO, BEIR) the sentence "
+        "sharing the most content words with the query. --train_group_size is not used by dcsr's sentence "
+        "training (it is by --dcsr_train_unit passage).")
+    marker_init: str = option(
+        "random",
+        "DCSR: how the new <sent> marker embedding starts: 'random' (at the backbone's "
+        "embedding scale) or 'cls' (a copy of the [CLS] embedding).")
+    sentence_pooling: str = option(
+        "marker",
+        "DCSR: what a sentence vector is. 'marker' (the paper): the state of the <sent> marker "
+        "put before the sentence in the whole-passage encoding. 'mean': the masked mean of the sentence's "
+        "own token states in the whole-passage encoding, without markers (so an untrained mean-pooled "
+        "backbone such as all-MiniLM-L6-v2 already gives good sentence vectors). 'independent' (a "
+        "baseline without context): each sentence encoded alone and mean-pooled.")
+    train_unit: str = option(
+        "sentence",
+        "DCSR: what a training example ranks. 'sentence' (the paper): each query's positive "
+        "sentence against its sentence negatives (--dcsr_in_passage_negatives, --dcsr_bm25_negatives) and "
+        "the batch's other selected sentences. 'passage': whole passages, each scored by its best sentence "
+        "(max over its sentence vectors), against the batch's other passages and --train_group_size - 1 "
+        "hard-negative passages per query; no positive sentence has to be guessed, so use it where the "
+        "data has no answer strings (BEIR, MS MARCO), where the best-overlap sentence is a noisy label. "
+        "The two sentence-negative options do not apply to 'passage' and must stay at their defaults.")
+    passage_view: bool = option(
+        False,
+        "DCSR (a variant, not the paper): also index the whole passage as one more view, pooled by "
+        "--pooling from the same encoding and placed after the passage's sentence views, so a passage "
+        "scores max(its passage vector, its best sentence). With --pooling mean the untrained model "
+        "already holds dpr's vector beside the sentences. Not with --dcsr_sentence_pooling independent.")
 
 
 class SentenceFormatter(InputFormatter):
@@ -137,53 +183,58 @@ class SentenceFormatter(InputFormatter):
 
 
 @register_encoder("dcsr")
-class ContextualSentenceEncoder(MultiViewEncoder):
+class DcsrEncoder(MultiViewEncoder):
     """DCSR: one vector per ``<sent>`` marker of the whole-passage encoding; queries pooled like DPR.
 
-    Options: ``dcsr_in_passage_negatives`` and ``dcsr_bm25_negatives`` (sentence negatives per query, paper
-    best 1 and 1), ``dcsr_marker_init`` ('random' or 'cls'), ``dcsr_sentence_pooling`` ('marker', the paper;
-    'mean'; 'independent'), ``dcsr_train_unit`` ('sentence', the paper; 'passage'), ``dcsr_passage_view`` (also
-    index the pooled whole passage, after the sentences).
+    Options (:class:`DcsrOptions`): ``dcsr_in_passage_negatives`` and ``dcsr_bm25_negatives`` (sentence negatives
+    per query, paper best 1 and 1), ``dcsr_marker_init`` ('random' or 'cls'), ``dcsr_sentence_pooling`` ('marker',
+    the paper; 'mean'; 'independent'), ``dcsr_train_unit`` ('sentence', the paper; 'passage'),
+    ``dcsr_passage_view`` (also index the pooled whole passage, after the sentences).
     """
 
     default_loss = "contrastive"
-    option_prefix = "dcsr_"
+    options_class = DcsrOptions
     formatter_class = SentenceFormatter
     pools_tokens = True  # queries are pooled like DPR's
+
+    @property
+    def options(self) -> DcsrOptions:
+        return self.config.options
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         super().validate_config(config)
-        for key in ("dcsr_in_passage_negatives", "dcsr_bm25_negatives"):
-            if config.options.get(key, 0) < 0:
-                raise ConfigError(f"--{key} must be >= 0, got {config.options[key]}")
-        pooling = config.options.get("dcsr_sentence_pooling", "marker")
+        opts: DcsrOptions = config.options
+        negatives = {"dcsr_in_passage_negatives": opts.in_passage_negatives, "dcsr_bm25_negatives": opts.bm25_negatives}
+        for key, value in negatives.items():
+            if value < 0:
+                raise ConfigError(f"--{key} must be >= 0, got {value}")
+        pooling = opts.sentence_pooling
         if pooling not in SENTENCE_POOLINGS:
             raise ConfigError(f"--dcsr_sentence_pooling must be one of {', '.join(SENTENCE_POOLINGS)}, "
                               f"got {pooling!r}")
-        if config.options.get("dcsr_passage_view") and pooling == "independent":
+        if opts.passage_view and pooling == "independent":
             raise ConfigError("--dcsr_passage_view needs a whole-passage encoding: not with --dcsr_sentence_pooling "
                               "independent")
-        unit = config.options.get("dcsr_train_unit", "sentence")
+        unit = opts.train_unit
         if unit not in TRAIN_UNITS:
             raise ConfigError(f"--dcsr_train_unit must be one of {', '.join(TRAIN_UNITS)}, got {unit!r}")
         if unit == "passage":
-            changed = [f"--{key} {config.options[key]}" for key in ("dcsr_in_passage_negatives", "dcsr_bm25_negatives")
-                       if config.options.get(key, 1) != 1]
+            changed = [f"--{key} {value}" for key, value in negatives.items() if value != 1]
             if changed:
                 raise ConfigError(f"{' and '.join(changed)}: sentence negatives do not apply to --dcsr_train_unit "
                                   "passage (its hard negatives are passages: --train_group_size)")
 
     @classmethod
     def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
-        return {"sentence_pooling": config.options.get("dcsr_sentence_pooling", "marker")}
+        return {"sentence_pooling": config.options.sentence_pooling}
 
     @classmethod
     def prepare_backbone(cls, config: EncoderConfig, tokenizer: PreTrainedTokenizerBase,
                          query_encoder: PreTrainedModel, passage_encoder: PreTrainedModel) -> None:
-        if config.options.get("dcsr_sentence_pooling", "marker") == "marker":
+        if config.options.sentence_pooling == "marker":
             add_marker_tokens(tokenizer, [query_encoder, passage_encoder], [SENT_MARKER],
-                              init=config.options.get("dcsr_marker_init", "random"))
+                              init=config.options.marker_init)
 
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         batch = dict(batch)
@@ -208,7 +259,7 @@ class ContextualSentenceEncoder(MultiViewEncoder):
 
     @property
     def has_passage_view(self) -> bool:
-        return bool(self.config.options.get("dcsr_passage_view", False))
+        return bool(self.options.passage_view)
 
     def _with_passage_view(self, reps: torch.Tensor, mask: torch.Tensor, hidden: torch.Tensor,
                            attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -255,12 +306,12 @@ class ContextualSentenceEncoder(MultiViewEncoder):
                    negative_no_shuffle: bool = False, num_proc: int = 1) -> tuple[Any, Any]:
         from multiview_plugin.data.sentence_dataset import SentenceTrainCollator, SentenceTrainDataset
 
-        opts = self.config.options
-        if opts.get("dcsr_train_unit", "sentence") == "passage":  # passage groups, scored by their best sentence
+        opts = self.options
+        if opts.train_unit == "passage":  # passage groups, scored by their best sentence
             return super().train_data(records, group_size, seed=seed, positive_no_shuffle=positive_no_shuffle,
                                       negative_no_shuffle=negative_no_shuffle, num_proc=num_proc)
-        dataset = SentenceTrainDataset(records, self.formatter, in_passage_negatives=opts["dcsr_in_passage_negatives"],
-                                       bm25_negatives=opts["dcsr_bm25_negatives"], seed=seed, num_proc=num_proc)
+        dataset = SentenceTrainDataset(records, self.formatter, in_passage_negatives=opts.in_passage_negatives,
+                                       bm25_negatives=opts.bm25_negatives, seed=seed, num_proc=num_proc)
         return dataset, SentenceTrainCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)
 
     def describe_views(self) -> dict[str, Any]:
@@ -287,3 +338,6 @@ class ContextualSentenceEncoder(MultiViewEncoder):
                 rows.append((0, len(text), 0))
             n += bool(plan)
         return np.asarray(rows, dtype=np.int32).reshape(-1, 3)
+
+
+ContextualSentenceEncoder = DcsrEncoder  # the earlier name

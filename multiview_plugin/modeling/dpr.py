@@ -9,7 +9,7 @@ from multiview_plugin.registry import register_encoder
 
 
 @register_encoder("dpr")
-class DenseEncoder(MultiViewEncoder):
+class DprEncoder(MultiViewEncoder):
     """Single-vector dual encoder: ``--pooling cls`` ([CLS] state) or ``mean`` (masked mean) of the last layer.
 
     Its passages are (B, 1, D), so the shared max-over-views scoring and loss reduce exactly to DPR's
@@ -27,3 +27,6 @@ class DenseEncoder(MultiViewEncoder):
         hidden = self._last_hidden(self.p_encoder, batch)
         reps = self._finish(self._pool(hidden, batch["attention_mask"])).unsqueeze(1)
         return reps, torch.ones(reps.shape[:2], dtype=torch.bool, device=reps.device)
+
+
+DenseEncoder = DprEncoder  # the earlier name

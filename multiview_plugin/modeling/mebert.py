@@ -4,31 +4,47 @@ The baseline MVR and MLR compare against."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
+from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.registry import register_encoder
 
 
+@dataclass(eq=False)
+class MebertOptions(MethodOptions):
+    """ME-BERT's options, the ``--mebert_*`` flags."""
+
+    prefix: ClassVar[str] = "mebert_"
+    num_vectors: int = option(8, "ME-BERT: number k of leading last-layer token states per document.")
+
+
 @register_encoder("mebert")
-class MultiEmbeddingEncoder(MultiViewEncoder):
+class MebertEncoder(MultiViewEncoder):
     """Document views = last-layer states at positions 0..k-1 (``--mebert_num_vectors``, default 8); a passage
     shorter than k tokens has fewer views (the view mask follows its attention mask). Query = [CLS]."""
 
     default_loss = "contrastive"
-    option_prefix = "mebert_"
+    options_class = MebertOptions
+
+    @property
+    def options(self) -> MebertOptions:
+        return self.config.options
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         super().validate_config(config)
-        k = config.options.get("mebert_num_vectors", 0)
+        k = config.options.num_vectors
         if k < 1 or k > config.passage_max_len:
             raise ConfigError(f"--mebert_num_vectors must be in [1, --passage_max_len], got {k}")
 
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        k = self.config.options["mebert_num_vectors"]
+        k = self.options.num_vectors
         hidden = self._last_hidden(self.p_encoder, batch)[:, :k]
         mask = batch["attention_mask"][:, :k].bool()
         if hidden.shape[1] < k:  # a batch of passages all shorter than k
@@ -38,4 +54,7 @@ class MultiEmbeddingEncoder(MultiViewEncoder):
         return self._finish(hidden), mask
 
     def describe_views(self) -> dict:
-        return {"kind": "token", "labels": list(range(self.config.options["mebert_num_vectors"]))}
+        return {"kind": "token", "labels": list(range(self.options.num_vectors))}
+
+
+MultiEmbeddingEncoder = MebertEncoder  # the earlier name

@@ -16,7 +16,8 @@ and listed first. Defaults, scaled to the backbone's depth n: ``max`` uses the l
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -24,9 +25,37 @@ from torch import nn
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
+from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.registry import register_encoder
 
 POOLINGS = ("max", "self_contrastive", "average", "scalar_mix")
+
+
+@dataclass(eq=False)
+class MlrOptions(MethodOptions):
+    """MLR's options, the ``--mlr_*`` flags."""
+
+    prefix: ClassVar[str] = "mlr_"
+    layers: str | None = option(
+        None,
+        "MLR: comma-separated 1-based layers (0 = embeddings), must include the last; default "
+        "scaled to the depth n: last four for --mlr_pooling max (BERT-base 12,11,10,9), n and "
+        "round(10n/12) for the single-vector poolings (BERT-base 12,10).")
+    pooling: str = option(
+        "self_contrastive",
+        "MLR: 'max' (multi-vector, every layer indexed), 'self_contrastive' (single-vector, "
+        "the paper's best: last layer indexed), 'average' or 'scalar_mix' (learned layer weights).")
+    layer_pooling: str = option(
+        "cls",
+        "MLR: how a layer's vector is read from its token states (queries: the last layer, the "
+        "same way): 'cls' (the first token, the paper for BERT) or 'mean' (masked mean: the paper's form "
+        "for T5, and the one to use for mean-pooled backbones such as all-MiniLM-L6-v2). T5 is always "
+        "'mean'.")
+    lam: float = option(
+        1.0, "MLR self-contrastive: weight of the regulariser (paper: 1.0 for NQ/TriviaQA/SQuAD, 0.01 for MS MARCO).",
+        flag="mlr_lambda")
+    reg_temperature: float | None = option(
+        None, "MLR self-contrastive: regulariser temperature (default: --temperature).")
 
 
 def default_layers(num_layers: int, pooling: str) -> list[int]:
@@ -52,45 +81,48 @@ def parse_layers(spec: str | list[int] | None, num_layers: int, pooling: str) ->
 
 
 @register_encoder("mlr")
-class MultiLayerEncoder(MultiViewEncoder):
-    """Options: ``mlr_layers``, ``mlr_pooling``, ``mlr_lambda`` (self-contrastive regulariser weight, 1.0),
-    ``mlr_reg_temperature`` (its temperature; default: the contrastive one), ``mlr_layer_pooling`` ('cls' or
-    'mean': how each layer's vector, and the query's, is read; T5 always 'mean')."""
+class MlrEncoder(MultiViewEncoder):
+    """Options (:class:`MlrOptions`): ``mlr_layers``, ``mlr_pooling``, ``mlr_lambda`` (self-contrastive regulariser
+    weight, 1.0), ``mlr_reg_temperature`` (its temperature; default: the contrastive one), ``mlr_layer_pooling``
+    ('cls' or 'mean': how each layer's vector, and the query's, is read; T5 always 'mean')."""
 
     default_loss = "contrastive"
-    option_prefix = "mlr_"
+    options_class = MlrOptions
 
     def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any):
-        if config.loss_name is None and config.options.get("mlr_pooling") == "self_contrastive":
+        if config.loss_name is None and config.options.pooling == "self_contrastive":
             config.loss_name = "mlr_self_contrastive"
         super().__init__(config, *args, **kwargs)
         num_layers = self.p_encoder.config.num_hidden_layers if hasattr(self.p_encoder.config, "num_hidden_layers") \
             else self.p_encoder.config.num_layers
-        self.layers = parse_layers(config.options.get("mlr_layers"), num_layers, config.options["mlr_pooling"])
-        config.options["mlr_layers"] = ",".join(map(str, self.layers))  # saved resolved
-        if config.options["mlr_pooling"] == "scalar_mix":
+        self.layers = parse_layers(self.options.layers, num_layers, self.options.pooling)
+        self.options.layers = ",".join(map(str, self.layers))  # saved resolved
+        if self.options.pooling == "scalar_mix":
             self.mix_weights = nn.Parameter(torch.zeros(len(self.layers)))
+
+    @property
+    def options(self) -> MlrOptions:
+        return self.config.options
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         super().validate_config(config)
-        if config.options.get("mlr_pooling") not in POOLINGS:
-            raise ConfigError(f"--mlr_pooling must be one of {', '.join(POOLINGS)}, "
-                              f"got {config.options.get('mlr_pooling')!r}")
-        if config.options.get("mlr_layer_pooling", "cls") not in ("cls", "mean"):
-            raise ConfigError(f"--mlr_layer_pooling must be 'cls' or 'mean', "
-                              f"got {config.options.get('mlr_layer_pooling')!r}")
+        opts: MlrOptions = config.options
+        if opts.pooling not in POOLINGS:
+            raise ConfigError(f"--mlr_pooling must be one of {', '.join(POOLINGS)}, got {opts.pooling!r}")
+        if opts.layer_pooling not in ("cls", "mean"):
+            raise ConfigError(f"--mlr_layer_pooling must be 'cls' or 'mean', got {opts.layer_pooling!r}")
 
     @property
     def pooling_mode(self) -> str:
-        return self.config.options["mlr_pooling"]
+        return self.options.pooling
 
     def is_single_vector(self) -> bool:
         return self.pooling_mode != "max"
 
     @property
     def layer_pooling(self) -> str:
-        return "mean" if self.is_t5 else self.config.options.get("mlr_layer_pooling", "cls")
+        return "mean" if self.is_t5 else self.options.layer_pooling
 
     def _layer_vector(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.layer_pooling == "mean":
@@ -135,3 +167,6 @@ class MultiLayerEncoder(MultiViewEncoder):
         if self.pooling_mode == "self_contrastive":
             return {"kind": "layer", "labels": self.layers[:1]}
         return {"kind": "document", "layers": list(self.layers), "pooling": self.pooling_mode}
+
+
+MultiLayerEncoder = MlrEncoder  # the earlier name

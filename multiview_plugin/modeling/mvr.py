@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -29,8 +30,10 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter
+from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
+from multiview_plugin.training.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,39 @@ PROBE_TEXTS = ("The river flows north through the old city before it reaches the
                "In 1850 the company built a railway line between the two largest towns.",
                "The festival is held every summer and attracts musicians from many countries.",
                "Its highest mountain was first climbed by a team of three in the winter.")
+
+
+@dataclass(eq=False)
+class MvrOptions(MethodOptions):
+    """MVR's options, the ``--mvr_*`` flags (Zhang et al., 2022)."""
+
+    prefix: ClassVar[str] = "mvr_"
+    num_views: int = option(8, "MVR: number k of document viewer tokens [VIE1]..[VIEk] (paper best: 8).")
+    lam: float = option(0.01, "MVR: weight lambda of the local uniformity loss (paper: 0.01).", flag="mvr_lambda")
+    alpha: float = option(DEFAULT_ALPHA, "Annealed temperature: decay rate alpha per epoch (MVR paper: 0.1).")
+    min_temperature: float = option(MIN_TEMPERATURE, "Annealed temperature: floor of tau (MVR paper: 0.3).")
+    viewer_init: str = option(
+        "random",
+        "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
+        "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding).")
+    views: str = option(
+        "paper",
+        "MVR: what a document view is. 'paper': the last-layer state of viewer token i (eq. 3). "
+        "'residual' (for mean-pooled backbones such as all-MiniLM-L6-v2): the document text is encoded "
+        "exactly as dpr encodes it (the viewers are appended as read-only tokens: they attend to the text, "
+        "the text does not attend to them), and view i = pool(text) + g_i * h(viewer i) with a learned gate "
+        "g_i that starts at 0, so an untrained model scores exactly like dpr with the same --pooling; "
+        "queries are pooled like dpr's.")
+    gate_learning_rate: float | None = option(
+        None,
+        "MVR --mvr_views residual: learning rate of the view gates g_i (default 1e-3: at the "
+        "backbone's 2e-5 they barely leave 0 within a few thousand steps, so the views never diverge).")
+    viewer_positions: str = option(
+        "shared",
+        "MVR: 'shared' (the paper: every viewer at position id 0, text from 1) or 'distinct' "
+        "(viewers at 0..k-1, text from k). Backbones whose position 0 is an attention sink (e.g. "
+        "all-MiniLM-L6-v2) map all shared-position viewers to one state (Local Variation ~ 0); "
+        "'distinct' keeps the views apart.")
 
 
 def viewer_tokens(num_views: int) -> list[str]:
@@ -118,49 +154,59 @@ def read_only_viewer_mask(attention_mask: torch.Tensor, num_text: int, dtype: to
 
 
 @register_encoder("mvr")
-class MultiViewerEncoder(MultiViewEncoder):
+class MvrEncoder(MultiViewEncoder):
     """MVR: k viewer-token vectors per document, one viewer vector per query, max-over-views score.
 
-    Options: ``mvr_num_views`` (k, default 8), ``mvr_lambda`` (local-loss weight, 0.01), ``mvr_alpha`` and
-    ``mvr_min_temperature`` (annealing, 0.1 and 0.3), ``mvr_viewer_init`` ('random' as in the paper, or
-    'cls': copies of the [CLS] embedding plus small noise, so views are not identical).
+    Options (:class:`MvrOptions`): ``mvr_num_views`` (k, default 8), ``mvr_lambda`` (local-loss weight, 0.01),
+    ``mvr_alpha`` and ``mvr_min_temperature`` (annealing, 0.1 and 0.3), ``mvr_viewer_init`` ('random' as in the
+    paper, or 'cls': copies of the [CLS] embedding plus small noise, so views are not identical), ``mvr_views``,
+    ``mvr_gate_learning_rate`` and ``mvr_viewer_positions``.
     """
 
     default_loss = "mvr_global_local"
     default_temperature_schedule = "annealed"
-    option_prefix = "mvr_"
+    options_class = MvrOptions
     formatter_class = ViewerFormatter
+
+    @property
+    def options(self) -> MvrOptions:
+        return self.config.options
 
     @classmethod
     def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
-        return {"num_views": config.options["mvr_num_views"],
-                "viewer_positions": config.options.get("mvr_viewer_positions", "shared"),
-                "views": config.options.get("mvr_views", "paper")}
+        opts: MvrOptions = config.options
+        return {"num_views": opts.num_views, "viewer_positions": opts.viewer_positions, "views": opts.views}
+
+    @classmethod
+    def annealing(cls, config: EncoderConfig) -> tuple[float, float]:
+        opts: MvrOptions = config.options
+        return opts.alpha, opts.min_temperature
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         super().validate_config(config)
-        k = config.options.get("mvr_num_views", 0)
+        opts: MvrOptions = config.options
+        k = opts.num_views
         if k < 1:
             raise ConfigError(f"--mvr_num_views must be >= 1, got {k}")
-        if config.options.get("mvr_viewer_init", "random") not in ("random", "cls"):
-            raise ConfigError(f"--mvr_viewer_init must be 'random' or 'cls', got {config.options['mvr_viewer_init']!r}")
-        if config.options.get("mvr_viewer_positions", "shared") not in ("shared", "distinct"):
+        if opts.viewer_init not in ("random", "cls"):
+            raise ConfigError(f"--mvr_viewer_init must be 'random' or 'cls', got {opts.viewer_init!r}")
+        if opts.viewer_positions not in ("shared", "distinct"):
             raise ConfigError(f"--mvr_viewer_positions must be 'shared' or 'distinct', "
-                              f"got {config.options['mvr_viewer_positions']!r}")
+                              f"got {opts.viewer_positions!r}")
         if config.passage_max_len < 3 or config.query_max_len < 3:
             raise ConfigError("mvr needs --query_max_len and --passage_max_len of at least 3")
-        views = config.options.get("mvr_views", "paper")
+        views = opts.views
         if views not in VIEW_FORMS:
             raise ConfigError(f"--mvr_views must be one of {', '.join(VIEW_FORMS)}, got {views!r}")
         if views == "residual":
             if config.pooling not in ("cls", "mean"):
                 raise ConfigError(f"--mvr_views residual pools the text with --pooling 'cls' or 'mean', "
                                   f"got {config.pooling!r}")
-            if config.options.get("mvr_viewer_positions", "shared") != "shared":
+            if opts.viewer_positions != "shared":
                 raise ConfigError("--mvr_viewer_positions has no effect with --mvr_views residual (its read-only "
                                   "viewers take positions 1..k): leave it out")
-        elif config.options.get("mvr_gate_learning_rate") is not None:
+        elif opts.gate_learning_rate is not None:
             raise ConfigError("--mvr_gate_learning_rate applies to --mvr_views residual only")
 
     @classmethod
@@ -171,15 +217,14 @@ class MultiViewerEncoder(MultiViewEncoder):
         query_encoder: PreTrainedModel,
         passage_encoder: PreTrainedModel,
     ) -> None:
-        tokens = [QUERY_VIEWER, *viewer_tokens(config.options["mvr_num_views"])]
+        tokens = [QUERY_VIEWER, *viewer_tokens(config.options.num_views)]
         # "Randomly initialised" (paper §3.2), at the scale of the backbone's own word embeddings
-        add_marker_tokens(tokenizer, [query_encoder, passage_encoder], tokens,
-                          init=config.options.get("mvr_viewer_init", "random"))
+        add_marker_tokens(tokenizer, [query_encoder, passage_encoder], tokens, init=config.options.viewer_init)
 
     @classmethod
     def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
         model = super().build(model_args, data_args)
-        if model.config.options.get("mvr_views", "paper") == "paper":
+        if model.config.options.views == "paper":
             similarity = model.viewer_similarity()
             if similarity >= COLLAPSE_COSINE:
                 logger.warning(
@@ -187,13 +232,13 @@ class MultiViewerEncoder(MultiViewEncoder):
                     "pairwise cosine %.4f >= %.2f): the views have collapsed into one and max-sim cannot tell them "
                     "apart. Mean-pooled backbones (e.g. all-MiniLM-L6-v2) do this at the shared position 0; use "
                     "--mvr_views residual (recommended for them) or --mvr_viewer_positions distinct.",
-                    model.config.options["mvr_num_views"], similarity, COLLAPSE_COSINE)
+                    model.config.options.num_views, similarity, COLLAPSE_COSINE)
         return model
 
     @torch.inference_mode()
     def viewer_similarity(self, texts: Sequence[str] = PROBE_TEXTS) -> float:
         """Mean pairwise cosine of the k document views over ``texts`` (1.0: the views are one vector)."""
-        k = self.config.options["mvr_num_views"]
+        k = self.options.num_views
         if k < 2:
             return 0.0
         was_training = self.training
@@ -211,11 +256,11 @@ class MultiViewerEncoder(MultiViewEncoder):
 
     def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any):
         super().__init__(config, *args, **kwargs)
-        k = config.options["mvr_num_views"]
-        if config.options.get("mvr_views", "paper") == "residual":
+        k = self.options.num_views
+        if self.options.views == "residual":
             self.view_gates = nn.Parameter(torch.zeros(k))
         limit = getattr(self.p_encoder.config, "max_position_embeddings", None)
-        if config.options.get("mvr_viewer_positions") == "distinct" and limit is not None:
+        if self.options.viewer_positions == "distinct" and limit is not None:
             needed = config.passage_max_len - 1 + k  # positions 0..k-1 for viewers, then text and [SEP]
             if needed > limit:
                 raise ConfigError(f"--mvr_viewer_positions distinct needs {needed} positions "
@@ -223,12 +268,12 @@ class MultiViewerEncoder(MultiViewEncoder):
 
     @property
     def residual(self) -> bool:
-        return self.config.options.get("mvr_views", "paper") == "residual"
+        return self.options.views == "residual"
 
     def learning_rate_overrides(self) -> dict[str, float]:
         if not self.residual:
             return {}
-        lr = self.config.options.get("mvr_gate_learning_rate")
+        lr = self.options.gate_learning_rate
         return {"view_gates": DEFAULT_GATE_LEARNING_RATE if lr is None else lr}
 
     def encode_query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -237,7 +282,7 @@ class MultiViewerEncoder(MultiViewEncoder):
         return self._finish(self._last_hidden(self.query_encoder, batch)[:, 0])
 
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        k = self.config.options["mvr_num_views"]
+        k = self.options.num_views
         if self.residual:
             batch = dict(batch)
             num_text = int(batch.pop("num_text_tokens"))
@@ -253,4 +298,7 @@ class MultiViewerEncoder(MultiViewEncoder):
         return reps, torch.ones(reps.shape[:2], dtype=torch.bool, device=reps.device)
 
     def describe_views(self) -> dict[str, Any]:
-        return {"kind": "viewer", "labels": viewer_tokens(self.config.options["mvr_num_views"])}
+        return {"kind": "viewer", "labels": viewer_tokens(self.options.num_views)}
+
+
+MultiViewerEncoder = MvrEncoder  # the earlier name

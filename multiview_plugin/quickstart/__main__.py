@@ -1,11 +1,12 @@
 """Quickstart: a real train → encode → index → search → evaluate run (MiniLM zero-shot, DPR, two multi-view models).
 
     python -m multiview_plugin.quickstart                       # embedded dataset, a few minutes on 2 CPU cores
-    python -m multiview_plugin.quickstart --data squad --squad_path ../shared/data/squad/dev-v1.1.json --steps 100
+    python -m multiview_plugin.quickstart --data squad --squad_path $DATA/squad/dev-v1.1.json --steps 100
 
 The embedded dataset (``multiview_plugin/quickstart/dataset.py``) is generated for this project: passages about
 fictional entities, each stating several facts, with questions that each target a different fact, so a
-passage is asked about from several "views". ``--data squad`` runs the SPEC §4 SQuAD-dev protocol instead.
+passage is asked about from several "views". ``--data squad`` runs the SQuAD-dev protocol instead
+(docs/data-formats.md, docs/results.md).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from multiview_plugin.search import MultiVectorSearcher, build_index
 logger = logging.getLogger("multiview_plugin.quickstart")
 
 BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
-# SPEC §6: MiniLM was trained with cosine similarity: normalised vectors and a small temperature.
+# MiniLM was trained with cosine similarity: normalised vectors and a small temperature (docs/methods.md).
 COSINE = ["--normalize", "--temperature", "0.05"]
 SYSTEMS = {
     "minilm-zero-shot": ("dpr", ["--pooling", "mean", *COSINE], False),
@@ -429,8 +430,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m multiview_plugin.quickstart", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", choices=["default", "squad", "scifact"], default="default",
-                   help="'default': the embedded dataset; 'squad': the SPEC §4 SQuAD-dev protocol; 'scifact': "
-                   "SPEC §4's SciFact protocol (train on qrels/train.tsv minus a carved dev set, report on it).")
+                   help="'default': the embedded dataset; 'squad': the SQuAD-dev protocol; 'scifact': the SciFact "
+                   "protocol (train on qrels/train.tsv minus a carved dev set, report on it); see "
+                   "docs/data-formats.md.")
     p.add_argument("--squad_path", help="SQuAD v1.1 dev json for --data squad.")
     p.add_argument("--beir_dir", help="BEIR folder with qrels/train.tsv for --data scifact.")
     p.add_argument("--dev_size", type=int, default=200, help="--data scifact: judged train queries carved out as "

@@ -61,6 +61,11 @@ class IndexMeta:
     # the shards' model (encoding/shard_sets.model_identity): query vectors must come from the same one
     model_fingerprint: dict | None = None
     doc_index_factory: str | None = None  # the doc_index file's factory, when there is one
+    backend: str = "faiss"  # "qdrant": the vectors live in a Qdrant collection (search/_qdrant.py)
+    qdrant: dict | None = None  # backend "qdrant": where the collection lives (search/_qdrant.QdrantSettings)
+    # search settings chosen at build time by search/calibrate.py (searchers use them unless told otherwise)
+    search_defaults: dict | None = None
+    calibration: dict | None = None  # how search_defaults were chosen: target, measured recall, operating points
 
     @property
     def multi_vector(self) -> bool:
@@ -99,6 +104,8 @@ class IndexMeta:
         if isinstance(data.get("views_per_doc"), str) and data["views_per_doc"] != "variable":
             raise ShardFormatError(f"{path}: field 'views_per_doc': expected a number or 'variable', got "
                                    f"{data['views_per_doc']!r}")
+        if data.get("backend", "faiss") not in ("faiss", "qdrant"):
+            raise ShardFormatError(f"{path}: field 'backend': expected 'faiss' or 'qdrant', got {data['backend']!r}")
         if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
             raise ShardFormatError(f"{path}: format_version {data['format_version']} is newer than this version "
                                    f"reads ({FORMAT_VERSION}); upgrade multiview_plugin")
@@ -110,7 +117,8 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "dim": (int,), "num_docs": (int,), "num_vectors": (int,), "max_views": (int,), "mean_views": (int, float),
     "views_per_doc": (int, str), "aggregation": (str,), "model_name": (str,), "index_factory": (str,),
     "metric": (str,), "shards": (list,), "extra": (dict,), "format_version": (int,), "view_ids": (bool, _NONE),
-    "model_fingerprint": (dict, _NONE), "doc_index_factory": (str, _NONE)}
+    "model_fingerprint": (dict, _NONE), "doc_index_factory": (str, _NONE), "backend": (str,), "qdrant": (dict, _NONE),
+    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE)}
 _META_KIND_NAMES = {name: " or ".join("null" if t is _NONE else {"int": "an integer", "float": "a number",
                                                                   "str": "a string", "list": "a list",
                                                                   "dict": "an object", "bool": "true/false"}[t.__name__]

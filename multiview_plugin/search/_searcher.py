@@ -380,7 +380,13 @@ class MultiVectorSearcher:
         fetch depth; see the module docstring).
     overfetch, rescore : approximate indexes only: fetch depth multiplier, and whether candidate documents are
         re-scored over all their views (see :class:`ApproximateSearch`).
-    doc_candidates : folders with a ``doc_index``: candidate documents per result (see :class:`ApproximateSearch`).
+    doc_candidates : folders with a ``doc_index``, and Qdrant folders: candidate documents per result (see
+        :class:`ApproximateSearch`).
+        ``overfetch``, ``ef_search``, ``nprobe`` and ``doc_candidates`` left None take the settings calibrated when
+        the index was built (``multiview.json`` ``search_defaults``, :mod:`multiview_plugin.search.calibrate`),
+        else the class defaults.
+    exact : Qdrant folders: score every document over all its views (a full scan) instead of taking candidates.
+    qdrant_url : Qdrant folders: the server's address, overriding the one recorded at build time.
     corpus, pseudo_queries : where explanations read sentence texts (a ``{docid: text}`` or corpus file) and DCE's
         pseudo-queries; default: the files recorded when the index was encoded.
 
@@ -403,32 +409,23 @@ class MultiVectorSearcher:
         aggregation_options: dict[str, Any] | None = None,
         corpus: Any = None,
         pseudo_queries: str | None = None,
-        overfetch: float = ApproximateSearch.overfetch,
+        overfetch: float | None = None,
         rescore: bool | None = None,
-        doc_candidates: float = ApproximateSearch.doc_candidates,
+        doc_candidates: float | None = None,
+        exact: bool = False,
+        qdrant_url: str | None = None,
     ):
         index_dir = Path(index_dir)
         self.index_dir = index_dir
         self._explain_sources = (corpus, pseudo_queries)
         self._explainer: ViewExplainer | None = None
         self.meta = IndexMeta.load(index_dir)
-        index = read_faiss_index(index_dir / INDEX_FILE)
-        if index.d != self.meta.dim:
-            raise ShardFormatError(f"{index_dir / INDEX_FILE}: holds {index.d}-dim vectors, {META_FILE} says "
-                                   f"{self.meta.dim}")
-        approximate = ApproximateSearch(overfetch=overfetch, ef_search=ef_search, nprobe=nprobe, rescore=rescore,
-                                        doc_candidates=doc_candidates)
-        lookup = _read_docids(index_dir, index.ntotal, self.meta)
-        doc_index = (read_faiss_index(index_dir / DOC_INDEX_FILE) if (index_dir / DOC_INDEX_FILE).is_file()
-                     else None)
-        if doc_index is not None and (doc_index.ntotal != self.meta.num_docs or doc_index.d != index.d):
-            raise ShardFormatError(f"{index_dir / DOC_INDEX_FILE}: {doc_index.ntotal} vectors of dim {doc_index.d}, "
-                                   f"for {self.meta.num_docs} documents of dim {index.d}")
-        self.store = VectorStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE),
-                                             approximate, doc_index)
-        if len(self.store.docids) != self.meta.num_docs:
-            raise ShardFormatError(f"{index_dir / DOCID_FILE}: names {len(self.store.docids)} documents, "
-                                   f"{META_FILE} says {self.meta.num_docs}")
+        if self.meta.backend == "qdrant":
+            from multiview_plugin.search._qdrant import open_qdrant_store
+
+            self.store = open_qdrant_store(index_dir, self.meta, exact, doc_candidates, ef_search, qdrant_url)
+        else:
+            self.store = self._faiss_store(index_dir, overfetch, ef_search, nprobe, rescore, doc_candidates)
         options = {k: v for k, v in (aggregation_options or {}).items() if v is not None}
         options.setdefault("temperature", self.meta.extra.get("temperature"))
         if aggregation is None and self.meta.aggregation not in AGGREGATORS:
@@ -447,6 +444,33 @@ class MultiVectorSearcher:
                                  (name, model_fingerprint(encoder)))
             dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
             self.encoder = encoder.to(dev).eval()
+
+    def _faiss_store(self, index_dir: Path, overfetch: float | None, ef_search: int | None, nprobe: int | None,
+                     rescore: bool | None, doc_candidates: float | None) -> VectorStore:
+        calibrated = self.meta.search_defaults or {}  # explicit arguments win over the calibrated settings
+        approximate = ApproximateSearch(
+            overfetch=overfetch if overfetch is not None else calibrated.get("overfetch", ApproximateSearch.overfetch),
+            ef_search=ef_search if ef_search is not None else calibrated.get("ef_search"),
+            nprobe=nprobe if nprobe is not None else calibrated.get("nprobe"), rescore=rescore,
+            doc_candidates=doc_candidates if doc_candidates is not None
+            else calibrated.get("doc_candidates", ApproximateSearch.doc_candidates),
+            min_doc_candidates=calibrated.get("min_doc_candidates", ApproximateSearch.min_doc_candidates))
+        index = read_faiss_index(index_dir / INDEX_FILE)
+        if index.d != self.meta.dim:
+            raise ShardFormatError(f"{index_dir / INDEX_FILE}: holds {index.d}-dim vectors, {META_FILE} says "
+                                   f"{self.meta.dim}")
+        lookup = _read_docids(index_dir, index.ntotal, self.meta)
+        doc_index = (read_faiss_index(index_dir / DOC_INDEX_FILE) if (index_dir / DOC_INDEX_FILE).is_file()
+                     else None)
+        if doc_index is not None and (doc_index.ntotal != self.meta.num_docs or doc_index.d != index.d):
+            raise ShardFormatError(f"{index_dir / DOC_INDEX_FILE}: {doc_index.ntotal} vectors of dim {doc_index.d}, "
+                                   f"for {self.meta.num_docs} documents of dim {index.d}")
+        store = VectorStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE),
+                                        approximate, doc_index)
+        if len(store.docids) != self.meta.num_docs:
+            raise ShardFormatError(f"{index_dir / DOCID_FILE}: names {len(store.docids)} documents, "
+                                   f"{META_FILE} says {self.meta.num_docs}")
+        return store
 
     @property
     def num_docs(self) -> int:

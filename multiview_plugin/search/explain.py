@@ -77,8 +77,10 @@ class ViewExplainer:
 
     def doc_vectors(self, doc: int) -> np.ndarray:
         """The vectors of document ``doc`` as the index stores them (reconstructed)."""
+        index = getattr(self.store, "index", None)
+        if index is None:  # another backend (Qdrant): it returns a document's views itself
+            return self.store.doc_vectors(doc)
         start, count = int(self.store.doc_start[doc]), int(self.store.doc_views[doc])
-        index = self.store.index
         try:
             return index.reconstruct_n(start, count)
         except RuntimeError:

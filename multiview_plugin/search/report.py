@@ -98,7 +98,19 @@ def index_report(index_dir: str | os.PathLike) -> str:
     lines.append(f"dtype            shards {', '.join(sorted(dtypes)) or 'unknown (shards not found)'}; "
                  "Faiss holds float32" + ("" if meta.index_factory == "Flat" else " before its own coding"))
     lines.append(f"aggregation      {meta.aggregation}")
-    lines.append(f"faiss            {meta.index_factory}: {_faiss_summary(folder / INDEX_FILE)}")
+    if meta.backend == "qdrant":
+        q = meta.qdrant or {}
+        lines.append(f"qdrant           collection {q.get('collection')!r} "
+                     + (f"at {q['url']} (shards {q.get('shard_number') or 'server default'}, replication "
+                        f"{q.get('replication_factor') or 1})" if q.get("url") else f"embedded in {q.get('path')}")
+                     + (", vectors on disk" if q.get("on_disk") else ""))
+    else:
+        lines.append(f"faiss            {meta.index_factory}: {_faiss_summary(folder / INDEX_FILE)}")
+    if meta.search_defaults:
+        cal = meta.calibration or {}
+        lines.append("search defaults  " + ", ".join(f"{k}={v}" for k, v in sorted(meta.search_defaults.items()))
+                     + (f" (calibrated: recall@{cal.get('k')} {cal.get('recall')} of exact, target "
+                        f"{cal.get('target_recall')})" if cal else ""))
     files = sorted(p for p in folder.iterdir() if p.is_file())
     total = sum(p.stat().st_size for p in files)
     lines.append(f"size on disk     {_size(total)} (" + ", ".join(f"{p.name} {_size(p.stat().st_size)}" for p in files)

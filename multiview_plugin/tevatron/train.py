@@ -35,8 +35,8 @@ except ImportError as err:  # pragma: no cover - exercised where Tevatron is mis
 from transformers import HfArgumentParser, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
-from multiview_plugin.arguments import ModelArguments
-from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.arguments import ModelArguments, refuse_foreign_options
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.registry import get_encoder_class
@@ -106,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model_args, data_args, training_args = parser.parse_json_file(json_file=os.path.abspath(argv[0]))
     else:
         model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    refuse_foreign_options(argv, model_args.model_name)
     output_dir = training_args.output_dir
     if (os.path.exists(output_dir) and os.listdir(output_dir) and training_args.do_train
             and not getattr(training_args, "overwrite_output_dir", False)):

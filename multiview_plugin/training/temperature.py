@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 
 MIN_TEMPERATURE = 0.3  # the floor of MVR's annealed schedule (eq. 8)
+DEFAULT_ALPHA = 0.1  # its decay rate per epoch
 
 
 def temperature_at(
-    epoch: int, schedule: str = "fixed", initial: float = 1.0, alpha: float = 0.1, minimum: float = MIN_TEMPERATURE
+    epoch: int, schedule: str = "fixed", initial: float = 1.0, alpha: float = DEFAULT_ALPHA,
+    minimum: float = MIN_TEMPERATURE,
 ) -> float:
     """Temperature for ``epoch`` (counted from 0).
 

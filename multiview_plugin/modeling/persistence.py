@@ -1,0 +1,167 @@
+"""Persistence of encoders: the model folder's layout, saving, loading, and the LoRA weights of a resumed run.
+
+A model folder holds the HF backbone weights (root, or ``query_model/`` and ``passage_model/`` when untied, like
+Tevatron), the tokenizer with any added special tokens, ``multiview_config.json``
+(:class:`~multiview_plugin.modeling.config.EncoderConfig`), and ``multiview_extra.safetensors`` for parameters
+that live outside the backbones (mvr's view gates, mlr's scalar mix). A ``--lora`` run's folder holds the merged
+backbone plus the adapters in ``lora_adapter/`` (:mod:`multiview_plugin.modeling.lora`).
+
+:class:`PersistenceMixin` gives every encoder ``save`` / ``from_saved`` / ``load_weights``; :func:`load_encoder`
+rebuilds any registered encoder from a folder. :mod:`multiview_plugin.modeling.base` re-exports these names.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, T5EncoderModel
+
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
+from multiview_plugin.registry import get_encoder_class
+
+logger = logging.getLogger("multiview_plugin.modeling.base")
+
+EXTRA_WEIGHTS_NAME = "multiview_extra.safetensors"
+T5_MODEL_TYPES = ("t5", "mt5", "umt5")
+QUERY_SUBDIR, PASSAGE_SUBDIR = "query_model", "passage_model"
+
+
+def load_tokenizer(path: str | os.PathLike, **kwargs: Any) -> PreTrainedTokenizerBase:
+    """The tokenizer; one without a pad token pads with its eos token (as Tevatron does for decoder models)."""
+    tokenizer = AutoTokenizer.from_pretrained(path, **{k: v for k, v in kwargs.items() if v is not None})
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_backbone(path: str | os.PathLike, **kwargs: Any) -> PreTrainedModel:
+    """The encoder of a checkpoint: ``AutoModel``, or ``T5EncoderModel`` for T5-family models (their
+    ``AutoModel`` is the whole encoder-decoder)."""
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    config = AutoConfig.from_pretrained(path, **{k: v for k, v in kwargs.items() if k in ("cache_dir", "revision")})
+    if config.model_type in T5_MODEL_TYPES:
+        return T5EncoderModel.from_pretrained(path, **kwargs)
+    return AutoModel.from_pretrained(path, **kwargs)
+
+
+class PersistenceMixin:
+    """Saving and loading for :class:`~multiview_plugin.modeling.base.MultiViewEncoder` (an ``nn.Module`` with
+    ``config``, ``query_encoder``, ``passage_encoder`` (None when tied) and ``tokenizer``)."""
+
+    def _encoder_folders(self, out: Path) -> list[tuple[PreTrainedModel, Path]]:
+        if self.passage_encoder is None:
+            return [(self.query_encoder, out)]
+        return [(self.query_encoder, out / QUERY_SUBDIR), (self.passage_encoder, out / PASSAGE_SUBDIR)]
+
+    def save(self, output_dir: str | os.PathLike) -> None:
+        """Write weights, tokenizer and ``multiview_config.json`` so :func:`load_encoder` rebuilds this model.
+
+        A LoRA model writes its backbones with the adapters merged (an ordinary model folder, computed without
+        touching the training weights) and the adapters themselves in ``lora_adapter/``.
+        """
+        from multiview_plugin.modeling import lora
+
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for encoder, folder in self._encoder_folders(out):
+            if lora.is_lora(encoder):
+                lora.save_merged_backbone(encoder, folder)
+            else:
+                encoder.save_pretrained(folder)
+        self.tokenizer.save_pretrained(out)
+        extra = self.extra_state_dict()
+        if extra:
+            save_file({k: v.detach().contiguous().cpu() for k, v in extra.items()}, str(out / EXTRA_WEIGHTS_NAME))
+        if self.is_lora:
+            for attribute, folder in lora.adapter_folders(out, untied=self.passage_encoder is not None).items():
+                lora.save_adapter(getattr(self, attribute), folder)
+        # The config goes last: a folder that has it is complete.
+        self.config.save(out)
+
+    def extra_state_dict(self) -> dict[str, torch.Tensor]:
+        """Parameters and buffers outside the backbones (saved in ``multiview_extra.safetensors``)."""
+        return {k: v for k, v in self.state_dict().items()
+                if not k.startswith(("query_encoder.", "passage_encoder."))}
+
+    def load_weights(self, folder: str | os.PathLike) -> None:
+        """Load the weights saved by :meth:`save` into this (already built) model. A LoRA model (resuming) loads
+        the adapters from ``lora_adapter/`` and the parameters outside the backbones, not the merged backbone."""
+        if self.is_lora:
+            self._load_lora_weights(Path(folder))
+            return
+        fresh = load_encoder(folder)
+        missing, unexpected = self.load_state_dict(fresh.state_dict(), strict=False)
+        if missing or unexpected:
+            raise ConfigError(f"{folder}: weights do not fit this model (missing {missing}, unexpected {unexpected})")
+        self.config = fresh.config
+
+    def _load_lora_weights(self, folder: Path) -> None:
+        from multiview_plugin.modeling.lora import OPTION, load_adapter_weights
+
+        config = EncoderConfig.load(folder)
+        if OPTION not in config.options:
+            raise ConfigError(f"{folder} was not saved by a --lora run (no 'lora' options in its "
+                              "multiview_config.json): it cannot resume this LoRA model")
+        load_adapter_weights(self, folder)
+        self.load_extra_weights(folder, exact=True)
+        self.config = config
+
+    def load_extra_weights(self, folder: str | os.PathLike, exact: bool = False) -> list[str]:
+        """Load ``multiview_extra.safetensors`` of a saved model folder (the parameters outside the backbones)
+        into this model; returns their names. Names this model lacks are an error; with ``exact``, so is a name
+        of :meth:`extra_state_dict` the file lacks (a missing file counts as empty)."""
+        path = Path(folder) / EXTRA_WEIGHTS_NAME
+        extra = load_file(str(path)) if path.is_file() else {}
+        expected = set(self.extra_state_dict())
+        missing, unexpected = sorted(expected - set(extra)) if exact else [], sorted(set(extra) - expected)
+        if missing or unexpected:
+            raise ConfigError(f"{path}: weights do not fit this model (missing {missing}, unexpected {unexpected})")
+        if extra:  # strict=False: the backbone weights are not in this file
+            self.load_state_dict(extra, strict=False)
+        return sorted(extra)
+
+    @classmethod
+    def from_saved(cls, folder: str | os.PathLike, config: EncoderConfig, **hf_kwargs: Any) -> Any:
+        """Load a saved model; ``hf_kwargs`` go to the backbones' ``from_pretrained`` (e.g. attn_implementation)."""
+        folder = Path(folder)
+        tokenizer = load_tokenizer(folder)
+        if config.untie_encoder:
+            query_encoder = load_backbone(folder / QUERY_SUBDIR, **hf_kwargs)
+            passage_encoder = load_backbone(folder / PASSAGE_SUBDIR, **hf_kwargs)
+        else:
+            query_encoder = passage_encoder = load_backbone(folder, **hf_kwargs)
+        model = cls(config, query_encoder, passage_encoder, tokenizer)
+        model.load_extra_weights(folder)
+        return model
+
+
+def load_encoder(folder: str | os.PathLike, checkpoint_options: dict[str, Any] | None = None,
+                 **hf_kwargs: Any) -> Any:
+    """Rebuild any registered encoder from a folder written by :meth:`PersistenceMixin.save`.
+
+    A plain Hugging Face / Tevatron checkpoint (no ``multiview_config.json``) loads as ``dpr`` when
+    ``checkpoint_options`` gives its :class:`EncoderConfig` fields (pooling, normalize, lengths, ...), as
+    Tevatron's encoder takes them from flags; without them it is an error. ``hf_kwargs`` go to
+    ``from_pretrained`` (``attn_implementation``, ``dtype``).
+
+    Examples
+    --------
+    >>> model = load_encoder("runs/mvr")           # doctest: +SKIP
+    >>> q = model.encode_query(model.formatter.queries(["who wrote hamlet"]))  # doctest: +SKIP
+    """
+    if checkpoint_options is not None and not is_multiview_model(folder):
+        config = EncoderConfig(model_name="dpr", backbone=str(folder), **checkpoint_options)
+        cls = get_encoder_class("dpr")
+        cls.validate_config(config)
+        logger.info("%s has no multiview_config.json: loading it as a dpr model (pooling %s, normalize %s)",
+                    folder, config.pooling, config.normalize)
+    else:
+        config = EncoderConfig.load(folder)
+        cls = get_encoder_class(config.model_name)
+    return cls.from_saved(folder, config, **hf_kwargs)

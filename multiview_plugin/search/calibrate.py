@@ -1,0 +1,267 @@
+"""Calibrating an approximate index's search settings at build time, on the corpus's own views.
+
+Approximate search (HNSW's beam, IVF's probed lists, the over-fetch of view rows, the document-vector candidates
+of a ``doc_index`` or of the Qdrant backend) trades recall for speed, and the trade depends on the data: settings
+tuned on one distribution lose recall on another. So the index is calibrated on itself, after the model of
+Faiss's auto-tuning (``faiss.ParameterSpace.explore`` and ``OperatingPoints``; Johnson, Douze and Jégou,
+"Billion-scale similarity search with GPUs", 2019, and the Faiss wiki's "Index IO, cloning and hyper parameter
+tuning"): every setting tried is an *operating point* (recall, time per query), only those no other beats on both
+are kept (the Pareto frontier), and the fastest one that reaches the target is chosen.
+
+* **Queries:** ``n_queries`` documents sampled uniformly, one random view of each used as a query vector. The
+  source document is left out of both rankings (it trivially holds the query), so the check is of the
+  *neighbours* of a realistic vector of the corpus. With real query vectors at hand (encoded dev queries:
+  ``driver.index --calibration_query_reps``), a sample of them is used instead.
+* **Ground truth:** exact max over views, computed by streaming the shards the index was built from (memory: one
+  chunk of one shard at a time).
+* **Recall:** |approximate top-k documents ∩ exact top-k| / k, averaged over queries (k = 10 by default). A
+  setting reaches the target when the one-sided 95% lower confidence bound of that mean does (normal
+  approximation over the sampled queries), not just the sample mean.
+* **Search:** per knob grid (below), the cheaper knob is walked upwards until the target is reached, for each
+  value of the other knob; points past the first one reaching the target are not measured (they only cost more).
+
+Knobs: HNSW (``overfetch`` × ``ef_search`` lower bound), IVF (``nprobe`` lower bound × ``overfetch``), other
+approximate Faiss indexes (``overfetch``), a ``doc_index`` or Qdrant (``min_doc_candidates``: the candidate
+documents at small k). The result is written to ``multiview.json`` (``search_defaults`` and ``calibration``);
+searchers use it unless a setting is given explicitly. Failure mode: the sample's queries are corpus views, not
+queries of the query encoder; real queries farther from every view may need more (``bench/calibration.py``
+checks held-out synthetic queries).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from multiview_plugin.encoding.shards import read_shard, split_lookup
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._index import META_FILE, IndexMeta, contiguous_docs
+from multiview_plugin.search.aggregators import MaxAggregator
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TARGET = 0.98
+DEFAULT_QUERIES = 200
+DEFAULT_K = 10
+OVERFETCH = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+EF_SEARCH = (64, 128, 256, 512, 1024)  # beside the index's stored efSearch (raised to the fetch depth anyway)
+IVF_OVERFETCH = (1.0, 2.0, 4.0)
+MIN_DOC_CANDIDATES = (50, 100, 200, 400, 800, 1600, 3200, 6400, 12800)
+CHUNK_ROWS = 65_536
+
+
+def sample_view_queries(index_dir: Path, meta: IndexMeta, n_queries: int, seed: int, unsafe_pickle: bool = False
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(query vectors (Q, D), source document of each, docids, view count of each document); read from the
+    shards the index was built from."""
+    lookup = (index_dir / "docid").read_text(encoding="utf-8").splitlines()
+    docids, row_doc = contiguous_docs(split_lookup(lookup, meta.multi_vector), str(index_dir / "docid"))
+    counts = np.bincount(row_doc, minlength=len(docids))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rng = np.random.default_rng(seed)
+    src = np.sort(rng.choice(len(docids), min(n_queries, len(docids)), replace=False))
+    rows = starts[src] + rng.integers(0, counts[src])
+    out = np.empty((len(src), meta.dim), dtype=np.float32)
+    offset = 0
+    for path in _shards(meta):
+        reps = read_shard(path, unsafe_pickle)[0]
+        mine = (rows >= offset) & (rows < offset + len(reps))
+        out[mine] = np.asarray(reps[rows[mine] - offset], dtype=np.float32)
+        offset += len(reps)
+    if offset != len(row_doc):
+        raise ConfigError(f"{index_dir}: its shards hold {offset} vectors, the index {len(row_doc)}: calibration "
+                          "needs the shards the index was built from")
+    return out, src, docids, counts
+
+
+def _shards(meta: IndexMeta) -> list[str]:
+    missing = [s for s in meta.shards if not Path(s).is_file()]
+    if missing or not meta.shards:
+        raise ConfigError(f"calibration reads the shards the index was built from; missing: {missing[:3]} (pass "
+                          "--target_recall 0 to skip it)")
+    return list(meta.shards)
+
+
+def exact_top_docs(meta: IndexMeta, q: np.ndarray, src: np.ndarray, k: int, unsafe_pickle: bool = False
+                   ) -> np.ndarray:
+    """Exact max-over-views top-k document indices (Q, k) by streaming the shards; each query's source document
+    is excluded."""
+    n_q = len(q)
+    best_s = np.full((n_q, k), -np.inf, dtype=np.float32)
+    best_d = np.full((n_q, k), -1, dtype=np.int64)
+    doc_offset = 0
+    for path in tqdm(_shards(meta), desc="calibration: exact", unit="shard", leave=False):
+        reps, lookup, info = read_shard(path, unsafe_pickle)
+        if not len(reps):
+            continue
+        multi = info.multi_vector if info is not None else meta.multi_vector
+        _, row_doc = contiguous_docs(split_lookup(lookup, multi), str(path))
+        starts = np.flatnonzero(np.r_[True, row_doc[1:] != row_doc[:-1]])
+        lo = 0
+        while lo < len(starts):  # chunks of whole documents
+            hi = int(np.searchsorted(starts, starts[lo] + CHUNK_ROWS, side="left"))
+            hi = max(hi, lo + 1)
+            r0, r1 = int(starts[lo]), int(starts[hi]) if hi < len(starts) else len(row_doc)
+            sims = np.asarray(reps[r0:r1], dtype=np.float32) @ q.T  # (rows, Q)
+            doc_scores = np.maximum.reduceat(sims, starts[lo:hi] - r0, axis=0).T  # (Q, docs)
+            doc_ids = doc_offset + np.arange(lo, hi)
+            doc_scores[doc_ids[None, :] == src[:, None]] = -np.inf
+            all_s = np.concatenate([best_s, doc_scores], axis=1)
+            all_d = np.concatenate([best_d, np.broadcast_to(doc_ids, doc_scores.shape)], axis=1)
+            top = np.argpartition(-all_s, k - 1, axis=1)[:, :k] if all_s.shape[1] > k else np.arange(
+                all_s.shape[1])[None].repeat(n_q, 0)
+            best_s, best_d = np.take_along_axis(all_s, top, 1), np.take_along_axis(all_d, top, 1)
+            lo = hi
+        doc_offset += len(starts)
+    return best_d
+
+
+def per_query_recall(found: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    return np.array([len(set(a) & set(b) - {-1}) / max(1, len(set(b) - {-1}))
+                     for a, b in zip(found.tolist(), exact.tolist())])
+
+
+def lower_bound(recalls: np.ndarray, z: float = 1.645) -> float:
+    """One-sided 95% lower confidence bound of the mean recall (normal approximation over queries)."""
+    if len(recalls) < 2:
+        return float(recalls.mean()) if len(recalls) else 0.0
+    return float(recalls.mean() - z * recalls.std(ddof=1) / np.sqrt(len(recalls)))
+
+
+def knob_grid(store: Any) -> tuple[str, dict[str, Sequence]] | None:
+    """(kind, {knob: values, the walked one last}) for a store; None for exact stores (nothing to calibrate)."""
+    if getattr(store, "settings", None) is not None:  # Qdrant
+        return ("qdrant", {"min_doc_candidates": MIN_DOC_CANDIDATES}) if not store.exact else None
+    if store.doc_index is not None:
+        return "doc_index", {"min_doc_candidates": MIN_DOC_CANDIDATES}
+    approx = store.approximate
+    if not approx.active:
+        return None
+    if approx._ivf is not None:
+        nlist = int(approx._ivf.nlist)
+        probes = [2 ** i for i in range(0, int(math.log2(nlist)) + 1)] + ([nlist] if nlist & (nlist - 1) else [])
+        return "ivf", {"overfetch": IVF_OVERFETCH, "nprobe": probes}
+    if approx._hnsw is not None:
+        stored = int(approx.ef_search or approx._hnsw.efSearch)
+        return "hnsw", {"ef_search": sorted({stored, *EF_SEARCH}), "overfetch": OVERFETCH}
+    return "approximate", {"overfetch": OVERFETCH}
+
+
+def _set(store: Any, knob: str, value: Any) -> None:
+    target = store if getattr(store, "settings", None) is not None else store.approximate
+    if knob == "ef_search" and target is store:
+        knob = "hnsw_ef"
+    setattr(target, knob, value)
+
+
+def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarray, target: float, k: int
+                    ) -> dict | None:
+    """Explore the store's knob grid (module docstring); returns the calibration record, None when exact."""
+    grid = knob_grid(store)
+    if grid is None:
+        return None
+    kind, knobs = grid
+    names = list(knobs)
+    outer = names[:-1]
+    walked = names[-1]
+    outer_values = [dict(zip(outer, combo)) for combo in _product([knobs[n] for n in outer])]
+    aggregator = MaxAggregator()
+    points: list[dict] = []
+    for fixed in outer_values:
+        for value in knobs[walked]:
+            settings = {**fixed, walked: value}
+            for name, v in settings.items():
+                _set(store, name, v)
+            start = time.perf_counter()
+            found = store.search(q, k + 1, aggregator)[0]
+            ms = 1000 * (time.perf_counter() - start) / max(1, len(q))
+            found = np.array([[d for d in row if d != s][:k] + [-1] * max(0, k - len([d for d in row if d != s]))
+                              for row, s in zip(found.tolist(), src.tolist())])
+            recalls = per_query_recall(found, exact)
+            rec, low = float(recalls.mean()), lower_bound(recalls)
+            points.append({"settings": settings, "recall": round(rec, 4), "recall_lower95": round(low, 4),
+                           "ms_per_query": round(ms, 3)})
+            logger.info("calibration %s: %s recall@%d %.4f (95%% lower bound %.4f), %.3f ms/query", kind,
+                        settings, k, rec, low, ms)
+            if low >= target:
+                break
+    reached = [p for p in points if p["recall_lower95"] >= target]
+    best = min(reached, key=lambda p: p["ms_per_query"]) if reached else max(points, key=lambda p: p["recall"])
+    if not reached:
+        logger.warning("calibration: no setting tried reached recall@%d %.3f of exact; using the best, %s (%.4f)",
+                       k, target, best["settings"], best["recall"])
+    for name, v in best["settings"].items():
+        _set(store, name, v)
+    frontier = [p for p in points if not any(o["recall"] >= p["recall"] and o["ms_per_query"] < p["ms_per_query"]
+                                             for o in points)]
+    return {"kind": kind, "target_recall": target, "k": k, "queries": int(len(q)), "reached": bool(reached),
+            "recall": best["recall"], "recall_lower95": best["recall_lower95"],
+            "ms_per_query": best["ms_per_query"], "settings": best["settings"],
+            "operating_points": sorted(frontier, key=lambda p: p["ms_per_query"]), "tried": len(points)}
+
+
+def _product(lists: list[Sequence]) -> list[tuple]:
+    out: list[tuple] = [()]
+    for values in lists:
+        out = [o + (v,) for o in out for v in values]
+    return out
+
+
+def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT_TARGET,
+                    n_queries: int = DEFAULT_QUERIES, k: int = DEFAULT_K, seed: int = 0,
+                    unsafe_pickle: bool = False, queries: np.ndarray | None = None,
+                    queries_from: str | None = None) -> dict | None:
+    """Calibrate an index folder's search settings (module docstring) and record them in its ``multiview.json``.
+
+    ``queries``: real query vectors (e.g. encoded dev queries, ``queries_from`` names them) to calibrate on
+    instead of sampled corpus views (``n_queries`` of them, sampled); nothing is then left out of the rankings.
+    Returns the calibration record (None for exact indexes, which need none)."""
+    from multiview_plugin.search._searcher import MultiVectorSearcher
+
+    if not 0 < target_recall <= 1:
+        raise ConfigError(f"--target_recall must be in (0, 1], got {target_recall}")
+    index_dir = Path(index_dir)
+    meta = IndexMeta.load(index_dir)
+    if meta.aggregation != "max":
+        logger.info("calibration skipped: it measures max-over-views recall, the index aggregates by %s",
+                    meta.aggregation)
+        return None
+    searcher = MultiVectorSearcher(index_dir, aggregation="max")
+    if knob_grid(searcher.store) is None:
+        logger.info("calibration skipped: %s searches exactly", meta.index_factory)
+        return None
+    if meta.num_docs <= k + 1:
+        logger.info("calibration skipped: %d documents", meta.num_docs)
+        return None
+    if queries is not None:
+        queries = np.asarray(queries, dtype=np.float32)
+        if queries.ndim != 2 or queries.shape[1] != meta.dim or not len(queries):
+            raise ConfigError(f"calibration queries have shape {queries.shape}, the index expects (N, {meta.dim})")
+        pick = np.sort(np.random.default_rng(seed).choice(len(queries), min(n_queries, len(queries)), replace=False))
+        q, src = np.ascontiguousarray(queries[pick]), np.full(len(pick), -1, dtype=np.int64)
+    else:
+        q, src, _, _ = sample_view_queries(index_dir, meta, n_queries, seed, unsafe_pickle)
+    exact = exact_top_docs(meta, q, src, k, unsafe_pickle)
+    record = calibrate_store(searcher.store, q, src, exact, target_recall, k)
+    if record is None:
+        return None
+    record["seed"] = seed
+    record["queries_from"] = queries_from or ("given query vectors" if queries is not None else "corpus views")
+    defaults = {n: v for n, v in record["settings"].items() if v is not None}
+    meta.search_defaults, meta.calibration = defaults, record
+    tmp = index_dir / f".{META_FILE}.tmp"
+    tmp.write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, index_dir / META_FILE)
+    logger.info("calibrated %s: %s → recall@%d %.4f of exact (target %.3f, %d sampled views), %.3f ms/query",
+                index_dir, defaults, k, record["recall"], target_recall, len(q), record["ms_per_query"])
+    return record

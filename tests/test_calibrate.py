@@ -1,0 +1,141 @@
+"""Build-time calibration of approximate search settings: held-out queries keep >= 0.98 of exact top-10 documents
+on synthetic distributions the calibration never saw (view counts 1-12, tight and wide spreads, several dims)."""
+
+import json
+
+import faiss
+import numpy as np
+import pytest
+
+from multiview_plugin.driver import index as index_driver
+from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
+from multiview_plugin.search import MultiVectorSearcher, VectorStore, build_index
+from multiview_plugin.search.aggregators import MaxAggregator
+from multiview_plugin.search.calibrate import calibrate_index, lower_bound
+from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+
+
+def synthetic(tmp_path, n_docs, views, dim, doc_spread, view_spread, seed):
+    docs = clustered_documents(n_docs, views[1], dim, clusters=150, seed=seed, doc_spread=doc_spread,
+                               view_spread=view_spread)
+    counts = np.random.default_rng(seed + 1).integers(views[0], views[1] + 1, n_docs)
+    mask = np.arange(views[1])[None] < counts[:, None]
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                     shard_index=0, num_shards=2)
+    paths = []
+    for s, (a, b) in enumerate(((0, n_docs // 2), (n_docs // 2, n_docs))):
+        info.shard_index = s
+        w = ShardWriter(tmp_path / f"c.{s}.pkl", info, multi_vector=True)
+        w.add([f"d{i}" for i in range(a, b)], docs[a:b], mask[a:b])
+        w.close()
+        paths.append(tmp_path / f"c.{s}.pkl")
+    return docs, mask, paths
+
+
+def held_out_recall(searcher, docs, mask, seed):
+    q = clustered_queries(docs, 200, seed=seed + 7)
+    flat = faiss.IndexFlatIP(docs.shape[2])
+    flat.add(docs[mask])
+    lookup = [f"d{i}#{j}" for i, c in enumerate(mask.sum(1)) for j in range(c)]
+    exact = VectorStore.from_lookup(flat, lookup, True, "exact").search(q, 10, MaxAggregator())[0]
+    got = np.vectorize(lambda d: int(d[1:]))(searcher.search_vectors(q, 10)[0])
+    return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.tolist(), exact.tolist())]))
+
+
+@pytest.mark.parametrize("case", [
+    # (docs, views lo-hi, dim, doc spread, view spread, factory, doc factory)
+    (4000, (1, 12), 48, 1.2, 1.3, "HNSW32", None),   # wide, variable 1-12
+    (4000, (1, 3), 96, 0.4, 0.3, "HNSW16", None),    # tight, few views, larger dim
+    (3000, (1, 8), 32, 0.8, 0.8, "IVF64,Flat", None),
+    (3000, (2, 12), 40, 1.0, 1.4, "Flat", "HNSW32"),  # document-vector candidates, wide views
+], ids=["hnsw-wide-1to12", "hnsw-tight-d96", "ivf", "doc-index-wide"])
+def test_calibrated_defaults_hold_recall_on_unseen_distributions(tmp_path, case):
+    n, views, dim, ds, vs, factory, doc_factory = case
+    seed = 100 + dim
+    docs, mask, paths = synthetic(tmp_path, n, views, dim, ds, vs, seed)
+    build_index(paths, tmp_path / "idx", index_factory=factory, doc_index_factory=doc_factory)
+    record = calibrate_index(tmp_path / "idx", target_recall=0.98)
+    meta = json.loads((tmp_path / "idx" / "multiview.json").read_text())
+    assert record["reached"] and meta["search_defaults"] == {k: v for k, v in record["settings"].items()}
+    assert meta["calibration"]["recall_lower95"] >= 0.98
+    assert held_out_recall(MultiVectorSearcher(tmp_path / "idx"), docs, mask, seed) >= 0.98
+    if factory.startswith("HNSW") and vs > 1:  # cheaper settings lose recall here: the choice matters
+        assert min(p["recall"] for p in record["operating_points"]) < 0.98
+        cheap = MultiVectorSearcher(tmp_path / "idx", overfetch=0.25, ef_search=8)
+        assert held_out_recall(cheap, docs, mask, seed) < 0.98
+
+
+def test_searcher_uses_calibration_unless_told_otherwise(tmp_path):
+    docs, mask, paths = synthetic(tmp_path, 2000, (1, 10), 32, 1.1, 1.2, 5)
+    build_index(paths, tmp_path / "idx", index_factory="HNSW32")
+    record = calibrate_index(tmp_path / "idx", target_recall=0.99)
+    s = record["settings"]
+    default = MultiVectorSearcher(tmp_path / "idx").store.approximate
+    assert (default.overfetch, default.ef_search) == (s["overfetch"], s["ef_search"])
+    explicit = MultiVectorSearcher(tmp_path / "idx", overfetch=0.25, ef_search=7).store.approximate
+    assert (explicit.overfetch, explicit.ef_search) == (0.25, 7)
+    # a looser target stops each walk up the grid no later
+    assert calibrate_index(tmp_path / "idx", target_recall=0.5)["tried"] < record["tried"]
+
+
+def test_driver_prints_and_records_calibration(tmp_path, capsys):
+    docs, mask, paths = synthetic(tmp_path, 1500, (1, 6), 24, 1.0, 1.0, 9)
+    glob_ = str(tmp_path / "c.*.pkl")
+    assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "h"),
+                              "--index_factory", "HNSW32", "--calibration_queries", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "calibration: " in out and "recall@10" in out
+    meta = json.loads((tmp_path / "h" / "multiview.json").read_text())
+    assert meta["calibration"]["queries"] == 50 and meta["search_defaults"]
+    # --target_recall 0 skips it; a flat index has nothing to calibrate
+    assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "h0"),
+                              "--index_factory", "HNSW32", "--target_recall", "0"]) == 0
+    assert json.loads((tmp_path / "h0" / "multiview.json").read_text())["search_defaults"] is None
+    assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "f")]) == 0
+    assert "nothing to calibrate" in capsys.readouterr().out
+    # --calibrate re-calibrates an existing folder with another target
+    assert index_driver.main(["--calibrate", str(tmp_path / "h0"), "--target_recall", "0.9",
+                              "--calibration_queries", "40"]) == 0
+    assert json.loads((tmp_path / "h0" / "multiview.json").read_text())["calibration"]["target_recall"] == 0.9
+
+
+def test_qdrant_candidates_are_calibrated(tmp_path):
+    pytest.importorskip("qdrant_client")
+    from multiview_plugin.search._qdrant import build_qdrant_index, close_embedded
+
+    try:
+        docs, mask, paths = synthetic(tmp_path, 250, (2, 12), 16, 1.0, 1.6, 21)
+        build_qdrant_index(paths, tmp_path / "qd")
+        record = calibrate_index(tmp_path / "qd", target_recall=0.95, n_queries=25)
+        assert record["kind"] == "qdrant" and "min_doc_candidates" in record["settings"]
+        store = MultiVectorSearcher(tmp_path / "qd").store
+        assert store.min_doc_candidates == record["settings"]["min_doc_candidates"]
+    finally:
+        close_embedded()
+
+
+def test_lower_bound_is_below_the_mean():
+    r = np.array([1.0, 0.9, 1.0, 0.8])
+    assert lower_bound(r) < r.mean() and lower_bound(np.ones(5)) == 1.0
+
+
+def test_calibration_on_given_query_vectors(tmp_path, capsys):
+    docs, mask, paths = synthetic(tmp_path, 1500, (1, 8), 24, 1.0, 1.2, 13)
+    q = clustered_queries(docs, 80, seed=3, spread=1.0)
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                     is_query=True)
+    w = ShardWriter(tmp_path / "queries.pkl", info, multi_vector=False)
+    w.add([f"q{i}" for i in range(len(q))], q)
+    w.close()
+    assert index_driver.main(["--passage_reps", str(tmp_path / "c.*.pkl"), "--index_dir", str(tmp_path / "h"),
+                              "--index_factory", "HNSW32", "--calibration_query_reps", str(tmp_path / "queries.pkl"),
+                              "--calibration_queries", "60"]) == 0
+    assert "queries from " + str(tmp_path / "queries.pkl") in capsys.readouterr().out
+    cal = json.loads((tmp_path / "h" / "multiview.json").read_text())["calibration"]
+    assert cal["queries_from"] == str(tmp_path / "queries.pkl") and cal["queries"] == 60
+    # the recorded recall is the recall of those queries: re-measure it with the chosen settings
+    rec = held_out_recall(MultiVectorSearcher(tmp_path / "h"), docs, mask, 0)
+    assert rec >= 0.9
+    # query vectors of another dim are a one-line error
+    with pytest.raises(Exception, match="expects"):
+        calibrate_index(tmp_path / "h", queries=np.zeros((5, 7), np.float32))

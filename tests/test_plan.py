@@ -1,0 +1,69 @@
+"""Full-scale recipe plans (recipes/plan.py): the index fits 256 GB at measured recall, the plan line, refusal."""
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+sys.path.insert(0, str(RECIPES))
+
+import plan as plan_mod  # noqa: E402
+import run as recipe_run  # noqa: E402
+
+LINE = re.compile(r"^plan: RAM \d+ GB, disk \d+ GB, build [\d.]+ h, search [\d.]+ ms/query")
+
+
+def recipes():
+    for path in sorted(RECIPES.glob("*/*.json")):
+        yield path.parent.name, path.stem, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("bench_name,method,recipe", [r for r in recipes() if r[0] != "beir"],
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_full_scale_plans_fit_256_gb_at_measured_recall(bench_name, method, recipe):
+    plan = plan_mod.make_plan(bench_name, method, recipe)
+    assert plan["fits_budget"] and plan["ram_gb"] <= 256
+    assert plan["recall"] >= 0.98
+    assert LINE.match(plan_mod.plan_line(plan))
+    if method in ("mvr", "dcsr", "dce"):  # multi-view: Flat would not fit (mvr: ~516 GB of float32 views)
+        assert plan["index"] != "Flat"
+
+
+def test_budget_changes_the_choice():
+    recipe = json.loads((RECIPES / "nq" / "mvr.json").read_text())
+    roomy = plan_mod.make_plan("nq", "mvr", recipe, budget_gb=2000)
+    tight = plan_mod.make_plan("nq", "mvr", recipe, budget_gb=100)
+    assert roomy["index"] == "Flat" and roomy["ram_gb"] > 256
+    assert not tight["fits_budget"]
+
+
+def args(**kw):
+    return argparse.Namespace(**{"ram_budget_gb": 256.0, "smoke": False, "dry_run": False, "force_plan": False,
+                                 **kw})
+
+
+def test_plan_above_machine_ram_is_refused_unless_forced(monkeypatch, capsys):
+    recipe = json.loads((RECIPES / "nq" / "mvr.json").read_text())
+    monkeypatch.setattr(plan_mod, "machine_ram_gb", lambda: 16.0)
+    with pytest.raises(SystemExit, match="needs 132 GB of RAM.*has 16 GB"):
+        recipe_run.check_plan("nq", "mvr", recipe, args())
+    assert recipe_run.check_plan("nq", "mvr", recipe, args(force_plan=True))["index_factory"].endswith("SQ8")
+    assert recipe_run.check_plan("nq", "mvr", recipe, args(dry_run=True)) is not None  # dry runs only print
+    assert LINE.match(capsys.readouterr().out.splitlines()[0])
+
+
+def test_refused_before_any_stage(monkeypatch, tmp_path):
+    monkeypatch.setattr(plan_mod, "machine_ram_gb", lambda: 16.0)
+    with pytest.raises(SystemExit, match="force_plan"):
+        recipe_run.main(["nq", "mvr", "--output_dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_smoke_dry_run_prints_the_plan(tmp_path, capsys):
+    assert recipe_run.main(["msmarco", "dce", "--smoke", "--dry_run", "--output_dir", str(tmp_path / "dry")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(LINE.match(line) and "SQfp16+doc:HNSW32" in line for line in lines)

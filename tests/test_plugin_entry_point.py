@@ -1,0 +1,106 @@
+"""A third-party method installed as a package with a ``multiview_plugin.encoders`` entry point brings its own
+flag: the train driver accepts it, the model trains with it, and it is saved in multiview_config.json."""
+
+import json
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from multiview_plugin import registry
+from multiview_plugin.arguments import model_arguments, option_owners
+from multiview_plugin.driver.train import main as train_main
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling import load_encoder
+
+PLUGIN = '''
+"""A toy method: dpr whose passage vectors are scaled by --toy_scale (so the flag changes every score)."""
+from dataclasses import dataclass
+from typing import ClassVar
+
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling.dpr import DprEncoder
+from multiview_plugin.modeling.options import MethodOptions, option
+
+
+@dataclass
+class ToyOptions(MethodOptions):
+    prefix: ClassVar[str] = "toy_"
+    scale: float = option(1.0, "Toy: factor applied to every passage vector.")
+
+
+class ToyEncoder(DprEncoder):
+    options_class = ToyOptions
+
+    @classmethod
+    def validate_config(cls, config):
+        super().validate_config(config)
+        if config.options.scale <= 0:
+            raise ConfigError(f"--toy_scale must be > 0, got {config.options.scale}")
+
+    def encode_passage(self, batch):
+        reps, mask = super().encode_passage(batch)
+        return reps * self.config.options.scale, mask
+'''
+
+
+@pytest.fixture
+def toy_plugin(tmp_path, monkeypatch):
+    """Install the toy method as a package with a dist-info entry point on a temporary sys.path entry."""
+    site = tmp_path / "site"
+    (site / "toy_method").mkdir(parents=True)
+    (site / "toy_method" / "__init__.py").write_text(PLUGIN)
+    info = site / "toy_method-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-method\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+        [multiview_plugin.encoders]
+        toy = toy_method:ToyEncoder
+        """))
+    monkeypatch.syspath_prepend(str(site))
+    # a fresh look at the entry points, and the registry restored afterwards
+    monkeypatch.setattr(registry.ENCODERS, "_items", dict(registry.ENCODERS._items))
+    monkeypatch.setattr(registry.ENCODERS, "_entry_points_loaded", False)
+    yield "toy"
+    sys.modules.pop("toy_method", None)
+
+
+def test_an_entry_point_method_brings_its_flag_trains_and_saves_it(toy_plugin, tiny_bert, train_file, tmp_path):
+    assert "toy" in registry.ENCODERS.names()
+    assert option_owners()["toy_scale"] == "toy"
+    fields = model_arguments().__dataclass_fields__
+    assert fields["toy_scale"].default == 1.0 and "factor applied" in fields["toy_scale"].metadata["help"]
+
+    runs = {}
+    for scale in ("1.0", "3.0"):
+        out = tmp_path / f"toy{scale}"
+        rc = train_main(["--model_name", "toy", "--model_name_or_path", str(tiny_bert), "--toy_scale", scale,
+                         "--dataset_path", str(train_file), "--output_dir", str(out), "--max_steps", "3",
+                         "--per_device_train_batch_size", "4", "--train_group_size", "2", "--report_to", "none",
+                         "--save_strategy", "no", "--seed", "7", "--dataloader_num_workers", "0",
+                         "--query_max_len", "16", "--passage_max_len", "32", "--logging_steps", "1"])
+        assert rc == 0
+        saved = json.loads((out / "multiview_config.json").read_text())
+        assert saved["model_name"] == "toy" and saved["options"] == {"toy_scale": float(scale)}
+        runs[scale] = out
+    # the flag took effect in training (another loss from the same seed and data) and in the saved model
+    first_loss = {s: json.loads((o / "trainer_state.json").read_text())["log_history"][0]["loss"]
+                  for s, o in runs.items()}
+    assert first_loss["1.0"] != pytest.approx(first_loss["3.0"], rel=1e-3)
+    model = load_encoder(runs["3.0"]).eval()
+    assert type(model).__name__ == "ToyEncoder" and model.config.options.scale == 3.0
+    batch = model.formatter.passages(["paris is the capital of france"])
+    with torch.no_grad():
+        scaled, _ = model.encode_passage(batch)
+        model.config.options.scale = 1.0
+        plain, _ = model.encode_passage(batch)
+    torch.testing.assert_close(scaled, 3.0 * plain)
+
+
+def test_an_entry_point_methods_flag_is_refused_for_another_method(toy_plugin):
+    from multiview_plugin.arguments import refuse_foreign_options
+
+    registry.ENCODERS.names()
+    with pytest.raises(ConfigError, match="--toy_scale belongs to toy, not --model_name mvr"):
+        refuse_foreign_options(["--model_name", "mvr", "--toy_scale", "2"], "mvr")
