@@ -42,6 +42,7 @@ DATASETS = {
                 ["nDCG@10", "R@1", "R@5", "R@20", "MRR@10"]),
 }
 HEADERS = {"answer_Top1": "top-1", "answer_Top5": "top-5", "answer_Top20": "top-20"}
+HYBRID_BASES = ("dpr", "dcsr-mean", "minilm-zero-shot")
 SYSTEM_NAMES = {
     "bm25": "BM25 (bm25s)", "minilm-zero-shot": "MiniLM zero-shot", "dpr": "dpr (mean pooling)",
     "dpr-cls": "dpr ([CLS])", "mvr": "mvr (k = 8, shared position 0)",
@@ -63,6 +64,9 @@ SYSTEM_NAMES = {
     "dcsr-mean-passage-pv (max)": "dcsr-mean-passage-pv (sentences + passage view, passage-level training, max)",
     "dcsr-independent": "dcsr-independent (sentences alone, HasAns)",
     "dcsr-independent (max)": "dcsr-independent (sentences alone, max)",
+    # dense + BM25 (quickstart --hybrid): score interpolation with alpha chosen on dev, and reciprocal rank fusion
+    **{f"{m}+bm25": f"{m} + BM25 (score interpolation)" for m in HYBRID_BASES},
+    **{f"{m}+bm25 (rrf)": f"{m} + BM25 (reciprocal rank fusion)" for m in HYBRID_BASES},
 }
 PLOTS = RESULTS / "plots"
 
@@ -84,7 +88,9 @@ def add(run_dir: Path, name: str, command: str, systems: list[str] | None) -> Pa
     out = RESULTS / settings.data / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {"name": name, "command": command, "recorded": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    from multiview_plugin.quickstart.__main__ import dumps_rows
+
+    out.write_text(dumps_rows(record) + "\n", encoding="utf-8")
     print(f"wrote {out.relative_to(ROOT)} ({len(rows)} rows)")
     return out
 
@@ -149,6 +155,100 @@ def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, w
                                               plot=Path(os.path.relpath(plot, base)).as_posix())]
     lines += ["", "Runs (`results/" + data + "/<run>.json`):", ""]
     lines += [f"- `{r['name']}`: `{r['command']}`" for r in sorted(chosen, key=lambda r: r["name"])]
+    return "\n".join(lines)
+
+
+SIGNIFICANCE_ALPHA = 0.05
+SEED_FLAG_KEYS = ("steps", "dev_groups", "dev_eval_steps", "dev_patience", "passage_max_len", "batch_size",
+                  "learning_rate", "backbone", "dce_max_queries")
+
+
+def run_config(record: dict, row: dict) -> tuple[str, tuple, int]:
+    """``(system, setting, seed)`` of a record row: the system without the run's --tag, the settings that make two
+    runs comparable (steps, dev selection, lengths, batch, lr, train flags other than --seed) and the seed."""
+    from multiview_plugin.quickstart.__main__ import train_seed
+
+    s = quickstart_settings(record["command"])
+    system = row["system"].replace(s.tag, "", 1) if s.tag else row["system"]
+    argv = shlex.split(s.train_flags)
+    flags = []
+    for i, a in enumerate(argv):
+        if a == "--seed" or a.startswith("--seed=") or (i and argv[i - 1] == "--seed"):
+            continue
+        flags.append(a)
+    setting = (s.data, *(getattr(s, k) for k in SEED_FLAG_KEYS), " ".join(flags))
+    return system, setting, row.get("seed", train_seed(s.train_flags))
+
+
+def paired_p(row: dict, baseline: dict | None) -> dict:
+    """The row's paired test against dpr: its own (same run), else computed here from the per-question outcomes
+    of dpr's row with the same setting and seed in another record; {} when neither has them."""
+    if "p_value" in row:
+        return {k: row[k] for k in ("p_value", "p_test", "p_delta") if k in row}
+    if baseline is None or row is baseline or "per_query" not in row or "per_query" not in baseline:
+        return {}
+    a, b = row["per_query"], baseline["per_query"]
+    if a["outcome"] != b["outcome"] or len(a["ranks"]) != len(b["ranks"]):
+        return {}
+    from multiview_plugin.evaluation.significance import compare_ranks
+
+    return compare_ranks(a["ranks"], b["ranks"], 1)
+
+
+def seed_groups(data: str) -> list[dict]:
+    """Rows of the same system and setting over seeds (the latest record per seed), each with its p-values."""
+    groups: dict[tuple, dict[int, dict]] = {}
+    for selected in (True, False):
+        for record in records(data, selected):
+            for row in record["rows"]:
+                system, setting, seed = run_config(record, row)
+                groups.setdefault((system, setting), {})[seed] = {**row, "_record": record["name"]}
+    out = []
+    for (system, setting), by_seed in groups.items():
+        dpr = groups.get(("dpr", setting), {})
+        tests = {seed: paired_p(row, dpr.get(seed)) for seed, row in by_seed.items()} if system != "dpr" else {}
+        out.append({"system": system, "setting": setting, "seeds": dict(sorted(by_seed.items())), "tests": tests})
+    return out
+
+
+def significance_table(data: str) -> str | None:
+    """Seeds and significance: every system run with 2+ seeds, or carrying a paired test against dpr."""
+    title, _, metrics = DATASETS[data]
+    metric = metrics[0]
+    shown = [g for g in seed_groups(data)
+             if len(g["seeds"]) >= 2 or any(t.get("p_value") is not None for t in g["tests"].values())]
+    if not shown:
+        return None
+    order = list(SYSTEM_NAMES)
+
+    def key(g: dict) -> tuple:
+        base = g["system"].split("+", 1)[0].split(" (", 1)[0]
+        return (g["setting"][1], order.index(base) if base in order else len(order), g["system"])
+
+    head = ["system", "steps", "dev-selected", "seeds", f"{HEADERS.get(metric, metric)} mean ± sd",
+            "per seed", "Δ top-1 vs dpr (per seed)", "p vs dpr (per seed)", "significant win", "runs"]
+    lines = [f"**{title}: seeds and paired significance** — {HEADERS.get(metric, metric)} in %, mean ± sample "
+             "standard deviation over seeds; p: two-sided paired randomization test (10,000 seeded sign flips, "
+             "exact for few differences) of the per-question top-1 hits against dpr of the same setting and "
+             f"seed; a significant win has p < {SIGNIFICANCE_ALPHA} and a positive Δ for every tested seed (**bold**).",
+             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for g in sorted(shown, key=key):
+        values = [r.get(metric) for r in g["seeds"].values() if r.get(metric) is not None]
+        mean = sum(values) / len(values) if values else None
+        sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else None
+        tested = {seed: t for seed, t in g["tests"].items() if t.get("p_value") is not None}
+        win = bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0 for t in tested.values())
+        summary = "–" if mean is None else f"{mean:.1f}" + (f" ± {sd:.1f}" if sd is not None else "")
+        name = SYSTEM_NAMES.get(g["system"], g["system"])
+        lines.append("| " + " | ".join([
+            f"**{name}**" if win else name, str(g["setting"][1]), "yes" if g["setting"][2] else "no",
+            ", ".join(str(s) for s in g["seeds"]) + f" (n = {len(g['seeds'])})",
+            f"**{summary}**" if win else summary,
+            ", ".join(cell(r.get(metric)) for r in g["seeds"].values()),
+            ", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()) or "–",
+            ", ".join(f"{t['p_value']:.2g}" for t in tested.values()) or "–",
+            "yes" if win else ("no" if tested else "–"),
+            ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())]) + " |")
     return "\n".join(lines)
 
 
@@ -241,6 +341,7 @@ def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = Non
     base = base or out.resolve().parent
     tables = [table(d, selected, base=base, write_plot=write_plots) for d in DATASETS
               if (RESULTS / d).is_dir() for selected in (True, False) if records(d, selected)]
+    tables += [t for d in DATASETS if (RESULTS / d).is_dir() for t in [significance_table(d)] if t]
     body = "\n\n".join(tables)
     note = ("_Generated by `python bench/results.py render` from `results/`; lr and passage length per run are in "
             "the commands. Wall time: training + encoding + search of that system (older runs: training + "

@@ -4,6 +4,10 @@
   over-fetch and collapse ``docid#j`` rows exactly like :class:`~multiview_plugin.search.MultiVectorSearcher`
   (max-sim by default, HasAns for dcsr indexes) and return Pyserini's own ``DenseSearchResult``.
 * :class:`MultiViewQueryEncoder` — a Pyserini ``QueryEncoder`` wrapping any saved multiview model.
+* :func:`hybrid_searcher` — dense + BM25 search with Pyserini's ``HybridSearcher`` calls (``search`` /
+  ``batch_search``): a multiview index fused with BM25 from ``bm25s`` (no Pyserini needed) or from Pyserini's
+  Lucene index (``lucene_index=``), by normalised score interpolation (weight ``alpha`` on the dense side) or
+  reciprocal rank fusion (:mod:`multiview_plugin.search.hybrid`).
 * :func:`write_encoded_queries` / ``python -m multiview_plugin.pyserini encode-queries`` — query vectors in the
   layout of Pyserini's ``--encoded-queries`` folders (``embedding.pkl``: a pandas frame of text and embedding),
   so stock ``python -m pyserini.search.faiss --max-passage`` searches our indexes.
@@ -35,7 +39,8 @@ from typing import Any
 import numpy as np
 
 logger = logging.getLogger(__name__)
-__all__ = ["MultiViewFaissSearcher", "MultiViewQueryEncoder", "write_encoded_queries", "pyserini_version"]  # noqa: F822 (lazy, PEP 562)
+__all__ = ["MultiViewFaissSearcher", "MultiViewQueryEncoder", "hybrid_searcher", "write_encoded_queries",  # noqa: F822
+           "pyserini_version"]  # lazy (PEP 562)
 _CLASSES: dict[str, type] = {}
 
 
@@ -169,6 +174,37 @@ def __getattr__(name: str) -> type:  # PEP 562: Pyserini is imported on first us
     if name in ("MultiViewFaissSearcher", "MultiViewQueryEncoder"):
         return _build()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def hybrid_searcher(index_dir: str | os.PathLike, query_encoder: Any, bm25_corpus: str | os.PathLike | None = None,
+                    lucene_index: str | None = None, fusion: str = "interpolation", alpha: float = 0.5,
+                    depth: int = 100, aggregation: str | None = None):
+    """A :class:`~multiview_plugin.search.hybrid.HybridSearcher` over a multiview index folder and BM25.
+
+    ``query_encoder``: a saved model folder (or a loaded model). BM25: ``bm25_corpus`` (a corpus file, searched
+    with bm25s) or ``lucene_index`` (a Pyserini ``LuceneSearcher`` index name or folder; needs Pyserini and
+    Java). ``alpha`` is the dense side's weight (1 = dense ranking, 0 = BM25 ranking); choose it on dev data.
+
+    >>> s = hybrid_searcher("indexes/dcsr", "runs/dcsr", bm25_corpus="corpus.jsonl", alpha=0.4)  # doctest: +SKIP
+    >>> [(h.docid, round(h.score, 3)) for h in s.search("who won super bowl 50?", k=3)]              # doctest: +SKIP
+    """
+    from multiview_plugin.errors import ConfigError
+    from multiview_plugin.search import MultiVectorSearcher
+    from multiview_plugin.search.hybrid import BM25Searcher, HybridSearcher
+
+    if (bm25_corpus is None) == (lucene_index is None):
+        raise ConfigError("hybrid_searcher needs exactly one of bm25_corpus= (bm25s) or lucene_index= (Pyserini)")
+    dense = MultiVectorSearcher(index_dir, query_encoder, aggregation=aggregation)
+    if lucene_index is not None:
+        if pyserini_version() is None:
+            raise ImportError("lucene_index= needs Pyserini: pip install 'multiview_plugin[pyserini]'")
+        from pyserini.search.lucene import LuceneSearcher
+
+        sparse = (LuceneSearcher(str(lucene_index)) if Path(str(lucene_index)).exists()
+                  else LuceneSearcher.from_prebuilt_index(str(lucene_index)))
+    else:
+        sparse = BM25Searcher.from_file(bm25_corpus)
+    return HybridSearcher(dense, sparse, fusion, alpha, depth)
 
 
 def write_encoded_queries(folder: str | os.PathLike, texts: Sequence[str], vectors: np.ndarray) -> Path:

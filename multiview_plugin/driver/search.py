@@ -9,6 +9,11 @@ Pyserini style (an index folder from ``multiview_plugin.driver.index``; queries 
 
     python -m multiview_plugin.driver.search --index indexes/mvr --topics queries.tsv --encoder runs/mvr \
         --output run.trec --output-format trec --hits 1000
+
+Hybrid dense + BM25 (Pyserini's hybrid search: score interpolation, or reciprocal rank fusion)::
+
+    python -m multiview_plugin.driver.search --index indexes/dcsr --topics queries.tsv --encoder runs/dcsr \
+        --output run.trec --hits 100 --hybrid bm25 --bm25_corpus corpus.jsonl --hybrid_alpha 0.4
 """
 
 from __future__ import annotations
@@ -105,6 +110,21 @@ def build_parser() -> argparse.ArgumentParser:
     has.add_argument("--hasans_mean_sentences", type=float, help="s̄, sentences per passage (default: the "
                      "index's recorded mean).")
     p.add_argument("--run_tag", default="multiview", help="Tag written in the last column of TREC runs.")
+    hyb = p.add_argument_group("Hybrid dense + BM25 (with --index and --topics)")
+    hyb.add_argument("--hybrid", choices=["bm25"], help="Fuse the dense ranking with BM25 (bm25s over "
+                     "--bm25_corpus; query text from --topics): Pyserini's hybrid search.")
+    hyb.add_argument("--hybrid_fusion", choices=["interpolation", "rrf"], default="interpolation",
+                     help="'interpolation': per query, each side's top --hybrid_depth scores min-max normalised, "
+                     "score = alpha * dense + (1 - alpha) * BM25 (a document missing from one side gets that side's "
+                     "lowest); 'rrf': reciprocal rank fusion, sum of 1 / (60 + rank), weighted 2 * alpha and "
+                     "2 * (1 - alpha). Default interpolation.")
+    hyb.add_argument("--hybrid_alpha", type=float, default=0.5, help="Weight of the dense side in [0, 1]: 1 = the "
+                     "dense ranking, 0 = the BM25 ranking (default 0.5; choose it on a dev set, e.g. the quickstart's "
+                     "--hybrid does).")
+    hyb.add_argument("--hybrid_depth", type=int, default=100, help="Documents fetched from each side before fusing "
+                     "(at least --hits; default 100).")
+    hyb.add_argument("--bm25_corpus", help="Corpus file for BM25 (jsonl/tsv/BEIR; the one the index was encoded "
+                     "from).")
     exp = p.add_argument_group("Explained hits (with --index)")
     exp.add_argument("--explain", metavar="FILE", help="Also write a JSONL side file, one line per hit keyed by qid "
                      "and docid: the winning view's index and score, the runner-up view's score and what the view "
@@ -200,14 +220,48 @@ def search_pyserini(args: argparse.Namespace) -> None:
         raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
     if args.threads > 0:
         faiss.omp_set_num_threads(args.threads)
-    ids, scores = search_batched(searcher.store, q_reps, args.hits, searcher.aggregator, args.batch_size,
+    depth = max(args.hits, args.hybrid_depth) if args.hybrid else args.hits
+    ids, scores = search_batched(searcher.store, q_reps, depth, searcher.aggregator, args.batch_size,
                                  progress=not args.quiet)
     run = to_run(q_ids, ids, scores)
+    if args.hybrid:
+        run = hybrid_run(args, run, q_ids, depth)
     write_run(run, args.output, fmt=args.output_format, tag=args.run_tag)
     logger.info("wrote %s (%d queries, %d hits each)", args.output, len(run), args.hits)
     if args.explain:
         n = write_explanations(args.explain, q_ids, ids, scores, searcher.explain(q_reps, ids))
         logger.info("wrote %s (%d explained hits)", args.explain, n)
+
+
+def check_hybrid(args: argparse.Namespace) -> None:
+    from multiview_plugin.search.hybrid import check_fusion
+
+    if not args.hybrid:
+        return
+    if not args.index:
+        raise ConfigError("--hybrid needs --index (Pyserini style); Tevatron-style query shards carry no query text")
+    if not args.topics:
+        raise ConfigError("--hybrid bm25 needs --topics: BM25 reads the query text")
+    if not args.bm25_corpus:
+        raise ConfigError("--hybrid bm25 needs --bm25_corpus, the corpus file the index was encoded from")
+    if args.explain:
+        raise ConfigError("--explain explains dense hits; it is not defined for --hybrid rankings")
+    check_fusion(args.hybrid_fusion, args.hybrid_alpha)
+    require_positive(args.hybrid_depth, "--hybrid_depth")
+
+
+def hybrid_run(args: argparse.Namespace, dense: dict, q_ids: Sequence[str], depth: int) -> dict:
+    """The dense run fused with BM25 over --bm25_corpus, cut to --hits."""
+    from multiview_plugin.search.hybrid import BM25Searcher, fuse_runs
+
+    topics = load_topics(args.topics)
+    missing = [q for q in q_ids if q not in topics]
+    if missing:
+        raise ConfigError(f"--topics {args.topics} lacks the text of {len(missing)} encoded queries "
+                          f"(e.g. {missing[0]!r}): BM25 needs each query's text")
+    sparse = BM25Searcher.from_file(args.bm25_corpus).search([topics[q] for q in q_ids], list(q_ids), depth)
+    logger.info("hybrid: %s fusion with BM25 (alpha %.2f, depth %d)", args.hybrid_fusion, args.hybrid_alpha, depth)
+    return fuse_runs(dense, sparse, args.hybrid_fusion, args.hybrid_alpha, args.hits)
 
 
 @cli
@@ -216,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     if args.explain and not args.index:
         raise ConfigError("--explain needs --index (explanations read what each view is from the index folder)")
+    check_hybrid(args)
     if args.index:
         search_pyserini(args)
     elif args.query_reps or args.passage_reps:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import shlex
 import sys
 import time
@@ -154,6 +155,17 @@ def train_system(name: str, args: argparse.Namespace, files: dict[str, Path], ou
     return (model_dir / "best" if dev else model_dir), elapsed, curves
 
 
+def transferred_model(run_dir: Path, name: str) -> tuple[Path, dict]:
+    """The model of ``name`` saved by an earlier quickstart run (its --output_dir): the dev-selected ``best``
+    checkpoint where there is one, and that run's curves."""
+    from multiview_plugin.errors import ConfigError
+
+    model_dir = run_dir / "models" / name
+    if not model_dir.is_dir():
+        raise ConfigError(f"--models_from {run_dir}: no model of {name!r} in {run_dir / 'models'}")
+    return (model_dir / "best" if (model_dir / "best").is_dir() else model_dir), training_curves(model_dir)
+
+
 def training_curves(model_dir: Path) -> dict:
     """``{"loss": [[step, loss], ...], "dev": [[step, value], ...], "dev_metric", "best_step"}`` of a run."""
     curves: dict = {}
@@ -194,13 +206,100 @@ class EvalData:
 
 
 def score_run(run: dict, data: EvalData) -> dict:
-    """Ranking metrics (%), and DPR answer accuracy where the data has answers."""
+    """Ranking metrics (%), DPR answer accuracy where the data has answers, and the per-question outcome that
+    paired significance tests need (``per_query``, see :func:`per_query_ranks`)."""
     metrics = evaluate_run(run, data.qrels, METRICS)
     row = {k: 100.0 * v for k, v in metrics.items()}  # percentages, like the answer accuracies
     if data.answers is not None:
-        retrieval = build_retrieval(run, data.queries, data.answers, data.passages, depth=20)
+        retrieval = build_retrieval(run, data.queries, data.answers, data.passages, depth=EVAL_DEPTH,
+                                    store_text=False)
         row.update({f"answer_{k}": v for k, v in retrieval_accuracy(retrieval, ks=(1, 5, 20)).items()})
+        ranks = [next((i for i, c in enumerate(item["contexts"]) if c["has_answer"]), -1)
+                 for item in retrieval.values()]
+        row["per_query"] = {"outcome": "answer", "depth": EVAL_DEPTH, "ranks": ranks}
+    else:
+        row["per_query"] = {"outcome": "relevant", "depth": EVAL_DEPTH, "ranks": per_query_ranks(run, data)}
     return row
+
+
+EVAL_DEPTH = 20
+
+
+def per_query_ranks(run: dict, data: EvalData) -> list[int]:
+    """Per evaluation query (qrels order), the 0-based rank of its first relevant passage in ``run``, -1 when
+    none is within the run's top :data:`EVAL_DEPTH`."""
+    ranks = []
+    for qid, judged in data.qrels.items():
+        relevant = {d for d, rel in judged.items() if rel > 0}
+        hits = [d for d, _ in run.get(qid, [])][:EVAL_DEPTH]
+        ranks.append(next((i for i, d in enumerate(hits) if d in relevant), -1))
+    return ranks
+
+
+def add_significance(rows: list[dict], baseline: str, num_permutations: int = 10_000, seed: int = 0) -> None:
+    """Give every row with per-question outcomes a paired test of its top-1 hits against ``baseline``'s row
+    (the same run, so the same questions): ``p_value`` (paired randomization), ``p_value_ttest``, ``p_test``,
+    ``p_baseline``. Rows of runs without the baseline get none."""
+    from multiview_plugin.evaluation.significance import compare_ranks
+
+    base = next((r for r in rows if r["system"] == baseline and "per_query" in r), None)
+    if base is None:
+        return
+    for r in rows:
+        if r is base or "per_query" not in r or r["per_query"]["outcome"] != base["per_query"]["outcome"]:
+            continue
+        r.update(compare_ranks(r["per_query"]["ranks"], base["per_query"]["ranks"], 1, num_permutations, seed),
+                 p_baseline=baseline)
+
+
+@dataclass
+class Hybrid:
+    """Dense + BM25 fusion rows (:mod:`multiview_plugin.search.hybrid`): the BM25 runs of the evaluation
+    queries and, where the data has a dev split, of the dev queries (alpha is chosen there)."""
+
+    eval_run: dict
+    dev_run: dict | None
+    alphas: list[float]
+    default_alpha: float
+    depth: int = 100
+
+    @classmethod
+    def build(cls, data: EvalData, files: dict[str, Path], alphas: list[float], default_alpha: float) -> Hybrid:
+        from multiview_plugin.search.hybrid import BM25Searcher
+
+        eval_run = BM25Searcher(data.corpus).search(list(data.queries.values()), list(data.queries), cls.depth)
+        dev_run = None
+        if "dev_queries" in files:
+            dev_queries = load_queries(files["dev_queries"])
+            dev_run = BM25Searcher(load_corpus(files["dev_corpus"])).search(list(dev_queries.values()),
+                                                                          list(dev_queries), cls.depth)
+        return cls(eval_run, dev_run, alphas, default_alpha)
+
+
+def hybrid_rows(label: str, dense_run: dict, dev_dense_run: dict | None, hybrid: Hybrid, files: dict[str, Path],
+                data: EvalData) -> list[dict]:
+    """``<label>+bm25`` (score interpolation, alpha chosen on the dev split's MRR@10, else the fixed default) and
+    ``<label>+bm25 (rrf)`` (reciprocal rank fusion, k = 60), each cut to the evaluated depth."""
+    from multiview_plugin.search.hybrid import fuse_runs, select_alpha
+
+    rows = []
+    if dev_dense_run is not None and hybrid.dev_run is not None:
+        dev_qrels = load_qrels(files["dev_qrels"])
+        alpha, sweep = select_alpha(dev_dense_run, hybrid.dev_run,
+                                    lambda run: evaluate_run(run, dev_qrels, ["MRR@10"])["MRR@10"], hybrid.alphas,
+                                    "interpolation", EVAL_DEPTH)
+        source = "dev MRR@10"
+    else:
+        alpha, sweep, source = hybrid.default_alpha, [], "fixed (no dev split)"
+    for fusion, name in (("interpolation", f"{label}+bm25"), ("rrf", f"{label}+bm25 (rrf)")):
+        start = time.perf_counter()
+        run = fuse_runs(dense_run, hybrid.eval_run, fusion, alpha if fusion == "interpolation" else 0.5, EVAL_DEPTH)
+        fuse_ms = 1000 * (time.perf_counter() - start) / max(1, len(run))
+        row = {"system": name, "hybrid": "bm25", "fusion": fusion, "fuse_ms_per_query": fuse_ms}
+        if fusion == "interpolation":
+            row.update(hybrid_alpha=alpha, hybrid_alpha_source=source, hybrid_dev_sweep=sweep)
+        rows.append({**row, **score_run(run, data)})
+    return rows
 
 
 def evaluate_bm25(data: EvalData, out: Path) -> list[dict]:
@@ -215,9 +314,31 @@ def evaluate_bm25(data: EvalData, out: Path) -> list[dict]:
     return [{"system": BM25, "views_per_doc": 0, "search_ms_per_query": search_ms, **score_run(run, data)}]
 
 
+def dev_dense_run(name: str, model, files: dict[str, Path], out: Path, dce_max_queries: int, depth: int) -> dict:
+    """The model's run of the dev split's queries over the dev corpus (index aggregation), for choosing fusion
+    weights on dev."""
+    emb = out / "emb" / f"{name}-dev"
+    pseudo_queries = None
+    if model.config.model_name == "dce":
+        from multiview_plugin.data.pseudo_queries import write_sentence_queries
+
+        pseudo_queries = str(write_sentence_queries(str(files["dev_corpus"]),
+                                                    out / "data" / "dev_sentence_queries.jsonl",
+                                                    max_queries=dce_max_queries))
+    encode_to_shard(model, str(files["dev_corpus"]), emb / "corpus.0.pkl", batch_size=32, overwrite=True,
+                    pseudo_queries=pseudo_queries)
+    encode_to_shard(model, str(files["dev_queries"]), emb / "queries.pkl", is_query=True, batch_size=64,
+                    overwrite=True)
+    build_index([emb / "corpus.0.pkl"], out / "indexes" / f"{name}-dev", overwrite=True)
+    q_reps, q_ids = load_query_reps(str(emb / "queries.pkl"))
+    docids, scores = MultiVectorSearcher(out / "indexes" / f"{name}-dev").search_vectors(q_reps, depth)
+    return to_run(q_ids, docids, scores)
+
+
 def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], data: EvalData, out: Path,
-                    dce_max_queries: int = 10) -> list[dict]:
-    """One row per aggregation: the index's own, plus max where that is something else (dcsr: HasAns)."""
+                    dce_max_queries: int = 10, hybrid: Hybrid | None = None) -> list[dict]:
+    """One row per aggregation: the index's own, plus max where that is something else (dcsr: HasAns); with
+    ``hybrid``, the index aggregation's dense + BM25 fusion rows too."""
     model = load_encoder(model_dir).eval()
     emb = out / "emb" / name
     start = time.perf_counter()
@@ -249,11 +370,36 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], data: Ev
                      "views_per_doc": round(meta.mean_views, 2), "vectors": meta.num_vectors, **diagnostics,
                      **meta.extra, "encode_s": encode_s, "search_ms_per_query": search_ms,
                      **score_run(run, data)})
+        if hybrid is not None and aggregation == meta.aggregation:
+            deep_ids, deep_scores = searcher.search_vectors(q_reps, hybrid.depth)
+            dev_run = (dev_dense_run(name, model, files, out, dce_max_queries, hybrid.depth)
+                       if hybrid.dev_run is not None else None)
+            for row in hybrid_rows(label, to_run(q_ids, deep_ids, deep_scores), dev_run, hybrid, files, data):
+                rows.append({"aggregation": aggregation, "views": meta.max_views,
+                             "views_per_doc": round(meta.mean_views, 2), "vectors": meta.num_vectors,
+                             "encode_s": encode_s, **row})
     return rows
 
 
+_INT_LIST = re.compile(r"\[\s*-?\d+(?:,\s*-?\d+)*\s*\]")
+
+
+def dumps_rows(obj) -> str:
+    """``json.dumps(obj, indent=2)`` with every list of plain integers (the per-question ranks) on one line."""
+    return _INT_LIST.sub(lambda m: "[" + ", ".join(m.group(0)[1:-1].split()).replace(",,", ",") + "]",
+                         json.dumps(obj, indent=2))
+
+
+def train_seed(train_flags: str) -> int:
+    """The training seed of a run: the last ``--seed`` in --train_flags (they come after the default 42)."""
+    argv = shlex.split(train_flags)
+    seeds = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--seed"]
+    seeds += [a.split("=", 1)[1] for a in argv if a.startswith("--seed=")]
+    return int(seeds[-1]) if seeds else 42
+
+
 TABLE_COLUMNS = ["system", "steps", "train_s", "views_per_doc", "MRR@10", "nDCG@10", "R@1", "R@5", "R@20",
-                 "answer_Top1", "answer_Top5", "answer_Top20", "PPL", "LV"]
+                 "answer_Top1", "answer_Top5", "answer_Top20", "PPL", "LV", "p_value"]
 
 
 def view_diagnostics(shard: Path, q_reps: np.ndarray, q_ids: list[str], qrels: dict) -> dict:
@@ -312,6 +458,20 @@ def build_parser() -> argparse.ArgumentParser:
                    "form, since the value starts with --). An ablation: combine with --tag.")
     p.add_argument("--tag", default="", help="Suffix of the system names in this run, e.g. --tag=-masked turns "
                    "'dpr' into 'dpr-masked' (the = form: the value may start with -).")
+    p.add_argument("--hybrid", action="store_true", help="Also report each dense system fused with BM25 (bm25s): "
+                   "'<system>+bm25', min-max normalised score interpolation alpha * dense + (1 - alpha) * BM25 with "
+                   "alpha chosen on the dev split (--dev_groups; MRR@10 over --hybrid_alphas), and '<system>+bm25 "
+                   "(rrf)', reciprocal rank fusion (k = 60). Both fuse the top 100 of each side.")
+    p.add_argument("--hybrid_alphas", type=float, nargs="+", default=[round(0.05 * i, 2) for i in range(21)],
+                   help="--hybrid: the alpha grid searched on dev (default 0, 0.05, ..., 1).")
+    p.add_argument("--hybrid_alpha", type=float, default=0.5, help="--hybrid without a dev split (e.g. --data "
+                   "scifact, whose dev carve is the reported set): the fixed alpha used (default 0.5).")
+    p.add_argument("--models_from", help="Evaluate the trained systems that an earlier quickstart run saved (its "
+                   "--output_dir; <dir>/models/<system>/best where it was dev-selected) instead of training them: "
+                   "zero-shot transfer, e.g. SQuAD-trained models on --data scifact. Rows record transfer_from; "
+                   "name them apart with --tag (e.g. --tag=-from-squad). --steps should repeat the source run's.")
+    p.add_argument("--significance_permutations", type=int, default=10_000, help="Sign flips of the paired "
+                   "randomization test of every row's top-1 hits against dpr of the same run (default 10000, seed 0).")
     return p
 
 
@@ -333,6 +493,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     setting = {"data": args.data, "backbone": Path(args.backbone).name, "batch_size": args.batch_size,
                "learning_rate": args.learning_rate, "passage_max_len": args.passage_max_len,
                "train_queries": n_train, "eval_queries": n_eval, "corpus": n_corpus}
+    hybrid = None
+    if args.hybrid:
+        from multiview_plugin.search.hybrid import check_fusion
+
+        for a in [*args.hybrid_alphas, args.hybrid_alpha]:
+            check_fusion("interpolation", a)
+        hybrid = Hybrid.build(data, files, args.hybrid_alphas, args.hybrid_alpha)
     for name in args.systems:
         start = time.perf_counter()
         if name == BM25:
@@ -341,19 +508,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             for row in found:
                 row.update(steps=0, train_s=0.0, backbone="bm25s")
         else:
-            logger.info("== %s: train", name)
-            model_dir, train_s, curves = train_system(name, args, files, out)
+            if args.models_from and SYSTEMS[name][2]:
+                model_dir, curves = transferred_model(Path(args.models_from), name)
+                train_s = 0.0
+                logger.info("== %s: evaluating %s (trained in another run: transfer)", name, model_dir)
+            else:
+                logger.info("== %s: train", name)
+                model_dir, train_s, curves = train_system(name, args, files, out)
             logger.info("== %s: encode, index, search, evaluate", name)
-            found = evaluate_system(name + args.tag, model_dir, files, data, out, args.dce_max_queries)
+            found = evaluate_system(name + args.tag, model_dir, files, data, out, args.dce_max_queries, hybrid)
             for row in found:
                 row.update(steps=args.steps if SYSTEMS[name][2] else 0, train_s=train_s, curves=curves,
-                           train_flags=args.train_flags)
+                           train_flags=args.train_flags, seed=train_seed(args.train_flags))
                 if "best_step" in curves:
                     row["best_step"] = curves["best_step"]
+                if args.models_from and SYSTEMS[name][2]:
+                    row["transfer_from"] = str(model_dir)
         for row in found:
             rows.append({**setting, **row, "wall_s": time.perf_counter() - start})
+    add_significance(rows, "dpr" + args.tag, args.significance_permutations)
     with atomic_open(out / "results.json") as f:
-        f.write(json.dumps(rows, indent=2) + "\n")
+        f.write(dumps_rows(rows) + "\n")
     print(f"\n{args.data} data: {n_corpus} passages, {n_train} train / {n_eval} eval questions, backbone "
           f"{Path(args.backbone).name}, batch {args.batch_size}, lr {args.learning_rate}\n")
     print(format_table(rows))

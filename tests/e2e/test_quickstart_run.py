@@ -55,3 +55,78 @@ def test_quickstart_train_flags_and_tag_reach_the_trained_model(tiny_bert, tmp_p
     assert set(rows) == {"dpr-masked"} and rows["dpr-masked"]["train_flags"] == "--mask_duplicate_positives"
     config = json.loads((out / "models" / "dpr-masked" / "multiview_config.json").read_text())
     assert config["mask_duplicate_positives"] is True
+
+
+def test_quickstart_hybrid_rows_per_question_outcomes_and_p_values(tiny_bert, tmp_path):
+    out = tmp_path / "qs"
+    assert main(["--backbone", str(tiny_bert), "--output_dir", str(out), "--steps", "2", "--batch_size", "4",
+                 "--passage_max_len", "64", "--systems", "bm25", "dpr", "dcsr-mean", "--hybrid",
+                 "--hybrid_alpha", "0.3", "--significance_permutations", "200"]) == 0
+    rows = {r["system"]: r for r in json.loads((out / "results.json").read_text())}
+    assert set(rows) == {"bm25", "dpr", "dpr+bm25", "dpr+bm25 (rrf)", "dcsr-mean", "dcsr-mean (max)",
+                         "dcsr-mean+bm25", "dcsr-mean+bm25 (rrf)"}
+    # no dev split in the embedded data: the fixed alpha, said so
+    assert rows["dpr+bm25"]["hybrid_alpha"] == 0.3 and rows["dpr+bm25"]["hybrid_alpha_source"].startswith("fixed")
+    assert rows["dcsr-mean+bm25 (rrf)"]["fusion"] == "rrf" and rows["dcsr-mean+bm25"]["views_per_doc"] > 1
+    n = rows["dpr"]["eval_queries"]
+    for name, r in rows.items():
+        ranks = r["per_query"]["ranks"]
+        assert r["per_query"]["outcome"] == "answer" and len(ranks) == n and all(-1 <= x < 20 for x in ranks)
+        # the stored ranks are the reported accuracy
+        assert abs(100.0 * sum(x == 0 for x in ranks) / n - r["answer_Top1"]) < 1e-9
+        if name == "dpr":
+            assert "p_value" not in r
+        else:
+            assert 0.0 < r["p_value"] <= 1.0 and r["p_baseline"] == "dpr" and "randomization" in r["p_test"]
+            assert abs(r["p_delta"] - (r["answer_Top1"] - rows["dpr"]["answer_Top1"])) < 1e-9
+    assert rows["dpr"]["seed"] == 42
+    differing = [r for r in rows.values() if "p_test" in r and "sign flips" in r["p_test"]]
+    # --significance_permutations reaches the test
+    assert differing and all("200 sign flips" in r["p_test"] for r in differing)
+    # fusion changes the ranking: the hybrid is neither side's run
+    assert rows["dpr+bm25"]["per_query"]["ranks"] != rows["dpr"]["per_query"]["ranks"] or \
+        rows["dpr+bm25"]["per_query"]["ranks"] != rows["bm25"]["per_query"]["ranks"]
+
+
+def test_hybrid_alpha_is_chosen_on_dev_from_the_grid(tmp_path):
+    from multiview_plugin.quickstart.__main__ import EvalData, Hybrid, hybrid_rows
+
+    # dev: the dense model ranks the gold passage 2nd, BM25 ranks it 1st -> low alphas win on dev
+    (tmp_path / "dev_qrels.tsv").write_text("dq1 0 g1 1\ndq2 0 g2 1\n")
+    dev_dense = {"dq1": [("x", 0.9), ("g1", 0.8), ("y", 0.1)], "dq2": [("x", 0.9), ("g2", 0.85), ("y", 0.2)]}
+    dev_bm25 = {"dq1": [("g1", 5.0), ("y", 1.0)], "dq2": [("g2", 7.0), ("x", 2.0)]}
+    eval_dense = {"q1": [("a", 0.9), ("b", 0.5)]}
+    eval_bm25 = {"q1": [("b", 3.0), ("a", 1.0)]}
+    data = EvalData(corpus={"a": "A", "b": "B"}, passages={"a": ("", "alpha text"), "b": ("", "beta text")},
+                    queries={"q1": "which?"}, qrels={"q1": {"b": 1}}, answers={"q1": ["beta"]})
+    files = {"dev_qrels": tmp_path / "dev_qrels.tsv"}
+    rows = {r["system"]: r for r in hybrid_rows("m", eval_dense, dev_dense, Hybrid(eval_bm25, dev_bm25,
+                                                                                    [0.0, 0.4, 1.0], 0.9),
+                                                files, data)}
+    assert rows["m+bm25"]["hybrid_alpha"] == 0.4 and rows["m+bm25"]["hybrid_alpha_source"] == "dev MRR@10"
+    assert [a for a, _ in rows["m+bm25"]["hybrid_dev_sweep"]] == [0.0, 0.4, 1.0]
+    assert rows["m+bm25"]["hybrid_dev_sweep"][2][1] < rows["m+bm25"]["hybrid_dev_sweep"][1][1]
+    assert rows["m+bm25"]["answer_Top1"] == 100.0 and rows["m+bm25"]["per_query"]["ranks"] == [0]
+    # the grid decides: with only alpha 1 on offer, the dense order is kept (and misses the answer at top-1)
+    only_dense = hybrid_rows("m", eval_dense, dev_dense, Hybrid(eval_bm25, dev_bm25, [1.0], 0.9), files, data)
+    assert only_dense[0]["hybrid_alpha"] == 1.0 and only_dense[0]["per_query"]["ranks"] == [1]
+    # without a dev run: the fixed alpha
+    fixed = hybrid_rows("m", eval_dense, None, Hybrid(eval_bm25, None, [0.0, 1.0], 0.9), files, data)
+    assert fixed[0]["hybrid_alpha"] == 0.9 and fixed[0]["hybrid_alpha_source"].startswith("fixed")
+    assert fixed[1]["system"] == "m+bm25 (rrf)" and fixed[1]["fusion"] == "rrf"
+
+
+def test_models_from_evaluates_another_runs_models_without_training(tiny_bert, tmp_path, capsys):
+    first, second = tmp_path / "a", tmp_path / "b"
+    common = ["--backbone", str(tiny_bert), "--steps", "2", "--batch_size", "4", "--passage_max_len", "64",
+              "--systems", "minilm-zero-shot", "dpr"]
+    assert main([*common, "--output_dir", str(first)]) == 0
+    assert main([*common, "--output_dir", str(second), "--models_from", str(first), "--tag=-moved"]) == 0
+    a = {r["system"]: r for r in json.loads((first / "results.json").read_text())}
+    b = {r["system"]: r for r in json.loads((second / "results.json").read_text())}
+    assert b["dpr-moved"]["transfer_from"] == str(first / "models" / "dpr") and b["dpr-moved"]["train_s"] == 0.0
+    assert not (second / "models" / "dpr-moved").exists()  # nothing trained
+    assert b["dpr-moved"]["per_query"] == a["dpr"]["per_query"]  # the same model on the same data
+    assert "transfer_from" not in b["minilm-zero-shot-moved"]  # untrained systems are built as always
+    assert main([*common, "--output_dir", str(tmp_path / "c"), "--models_from", str(tmp_path / "none")]) == 2
+    assert "no model of 'dpr'" in capsys.readouterr().err

@@ -1,0 +1,54 @@
+"""bench/results.py: rows of one system over seeds, and paired tests against dpr, in the significance table."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("bench_results_seeds", ROOT / "bench" / "results.py")
+results = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(results)
+
+CMD = ("python -m multiview_plugin.quickstart --data squad --squad_path x.json --steps 100 --dev_groups 28-31 "
+       "--dev_eval_steps 25 --passage_max_len 192 --systems dpr dcsr-mean")
+
+
+def row(system, top1_ranks, **extra):
+    n = len(top1_ranks)
+    return {"system": system, "answer_Top1": 100.0 * sum(r == 0 for r in top1_ranks) / n,
+            "per_query": {"outcome": "answer", "depth": 20, "ranks": top1_ranks}, **extra}
+
+
+def write(folder, name, command, rows, recorded):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps({"name": name, "command": command, "recorded": recorded,
+                                                     "rows": rows}))
+
+
+def test_seeds_are_aggregated_and_p_values_computed_across_records(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    base = [0] * 50 + [-1] * 50
+    better = [0] * 90 + [-1] * 10  # wins 40 questions, loses none
+    same = list(base)
+    # seed 42: one run with a p-value made by the quickstart; seed 7: dpr and the method in separate records,
+    # so the table computes the test from their per-question outcomes
+    write(tmp_path / "squad", "a", CMD, [row("dpr", base), row("dcsr-mean", better, p_value=1e-4, p_delta=40.0,
+                                                                p_test="paired randomization")], "2026-01-01 00:00:00")
+    write(tmp_path / "squad", "b", CMD + " --systems dpr '--train_flags=--seed 7' --tag=-seed7",
+          [row("dpr-seed7", base)], "2026-01-02 00:00:00")
+    write(tmp_path / "squad", "c", CMD + " --systems dcsr-mean mvr-residual '--train_flags=--seed 7' --tag=-seed7",
+          [row("dcsr-mean-seed7", better), row("mvr-residual-seed7", same)], "2026-01-03 00:00:00")
+    groups = {g["system"]: g for g in results.seed_groups("squad")}
+    assert set(groups["dcsr-mean"]["seeds"]) == {7, 42} and set(groups["dpr"]["seeds"]) == {7, 42}
+    t7 = groups["dcsr-mean"]["tests"][7]
+    assert t7["p_value"] == 1 / 10_001 and t7["p_delta"] == 40.0
+    assert groups["mvr-residual"]["tests"][7]["p_value"] == 1.0  # identical outcomes
+    text = results.significance_table("squad")
+    line = next(x for x in text.splitlines() if x.startswith("| **dcsr-mean"))
+    assert "7, 42 (n = 2)" in line and "**90.0 ± 0.0**" in line and "| yes |" in line
+    mvr = next(x for x in text.splitlines() if x.startswith("| mvr-residual"))
+    assert "| no |" in mvr and "+0.0" in mvr
+    # another setting (300 steps) is a different row, never averaged with the 100-step seeds
+    write(tmp_path / "squad", "d", CMD.replace("--steps 100", "--steps 300"), [row("dcsr-mean", base)],
+          "2026-01-04 00:00:00")
+    assert sum(g["system"] == "dcsr-mean" for g in results.seed_groups("squad")) == 2
