@@ -73,9 +73,8 @@ def test_search_driver_hybrid_flags_change_the_run(tiny_bert, tmp_path, capsys):
     from multiview_plugin.evaluation.runs import read_run
     from multiview_plugin.pyserini import hybrid_searcher
     from multiview_plugin.search import MultiVectorSearcher
-
-    from .test_dcsr import PASSAGES, build_dcsr
-    from .test_explain import QUERIES, encode_and_index, write_corpus
+    from tests.modeling.test_dcsr import PASSAGES, build_dcsr
+    from tests.search.test_explain import QUERIES, encode_and_index, write_corpus
 
     model_dir = tmp_path / "dcsr"
     build_dcsr(tiny_bert, passage_max_len=24).save(model_dir)
