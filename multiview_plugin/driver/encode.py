@@ -42,10 +42,12 @@ from multiview_plugin.encoding.shards import (
     read_info,
     remove_shard,
     shard_is_complete,
+    sidecar_path,
 )
 from multiview_plugin.encoding.view_info import VIEW_INFO_KEY, VIEW_INFO_VERSION, ViewRowWriter
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+from multiview_plugin.paths import OutputLock, refuse_output_over_input
 
 logger = logging.getLogger("multiview_plugin.encode")
 
@@ -152,111 +154,116 @@ def encode_to_shard(
 ) -> ShardInfo:
     """Encode one shard of ``path`` into ``output``; returns its sidecar info.
 
-    Skips a complete shard and resumes an interrupted one, each only when made with the same fingerprint
-    (else :class:`~multiview_plugin.encoding.shards.ShardFormatError` names the difference); ``overwrite``
-    deletes the shard and every partial file first.
+    ``output`` may not be one of the inputs, and only one process may write it at a time (``<output>.lock``,
+    :class:`~multiview_plugin.paths.OutputLock`). Skips a complete shard and resumes an interrupted one, each
+    only when made with the same fingerprint (else :class:`~multiview_plugin.encoding.shards.ShardFormatError`
+    names the difference); ``overwrite`` deletes the shard and every partial file first.
     """
     output = Path(output)
-    dtype = "float16" if fp16 else "float32"
-    fingerprint = encode_fingerprint(model, path, is_query=is_query, num_shards=num_shards, shard_index=shard_index,
-                                     dtype=dtype, separator=separator, pseudo_queries=pseudo_queries)
-    if overwrite:
-        remove_shard(output)
-    elif shard_is_complete(output):
-        info = read_info(output)
-        check_fingerprint(output, info.fingerprint, fingerprint, "skip the finished shard")
-        for leftover in partial_paths(output):  # a kill after the sidecar, before the clean-up
-            leftover.unlink(missing_ok=True)
-        logger.info("%s is complete (%d items); skipping (--overwrite to redo)", output, info.num_items)
-        return info
-    views = None
-    if pseudo_queries and not is_query:
-        from multiview_plugin.data.pseudo_queries import load_pseudo_queries
+    refuse_output_over_input(
+        {"--encode_output_path": output, "its sidecar": sidecar_path(output), "its view rows": f"{output}.views.npy"},
+        {"--dataset_path": path, "--pseudo_queries": (pseudo_queries or "").split(",")})
+    with OutputLock(output):  # one writer per shard: a second encode of the same path is refused while this runs
+        dtype = "float16" if fp16 else "float32"
+        fingerprint = encode_fingerprint(model, path, is_query=is_query, num_shards=num_shards, shard_index=shard_index,
+                                         dtype=dtype, separator=separator, pseudo_queries=pseudo_queries)
+        if overwrite:
+            remove_shard(output)
+        elif shard_is_complete(output):
+            info = read_info(output)
+            check_fingerprint(output, info.fingerprint, fingerprint, "skip the finished shard")
+            for leftover in partial_paths(output):  # a kill after the sidecar, before the clean-up
+                leftover.unlink(missing_ok=True)
+            logger.info("%s is complete (%d items); skipping (--overwrite to redo)", output, info.num_items)
+            return info
+        views = None
+        if pseudo_queries and not is_query:
+            from multiview_plugin.data.pseudo_queries import load_pseudo_queries
 
-        # the counting pass keeps the docids: aligned .txt query files need the corpus order
-        docids = [d for d, _ in iter_items(path, is_query, separator)]
-        start, end = shard_bounds(len(docids), num_shards, shard_index)
-        views = load_pseudo_queries(pseudo_queries, docids, keep=set(docids[start:end]))
-    else:
-        start, end = shard_bounds(count_items(path, is_query, separator), num_shards, shard_index)
-    multi = not is_query and not model.is_single_vector()
-    info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
-                     dtype=dtype, num_items=0, num_vectors=0, is_query=is_query, shard_index=shard_index,
-                     num_shards=num_shards, source=str(path), fingerprint=fingerprint,
-                     model_path=str(Path(model_path).resolve()) if model_path else None)
-    if not is_query:
-        # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
-        info.extra["temperature"] = float(model.temperature)
-        # what each vector is, for explanations (view_info); DCSR's sentence spans go to <shard>.views.npy
-        info.extra[VIEW_INFO_KEY] = describe_shard_views(model, path, separator, pseudo_queries)
-    writer = ShardWriter(output, info, multi_vector=multi)
-    row_writer = ViewRowWriter(output, writer.rows_done) if info.extra.get(VIEW_INFO_KEY, {}).get("rows") else None
-    device = next(model.parameters()).device
-    formatter = model.formatter
-    stats = getattr(formatter, "stats", None) if not is_query else None  # e.g. dcsr's sentence counts
-    resumed_stats = dict(writer.info.extra.get("sentences", {}))
+            # the counting pass keeps the docids: aligned .txt query files need the corpus order
+            docids = [d for d, _ in iter_items(path, is_query, separator)]
+            start, end = shard_bounds(len(docids), num_shards, shard_index)
+            views = load_pseudo_queries(pseudo_queries, docids, keep=set(docids[start:end]))
+        else:
+            start, end = shard_bounds(count_items(path, is_query, separator), num_shards, shard_index)
+        multi = not is_query and not model.is_single_vector()
+        info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
+                         dtype=dtype, num_items=0, num_vectors=0, is_query=is_query, shard_index=shard_index,
+                         num_shards=num_shards, source=str(path), fingerprint=fingerprint,
+                         model_path=str(Path(model_path).resolve()) if model_path else None)
+        if not is_query:
+            # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
+            info.extra["temperature"] = float(model.temperature)
+            # what each vector is, for explanations (view_info); DCSR's sentence spans go to <shard>.views.npy
+            info.extra[VIEW_INFO_KEY] = describe_shard_views(model, path, separator, pseudo_queries)
+        writer = ShardWriter(output, info, multi_vector=multi)
+        row_writer = ViewRowWriter(output, writer.rows_done) if info.extra.get(VIEW_INFO_KEY, {}).get("rows") else None
+        device = next(model.parameters()).device
+        formatter = model.formatter
+        stats = getattr(formatter, "stats", None) if not is_query else None  # e.g. dcsr's sentence counts
+        resumed_stats = dict(writer.info.extra.get("sentences", {}))
 
-    def stats_total() -> dict[str, int]:  # counts of a resumed run plus this one's
-        return {k: int(resumed_stats.get(k, 0) + stats.get(k, 0)) for k in {*resumed_stats, *stats}}
-    items = iter_items(path, is_query, separator)
-    skip = start + writer.docs_done
-    progress = tqdm(total=end - start, initial=writer.docs_done, unit="query" if is_query else "doc",
-                    desc=f"encode {output.name}", dynamic_ncols=True)
-    autocast = torch.autocast("cuda", dtype=torch.float16) if fp16 and device.type == "cuda" else nullcontext()
+        def stats_total() -> dict[str, int]:  # counts of a resumed run plus this one's
+            return {k: int(resumed_stats.get(k, 0) + stats.get(k, 0)) for k in {*resumed_stats, *stats}}
+        items = iter_items(path, is_query, separator)
+        skip = start + writer.docs_done
+        progress = tqdm(total=end - start, initial=writer.docs_done, unit="query" if is_query else "doc",
+                        desc=f"encode {output.name}", dynamic_ncols=True)
+        autocast = torch.autocast("cuda", dtype=torch.float16) if fp16 and device.type == "cuda" else nullcontext()
 
-    def batches() -> Iterator[list[tuple[str, str]]]:
-        batch: list[tuple[str, str]] = []
-        for i, item in enumerate(items):
-            if i < skip:
-                continue
-            if i >= end:
-                break
-            if not item[1].strip():
-                raise MultiViewError(f"{path}: {'query' if is_query else 'document'} {item[0]!r} has empty text")
-            batch.append(item)
-            if len(batch) == batch_size:
+        def batches() -> Iterator[list[tuple[str, str]]]:
+            batch: list[tuple[str, str]] = []
+            for i, item in enumerate(items):
+                if i < skip:
+                    continue
+                if i >= end:
+                    break
+                if not item[1].strip():
+                    raise MultiViewError(f"{path}: {'query' if is_query else 'document'} {item[0]!r} has empty text")
+                batch.append(item)
+                if len(batch) == batch_size:
+                    yield batch
+                    batch = []
+            if batch:
                 yield batch
-                batch = []
-        if batch:
-            yield batch
 
-    with torch.inference_mode(), autocast:
-        for n, batch in enumerate(batches(), start=1):
-            ids = [i for i, _ in batch]
-            texts = [t for _, t in batch]
-            if is_query:
-                reps = model.encode_query(_to(formatter.queries(texts), device))
-                writer.add(ids, reps.float().cpu().numpy())
-            else:
-                inputs = model.passage_inputs(formatter, ids, texts, views)
-                reps, mask = model.index_views(*model.encode_passage(_to(inputs, device)))
-                writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
-                if row_writer is not None:
-                    row_writer.add(model.view_rows(formatter, texts, mask.cpu().numpy()))
-            progress.update(len(batch))
-            if n % checkpoint_every == 0:
-                if stats is not None:
-                    writer.info.extra["sentences"] = stats_total()
-                if row_writer is not None:
-                    row_writer.flush()  # before the shard's resume point, so resumed rows are never missing
-                writer.checkpoint()
-    progress.close()
-    if writer.docs_done != end - start:
-        raise MultiViewError(f"{path}: expected {end - start} items in shard {shard_index}, got "
-                             f"{writer.docs_done}; did the file change while encoding?")
-    if stats is not None:
-        writer.info.extra["sentences"] = totals = stats_total()
-        if totals.get("sentences"):
-            logger.info("%s: %d sentences in %d passages (%.2f per passage); %d dropped past --passage_max_len "
-                        "(%.2f%%), %d kept but cut short", output, totals["sentences"], totals.get("passages", 0),
-                        totals["sentences"] / max(1, totals.get("passages", 0)), totals.get("dropped", 0),
-                        100.0 * totals.get("dropped", 0) / totals["sentences"], totals.get("truncated", 0))
-    if row_writer is not None:
-        row_writer.close(writer.rows_done)  # before the sidecar: a complete shard has its view rows
-    info = writer.close()
-    logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
-                "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)
-    return info
+        with torch.inference_mode(), autocast:
+            for n, batch in enumerate(batches(), start=1):
+                ids = [i for i, _ in batch]
+                texts = [t for _, t in batch]
+                if is_query:
+                    reps = model.encode_query(_to(formatter.queries(texts), device))
+                    writer.add(ids, reps.float().cpu().numpy())
+                else:
+                    inputs = model.passage_inputs(formatter, ids, texts, views)
+                    reps, mask = model.index_views(*model.encode_passage(_to(inputs, device)))
+                    writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
+                    if row_writer is not None:
+                        row_writer.add(model.view_rows(formatter, texts, mask.cpu().numpy()))
+                progress.update(len(batch))
+                if n % checkpoint_every == 0:
+                    if stats is not None:
+                        writer.info.extra["sentences"] = stats_total()
+                    if row_writer is not None:
+                        row_writer.flush()  # before the shard's resume point, so resumed rows are never missing
+                    writer.checkpoint()
+        progress.close()
+        if writer.docs_done != end - start:
+            raise MultiViewError(f"{path}: expected {end - start} items in shard {shard_index}, got "
+                                 f"{writer.docs_done}; did the file change while encoding?")
+        if stats is not None:
+            writer.info.extra["sentences"] = totals = stats_total()
+            if totals.get("sentences"):
+                logger.info("%s: %d sentences in %d passages (%.2f per passage); %d dropped past --passage_max_len "
+                            "(%.2f%%), %d kept but cut short", output, totals["sentences"], totals.get("passages", 0),
+                            totals["sentences"] / max(1, totals.get("passages", 0)), totals.get("dropped", 0),
+                            100.0 * totals.get("dropped", 0) / totals["sentences"], totals.get("truncated", 0))
+        if row_writer is not None:
+            row_writer.close(writer.rows_done)  # before the sidecar: a complete shard has its view rows
+        info = writer.close()
+        logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
+                    "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)
+        return info
 
 
 def describe_shard_views(model: MultiViewEncoder, path: str | Path, separator: str,

@@ -29,7 +29,9 @@ from multiview_plugin.data.readers import iter_train_records, load_corpus
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.answers import has_answer
+from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import MultiVectorSearcher
+from multiview_plugin.search._index import index_files
 from multiview_plugin.search.aggregators import first_occurrences, take_ranked
 
 logger = logging.getLogger("multiview_plugin.mine_negatives")
@@ -72,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     if args.num_negatives < 1 or args.depth < 1:
         raise ConfigError("--depth and --num_negatives must be >= 1")
+    refuse_output_over_input({"--output": args.output},
+                             {"--dataset_path": args.dataset_path, "--corpus_path": args.corpus_path,
+                              "--index": index_files(args.index)})
     searcher = MultiVectorSearcher(args.index, args.model_name_or_path, aggregation="max", device=args.device)
     sentences = searcher.encoder.config.model_name == "dcsr"
     corpus = load_corpus(args.corpus_path, args.passage_field_separator)
