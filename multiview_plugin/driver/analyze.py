@@ -36,7 +36,9 @@ from multiview_plugin.data.readers import load_qrels
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.encoding.view_info import VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.scoring import local_variation, view_perplexity
+from multiview_plugin.search._index import index_files
 
 logger = logging.getLogger("multiview_plugin.analyze")
 
@@ -265,6 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [f"--{k}" for k in ("index", "topics", "qrels", "encoder") if not getattr(args, k)]
     if missing:
         raise ConfigError(f"analysis needs {', '.join(missing)} (or --replot)")
+    refuse_output_over_input({f"--output_dir's {ANALYSIS_FILE}": out / ANALYSIS_FILE,
+                              f"--output_dir's {PLOT_FILE}": out / PLOT_FILE},
+                             {"--topics": args.topics, "--qrels": args.qrels, "--index": index_files(args.index)})
     result = analyze_index(args.index, args.topics, args.qrels, args.encoder, hits=args.hits,
                            lv_temperature=args.lv_temperature, aggregation=args.aggregation)
     with atomic_open(out / ANALYSIS_FILE) as f:

@@ -31,6 +31,7 @@ from multiview_plugin.evaluation.answers import (
 )
 from multiview_plugin.evaluation.metrics import DEFAULT_METRICS, evaluate_run, to_measure
 from multiview_plugin.evaluation.runs import RUN_FORMATS, Run, atomic_open, read_run
+from multiview_plugin.paths import refuse_output_over_input
 
 logger = logging.getLogger("multiview_plugin.evaluate")
 
@@ -154,6 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path, flag in ((args.run, "--run"), (args.qrels, "--qrels"), (args.answers, "--answers"),
                        (args.corpus, "--corpus"), (args.queries, "--queries")):
         _require_file(path, flag)
+    refuse_output_over_input({"--output_json": args.output_json, "--save_retrieval": args.save_retrieval},
+                             {"--run": args.run, "--qrels": args.qrels, "--answers": args.answers,
+                              "--corpus": args.corpus, "--queries": args.queries})
 
     run = read_run(args.run, args.run_format)
     results: dict[str, float] = {}

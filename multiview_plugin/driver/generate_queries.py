@@ -30,6 +30,7 @@ from multiview_plugin.data.pseudo_queries import format_query_record
 from multiview_plugin.data.readers import iter_corpus
 from multiview_plugin.encoding.encode import shard_bounds
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.paths import refuse_output_over_input
 
 logger = logging.getLogger("multiview_plugin.generate_queries")
 
@@ -74,6 +75,8 @@ def generate_queries(args: GenerateArguments) -> Path:
     if args.num_queries < 1 or args.top_k < 1 or args.batch_size < 1:
         raise ConfigError("--num_queries, --top_k and --batch_size must be >= 1")
     output = Path(args.output)
+    refuse_output_over_input({"--output": output, "--output's .partial": output.with_name(output.name + ".partial")},
+                             {"--corpus_path": args.corpus_path})
     if output.is_file():
         logger.info("%s is complete; skipping (delete it to regenerate)", output)
         return output

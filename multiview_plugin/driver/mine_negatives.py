@@ -32,8 +32,9 @@ from multiview_plugin.encoding.fingerprint import file_identity
 from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, read_info
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.answers import has_answer
+from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import MultiVectorSearcher
-from multiview_plugin.search._index import INPUT_KEY, IndexMeta, input_record
+from multiview_plugin.search._index import INPUT_KEY, IndexMeta, index_files, input_record
 from multiview_plugin.search.aggregators import first_occurrences, take_ranked
 
 logger = logging.getLogger("multiview_plugin.mine_negatives")
@@ -107,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     if args.num_negatives < 1 or args.depth < 1:
         raise ConfigError("--depth and --num_negatives must be >= 1")
+    refuse_output_over_input({"--output": args.output},
+                             {"--dataset_path": args.dataset_path, "--corpus_path": args.corpus_path,
+                              "--index": index_files(args.index)})
     searcher = MultiVectorSearcher(args.index, args.model_name_or_path, aggregation="max", device=args.device)
     sentences = searcher.encoder.config.model_name == "dcsr"
     check_corpus_is_indexed(searcher.meta, args.corpus_path, args.passage_field_separator)

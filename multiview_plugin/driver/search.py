@@ -35,9 +35,10 @@ from multiview_plugin.data.topics import load_topics
 from multiview_plugin.driver.backends import add_search_backend_flags
 from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.encoding.shard_sets import check_shard_set, load_query_reps, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows
+from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, sidecar_path
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
+from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import (
     MultiVectorSearcher,
     VectorStore,
@@ -46,7 +47,7 @@ from multiview_plugin.search import (
     search_shards,
     write_explanations,
 )
-from multiview_plugin.search._index import DEFAULT_AGGREGATION
+from multiview_plugin.search._index import DEFAULT_AGGREGATION, index_files
 from multiview_plugin.search.aggregators import AGGREGATORS
 
 logger = logging.getLogger("multiview_plugin.search")
@@ -165,6 +166,9 @@ def search_tevatron(args: argparse.Namespace) -> None:
     shard_paths = sorted(glob.glob(args.passage_reps))
     if not shard_paths:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
+    refuse_output_over_input({"--save_ranking_to": args.save_ranking_to},
+                             {"--query_reps": [args.query_reps, str(sidecar_path(args.query_reps))],
+                              "--passage_reps": [*shard_paths, *(str(sidecar_path(s)) for s in shard_paths)]})
     infos = check_shard_set(shard_paths, args.allow_partial)
     info = next((i for i in infos if i is not None), None)
     reference = (shard_paths[infos.index(info)], model_identity(info)) if info is not None else None
@@ -202,6 +206,10 @@ def search_pyserini(args: argparse.Namespace) -> None:
     if not args.output:
         raise ConfigError("--index needs --output")
     require_positive(args.hits, "--hits")
+    inputs = {"--topics": args.topics, "--encoded_queries": args.encoded_queries, "--index": index_files(args.index),
+              "--corpus": args.corpus, "--pseudo_queries": (args.pseudo_queries or "").split(",")}
+    refuse_output_over_input({"--output": args.output, "--explain": args.explain}, inputs)
+    refuse_output_over_input({"--explain": args.explain}, {"--output": args.output})
     searcher = MultiVectorSearcher(args.index, args.encoder, aggregation=args.aggregation, nprobe=args.nprobe,
                                    ef_search=args.ef_search, aggregation_options=aggregation_options(args, {}),
                                    corpus=args.corpus, pseudo_queries=args.pseudo_queries,

@@ -27,8 +27,18 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling import lora
 from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 from multiview_plugin.modeling.config import is_multiview_model
+from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.training.checkpoints import checkpoint_problems, last_complete_checkpoint
+from multiview_plugin.training.run_settings import (
+    RunSettingsCallback,
+    check_resume,
+    first_difference,
+    load_run_settings,
+    previous_run_files,
+    run_settings,
+    save_run_settings,
+)
 from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
 
 logger = logging.getLogger("multiview_plugin.train")
@@ -109,25 +119,51 @@ def dev_callback(dev_args: DevArguments, data_args: DataArguments,
     return DevSelectionCallback(dev, training_args.output_dir, dev_args.dev_eval_steps, dev_args.dev_patience)
 
 
-def checkpoint_to_resume(training_args: MultiViewTrainingArguments) -> str | None:
+def checkpoint_to_resume(training_args: MultiViewTrainingArguments, settings: dict[str, Any] | None = None
+                         ) -> str | None:
     """An explicit --resume_from_checkpoint folder (refused if incomplete), else the newest complete checkpoint
-    in --output_dir (an interrupted run continues; half-saved checkpoints are skipped with a warning)."""
+    in --output_dir (an interrupted run continues; half-saved checkpoints are skipped with a warning).
+
+    ``settings`` (:func:`~multiview_plugin.training.run_settings.run_settings` of this run): the checkpoint is
+    resumed only when its run had the same options (else one line names the first that differs); and an
+    ``--output_dir`` holding a previous run's model but no checkpoint to resume is refused. Without
+    ``--overwrite_output_dir`` nothing of a previous run is trained over.
+    """
     expect = dict(optimizer_expected=not training_args.save_only_model)
     requested = training_args.resume_from_checkpoint
     if requested is not None and str(requested).lower() != "true":
         problems = checkpoint_problems(requested, **expect) if Path(requested).is_dir() else ["no such folder"]
         if problems:
             raise ConfigError(f"--resume_from_checkpoint {requested}: incomplete checkpoint ({'; '.join(problems)})")
+        if settings is not None:
+            check_resume(requested, settings)
         return requested
     output_dir = Path(training_args.output_dir)
     resume = None
     if not training_args.overwrite_output_dir and output_dir.is_dir():
         resume = last_complete_checkpoint(output_dir, **expect)
+        if resume and settings is not None:
+            check_resume(resume, settings)
+        elif not resume and settings is not None and (found := previous_run_files(output_dir)):
+            raise ConfigError(f"--output_dir {output_dir} holds a previous run ({', '.join(found)}) and no complete "
+                              "checkpoint to resume: pass --overwrite_output_dir to train afresh over it, or use "
+                              "another --output_dir")
     if resume:
         logger.info("resuming from %s", resume)
     elif requested is not None:
         raise ConfigError(f"--resume_from_checkpoint true: no complete checkpoint in {output_dir}")
     return resume
+
+
+def run_is_finished(training_args: MultiViewTrainingArguments, settings: dict[str, Any]) -> bool:
+    """Whether ``--output_dir`` holds the final model of a run with these very settings and the same length
+    (its ``multiview_run.json`` is written after the final save). The Trainer, resumed from a run's last
+    checkpoint, would train one step past its end instead of none."""
+    if training_args.overwrite_output_dir or training_args.resume_from_checkpoint:
+        return False
+    recorded = load_run_settings(training_args.output_dir) if Path(training_args.output_dir).is_dir() else None
+    return recorded is not None and first_difference(recorded, settings) is None and all(
+        recorded.get(k) == settings.get(k) for k in ("max_steps", "num_train_epochs"))
 
 
 @cli
@@ -141,13 +177,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not torch.cuda.is_available():
         training_args.dataloader_pin_memory = False  # nothing to pin to; avoids a warning per epoch
 
+    refuse_output_over_input({"--output_dir": training_args.output_dir},
+                             {"--dataset_path": (data_args.dataset_path or "").split(","),
+                              "--corpus_path": data_args.corpus_path, "--pseudo_queries_path":
+                              data_args.pseudo_queries_path, "--dev_queries": dev_args.dev_queries,
+                              "--dev_qrels": dev_args.dev_qrels, "--dev_corpus": dev_args.dev_corpus,
+                              "--dev_pseudo_queries": dev_args.dev_pseudo_queries,
+                              "--model_name_or_path": model_args.model_name_or_path})
+    settings = run_settings(model_args, data_args, dev_args, training_args)
+    resume = checkpoint_to_resume(training_args, settings)  # before the model: a mismatch is one line
+    if run_is_finished(training_args, settings):
+        logger.info("%s already holds this run, finished (same settings): nothing to train (--overwrite_output_dir "
+                    "retrains it; a larger --max_steps or --num_train_epochs continues it)", training_args.output_dir)
+        return 0
     model = build_model(model_args, data_args)
     dataset, collator = load_training_data(data_args, training_args, model)
     logger.info("training %s (%s loss, temperature schedule %s) on %d queries",
                 model.config.model_name, model.config.loss_name or model.default_loss,
                 model.config.temperature_schedule, len(dataset))
 
-    callbacks: list[Any] = [EpochCallback(dataset)]
+    callbacks: list[Any] = [EpochCallback(dataset), RunSettingsCallback(settings)]
     if dev_args.dev_queries or dev_args.dev_qrels or dev_args.dev_corpus or dev_args.dev_pseudo_queries:
         callbacks.append(dev_callback(dev_args, data_args, training_args, model))
     trainer = MultiViewTrainer(
@@ -157,10 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_collator=collator,
         callbacks=callbacks,
     )
-    trainer.train(resume_from_checkpoint=checkpoint_to_resume(training_args))
+    trainer.train(resume_from_checkpoint=resume)
     trainer.save_model()
     trainer.save_state()  # trainer_state.json: the loss / temperature history
     if trainer.is_world_process_zero():
+        save_run_settings(training_args.output_dir, settings)
         logger.info("saved %s model to %s", model.config.model_name, training_args.output_dir)
     return 0
 

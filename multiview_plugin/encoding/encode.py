@@ -29,10 +29,12 @@ from multiview_plugin.encoding.shards import (
     read_info,
     remove_shard,
     shard_is_complete,
+    sidecar_path,
 )
 from multiview_plugin.encoding.view_info import VIEW_INFO_KEY, VIEW_INFO_VERSION, ViewRowWriter
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.modeling.base import MultiViewEncoder
+from multiview_plugin.paths import OutputLock, refuse_output_over_input
 
 logger = logging.getLogger("multiview_plugin.encode")
 
@@ -75,11 +77,26 @@ def encode_to_shard(
 ) -> ShardInfo:
     """Encode one shard of ``path`` into ``output``; returns its sidecar info.
 
-    Skips a complete shard and resumes an interrupted one, each only when made with the same fingerprint
-    (else :class:`~multiview_plugin.encoding.shards.ShardFormatError` names the difference); ``overwrite``
-    deletes the shard and every partial file first.
+    ``output`` may not be one of the inputs, and only one process may write it at a time (``<output>.lock``,
+    :class:`~multiview_plugin.paths.OutputLock`). Skips a complete shard and resumes an interrupted one, each
+    only when made with the same fingerprint (else :class:`~multiview_plugin.encoding.shards.ShardFormatError`
+    names the difference); ``overwrite`` deletes the shard and every partial file first.
     """
     output = Path(output)
+    refuse_output_over_input(
+        {"--encode_output_path": output, "its sidecar": sidecar_path(output), "its view rows": f"{output}.views.npy"},
+        {"--dataset_path": path, "--pseudo_queries": (pseudo_queries or "").split(",")})
+    with OutputLock(output):  # one writer per shard: a second encode of the same path is refused while this runs
+        return _encode_to_shard(model, path, output, is_query=is_query, num_shards=num_shards,
+                                shard_index=shard_index, batch_size=batch_size, fp16=fp16, separator=separator,
+                                overwrite=overwrite, checkpoint_every=checkpoint_every,
+                                pseudo_queries=pseudo_queries, model_path=model_path)
+
+
+def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_query: bool, num_shards: int,
+                     shard_index: int, batch_size: int, fp16: bool, separator: str, overwrite: bool,
+                     checkpoint_every: int, pseudo_queries: str | None, model_path: str | None) -> ShardInfo:
+    """:func:`encode_to_shard`'s work, under its output lock."""
     dtype = "float16" if fp16 else "float32"
     fingerprint = encode_fingerprint(model, path, is_query=is_query, num_shards=num_shards, shard_index=shard_index,
                                      dtype=dtype, separator=separator, pseudo_queries=pseudo_queries)

@@ -41,6 +41,11 @@ ADD_CHUNK = 65_536  # vectors per index.add
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
 
 
+def index_files(folder: str | os.PathLike | None) -> list[str]:
+    """The files of an index folder (inputs that no output may overwrite); none when ``folder`` is None."""
+    return [os.path.join(folder, name) for name in INDEX_FOLDER_FILES] if folder else []
+
+
 @dataclass
 class IndexMeta:
     dim: int

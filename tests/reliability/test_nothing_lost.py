@@ -156,3 +156,106 @@ def test_output_lock_refuses_second_writer_and_takes_over_stale(tmp_path):
     with OutputLock(out):
         pass
     assert not (tmp_path / "x.pkl.lock").exists()
+
+
+# --------------------------------------------------------------------------- train: resume only the same run
+
+TRAIN_COMMON = ["--train_group_size", "2", "--per_device_train_batch_size", "4", "--report_to", "none",
+                "--query_max_len", "16", "--passage_max_len", "32", "--seed", "7", "--dataloader_num_workers", "0",
+                "--model_name", "mvr", "--mvr_num_views", "2", "--logging_steps", "1"]
+
+
+@pytest.fixture
+def finished_run(tiny_bert, train_file, tmp_path):
+    from multiview_plugin.driver.train import main as train_main
+
+    out = tmp_path / "run"
+    argv = ["--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file), "--output_dir", str(out),
+            "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "2", *TRAIN_COMMON]
+    assert train_main(argv) == 0
+    assert (out / "checkpoint-2" / "multiview_run.json").is_file() and (out / "multiview_run.json").is_file()
+    return out, argv
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_train_rerun_with_other_settings_is_refused(finished_run, capsys):
+    """main: the rerun resumed checkpoint-2, trained 0 steps and exited 0 (the saved model kept the old λ)."""
+    from multiview_plugin.driver.train import main as train_main
+
+    out, argv = finished_run
+    capsys.readouterr()
+    model = (out / "model.safetensors").read_bytes()
+    assert train_main([*argv, "--learning_rate", "1e-3", "--mvr_lambda", "0.5"]) == 2
+    err = _one_line_error(capsys)
+    assert "--learning_rate" in err and "--overwrite_output_dir" in err
+    assert train_main([*argv, "--mvr_lambda", "0.5"]) == 2
+    assert "--mvr_lambda 0.01" in _one_line_error(capsys)
+    assert (out / "model.safetensors").read_bytes() == model
+
+
+def test_train_rerun_with_other_num_views_is_one_line_not_a_state_dict_traceback(finished_run, capsys):
+    from multiview_plugin.driver.train import main as train_main
+
+    out, argv = finished_run
+    capsys.readouterr()
+    assert train_main([*argv, "--mvr_num_views", "3"]) == 2
+    assert "--mvr_num_views 2" in _one_line_error(capsys)
+    # a checkpoint from before run settings were saved: its multiview_config.json is checked instead
+    for folder in (out, out / "checkpoint-2"):
+        (folder / "multiview_run.json").unlink()
+    assert train_main([*argv, "--mvr_num_views", "3"]) == 2
+    assert "--mvr_num_views 2" in _one_line_error(capsys)
+
+
+def test_train_identical_rerun_resumes_and_longer_one_extends(finished_run, caplog):
+    from multiview_plugin.driver.train import main as train_main
+
+    out, argv = finished_run
+    model = (out / "model.safetensors").read_bytes()
+    caplog.set_level("INFO", logger="multiview_plugin")
+    assert train_main([*argv, "--logging_steps", "2", "--save_total_limit", "3"]) == 0  # may differ
+    assert "already holds this run, finished" in caplog.text
+    assert (out / "model.safetensors").read_bytes() == model  # (main: one step past the end was trained)
+    assert not (out / "checkpoint-3").exists()
+    assert train_main([*argv, "--max_steps", "3"]) == 0
+    assert f"resuming from {out / 'checkpoint-2'}" in caplog.text
+    steps = [h["step"] for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "loss" in h]
+    assert steps == [1, 2, 3]
+
+
+def test_train_overwrite_output_dir_starts_afresh(finished_run):
+    from multiview_plugin.driver.train import main as train_main
+
+    out, argv = finished_run
+    assert train_main([*argv, "--learning_rate", "1e-3", "--overwrite_output_dir"]) == 0
+    settings = json.loads((out / "multiview_run.json").read_text())["settings"]
+    assert settings["learning_rate"] == 1e-3
+
+
+def test_train_refuses_a_finished_run_without_checkpoint(tiny_bert, train_file, tmp_path, capsys):
+    from multiview_plugin.driver.train import main as train_main
+
+    out = tmp_path / "run"
+    argv = ["--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file), "--output_dir", str(out),
+            "--max_steps", "1", "--save_strategy", "no", *TRAIN_COMMON]
+    assert train_main(argv) == 0
+    capsys.readouterr()
+    model = (out / "model.safetensors").read_bytes()
+    assert train_main([*argv, "--learning_rate", "1e-3"]) == 2
+    assert "holds a previous run" in _one_line_error(capsys)
+    assert (out / "model.safetensors").read_bytes() == model
+
+
+def test_train_output_dir_equal_to_an_input_is_refused(tiny_bert, train_file, tmp_path, capsys):
+    from multiview_plugin.driver.train import main as train_main
+
+    digest = hashlib.sha256(train_file.read_bytes()).hexdigest()
+    assert train_main(["--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file), "--output_dir",
+                       str(train_file), "--max_steps", "1", *TRAIN_COMMON]) == 2
+    assert "same file as --dataset_path" in _one_line_error(capsys)
+    assert hashlib.sha256(train_file.read_bytes()).hexdigest() == digest

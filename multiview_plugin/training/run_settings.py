@@ -1,0 +1,148 @@
+"""A training run's settings, saved with every checkpoint, so that a rerun resumes only the *same* run.
+
+``multiview_run.json`` (in ``--output_dir`` and in each ``checkpoint-N``) records every parsed option of the
+train driver. Rerunning into an existing ``--output_dir`` resumes its newest complete checkpoint only when the
+new options equal the recorded ones, except :data:`MAY_DIFFER_ON_RESUME` (where output goes, how often it is
+logged or saved, how long training lasts, data-loading workers); otherwise the run stops and names the first
+option that differs (``--overwrite_output_dir`` trains afresh instead). A checkpoint written before this file
+existed is checked against its ``multiview_config.json`` (method and method options) and a warning says the
+other options could not be checked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from multiview_plugin.atomic import atomic_open
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling.config import CONFIG_NAME
+
+logger = logging.getLogger(__name__)
+
+RUN_SETTINGS_FILE = "multiview_run.json"
+RUN_SETTINGS_VERSION = 1
+
+# Options a resumed run may change: where things go and how often they are logged or saved, how long the
+# run lasts (extending it: the learning-rate schedule then follows the new length), data-loading and
+# process plumbing, and caches. Everything else (model, method options, data, batch, optimiser, seed ...)
+# must match the checkpoint's run.
+MAY_DIFFER_ON_RESUME = frozenset({
+    "output_dir", "overwrite_output_dir", "resume_from_checkpoint", "logging_dir", "run_name", "report_to",
+    "disable_tqdm", "log_level", "log_level_replica", "log_on_each_node", "logging_steps", "logging_strategy",
+    "logging_first_step", "logging_nan_inf_filter", "save_steps", "save_strategy", "save_total_limit",
+    "save_on_each_node", "save_safetensors", "save_only_model", "num_train_epochs", "max_steps",
+    "dataloader_num_workers", "dataloader_pin_memory", "dataloader_prefetch_factor",
+    "dataloader_persistent_workers", "local_rank", "ddp_timeout", "ddp_backend", "num_proc", "dataset_cache_dir",
+    "cache_dir", "per_device_eval_batch_size", "push_to_hub", "hub_model_id", "hub_strategy", "hub_token",
+    "hub_private_repo", "hub_always_push", "hub_revision", "skip_memory_metrics", "dev_patience",
+})
+
+
+def run_settings(*parsed: Any) -> dict[str, Any]:
+    """Every option of the parsed dataclasses (``TrainingArguments`` via ``to_dict``), JSON-normalised."""
+    out: dict[str, Any] = {}
+    for obj in parsed:
+        values = obj.to_dict() if hasattr(obj, "to_dict") else (asdict(obj) if is_dataclass(obj) else dict(obj))
+        out.update(values)
+    return json.loads(json.dumps(out, default=str, sort_keys=True))
+
+
+def save_run_settings(folder: str | os.PathLike, settings: dict[str, Any]) -> Path:
+    path = Path(folder) / RUN_SETTINGS_FILE
+    with atomic_open(path) as f:
+        json.dump({"version": RUN_SETTINGS_VERSION, "settings": settings}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return path
+
+
+def load_run_settings(folder: str | os.PathLike) -> dict[str, Any] | None:
+    path = Path(folder) / RUN_SETTINGS_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return dict(data["settings"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"{path}: unreadable run settings ({err}); pass --overwrite_output_dir to train "
+                          "afresh") from err
+
+
+def first_difference(recorded: dict[str, Any], current: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """(option, recorded value, current value) of the first option (alphabetically) that differs, ignoring
+    :data:`MAY_DIFFER_ON_RESUME`; None when the runs agree."""
+    for name in sorted(set(recorded) | set(current)):
+        if name in MAY_DIFFER_ON_RESUME:
+            continue
+        old, new = recorded.get(name, "<unset>"), current.get(name, "<unset>")
+        if old != new:
+            return name, old, new
+    return None
+
+
+def check_resume(checkpoint: str | os.PathLike, current: dict[str, Any]) -> None:
+    """Refuse to resume ``checkpoint`` with options other than its run's (see the module docstring)."""
+    recorded = load_run_settings(checkpoint)
+    if recorded is None:
+        _check_model_config(Path(checkpoint), current)
+        return
+    diff = first_difference(recorded, current)
+    if diff is not None:
+        name, old, new = diff
+        raise ConfigError(f"{checkpoint} was trained with --{name} {_show(old)}, this run has {_show(new)}: "
+                          "resuming would mix two runs; pass --overwrite_output_dir to train afresh (or use "
+                          "another --output_dir)")
+    for name in ("num_train_epochs", "max_steps"):
+        if recorded.get(name) != current.get(name):
+            logger.info("resuming with --%s %s (was %s): the learning-rate schedule follows the new length",
+                        name, current.get(name), recorded.get(name))
+
+
+def _check_model_config(checkpoint: Path, current: dict[str, Any]) -> None:
+    """A checkpoint from before run settings were saved: compare the method and its options at least."""
+    try:
+        config = json.loads((checkpoint / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    pairs = [("model_name", config.get("model_name"))]
+    pairs += sorted((config.get("options") or {}).items())
+    for name, old in pairs:
+        if name in current and old is not None and old != current[name]:
+            raise ConfigError(f"{checkpoint} was trained with --{name} {_show(old)}, this run has "
+                              f"{_show(current[name])}: pass --overwrite_output_dir to train afresh")
+    logger.warning("%s records no run settings (%s, written by an older version): only the method and its "
+                   "options were checked before resuming it", checkpoint, RUN_SETTINGS_FILE)
+
+
+def _show(value: Any) -> str:
+    return "(unset)" if value is None else str(value)
+
+
+def previous_run_files(output_dir: str | os.PathLike) -> list[str]:
+    """What in ``output_dir`` a previous training run wrote (config, run settings, trainer state)."""
+    folder = Path(output_dir)
+    return [name for name in (CONFIG_NAME, RUN_SETTINGS_FILE, "trainer_state.json") if (folder / name).is_file()]
+
+
+class RunSettingsCallback(TrainerCallback):
+    """Writes ``multiview_run.json`` into every checkpoint the Trainer saves (main process only)."""
+
+    def __init__(self, settings: dict[str, Any]):
+        self.settings = settings
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if folder.is_dir():
+                save_run_settings(folder, self.settings)
+        return control
+
+
+__all__ = ["MAY_DIFFER_ON_RESUME", "RUN_SETTINGS_FILE", "RunSettingsCallback", "check_resume", "first_difference",
+           "load_run_settings", "previous_run_files", "run_settings", "save_run_settings"]
