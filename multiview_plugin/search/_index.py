@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -209,6 +210,20 @@ def _sample_for_training(shards: list[Path], infos: list, size: int, seed: int, 
     return np.ascontiguousarray(np.concatenate(parts))
 
 
+def passage_shard_infos(paths: Sequence[str | os.PathLike], allow_partial: bool = False) -> tuple[list, str]:
+    """The shards' sidecar infos (None for a sidecar-less shard) and the model that made them ("" if several or
+    unknown), after checking that they are one set of passage shards of one vector dim (what every backend
+    indexes)."""
+    infos = check_shard_set(paths, allow_partial)
+    if any(i is not None and i.is_query for i in infos):
+        raise ShardFormatError("query shards cannot be indexed; pass passage shards")
+    dims = {i.dim for i in infos if i is not None and i.num_vectors}
+    if len(dims) > 1:
+        raise ShardFormatError(f"shards disagree on the vector dim: {sorted(dims)}")
+    models = {i.model_name for i in infos if i is not None}
+    return infos, (models.pop() if len(models) == 1 else "")
+
+
 def build_index(
     shards: list[str | os.PathLike],
     index_dir: str | os.PathLike,
@@ -245,14 +260,7 @@ def build_index(
     check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
                         own_files=INDEX_FOLDER_FILES)
 
-    infos = check_shard_set(paths, allow_partial)
-    if any(i is not None and i.is_query for i in infos):
-        raise ShardFormatError("query shards cannot be indexed; pass passage shards")
-    dims = {i.dim for i in infos if i is not None and i.num_vectors}
-    if len(dims) > 1:
-        raise ShardFormatError(f"shards disagree on the vector dim: {sorted(dims)}")
-    models = {i.model_name for i in infos if i is not None}
-    model_name = models.pop() if len(models) == 1 else ""
+    infos, model_name = passage_shard_infos(paths, allow_partial)
     multi = any(i is not None and i.multi_vector for i in infos)
 
     index: faiss.Index | None = None

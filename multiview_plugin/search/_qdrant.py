@@ -37,7 +37,7 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.data.seen_ids import SeenIds
-from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set, model_identity
+from multiview_plugin.encoding.shard_sets import check_same_model, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows
 from multiview_plugin.errors import ConfigError, MultiViewError
@@ -55,6 +55,7 @@ from multiview_plugin.search._index import (
     _merge_extra,
     contiguous_docs,
     document_means,
+    passage_shard_infos,
 )
 from multiview_plugin.search.aggregators import Aggregator
 
@@ -249,14 +250,7 @@ def build_qdrant_index(
         if foreign:
             raise ConfigError(f"{index_dir} holds {', '.join(foreign[:3])}, which this tool did not write; choose a "
                               "new or empty --index_dir")
-    infos = check_shard_set(paths, allow_partial)
-    if any(i is not None and i.is_query for i in infos):
-        raise ShardFormatError("query shards cannot be indexed; pass passage shards")
-    dims = {i.dim for i in infos if i is not None and i.num_vectors}
-    if len(dims) > 1:
-        raise ShardFormatError(f"shards disagree on the vector dim: {sorted(dims)}")
-    models_named = {i.model_name for i in infos if i is not None}
-    model_name = models_named.pop() if len(models_named) == 1 else ""
+    infos, model_name = passage_shard_infos(paths, allow_partial)
     aggregation = aggregation or DEFAULT_AGGREGATION.get(model_name, "max")
     if aggregation != "max":
         raise ConfigError(f"the Qdrant backend ranks documents by max over their views (MAX_SIM); {aggregation} "
@@ -285,7 +279,7 @@ def build_qdrant_index(
     seen = SeenIds()
     num_docs = num_vectors = skipped = 0
     view_counts: list[np.ndarray] = []
-    dim: int | None = next(iter(dims)) if dims else None
+    dim: int | None = next((i.dim for i in infos if i is not None and i.num_vectors), None)
     opened = False
     tmp_docids = index_dir / f".{DOCID_FILE}.tmp"
     try:
