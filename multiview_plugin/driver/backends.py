@@ -109,7 +109,7 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
 
         meta = IndexMeta.load(index_dir)
         queries = load_query_reps(args.calibration_query_reps, args.allow_unsafe_pickle,
-                                  (str(Path(index_dir) / "multiview.json"), meta.model_fingerprint))[0]
+                                  (str(Path(index_dir) / "multiview.json"), meta.model_fingerprint), meta.dim)[0]
     record = calibrate_index(index_dir, args.target_recall, args.calibration_queries, args.calibration_k,
                              unsafe_pickle=args.allow_unsafe_pickle, queries=queries,
                              queries_from=args.calibration_query_reps)

@@ -12,7 +12,8 @@
 (the last: 4 processes, one per device, process r writes ``emb/corpus.r.pkl``; see
 :mod:`multiview_plugin.encoding.parallel`). Writes Tevatron's ``(ndarray, lookup)`` pickle (multi-vector
 models: one row per view, lookup ``docid#j``) plus a ``.json`` sidecar. A finished shard is skipped on rerun
-(``--overwrite`` re-encodes it); an interrupted one resumes after its last flushed batch. Both only when the
+(``--overwrite`` re-encodes it); an interrupted one resumes after its last flushed batch; a file at the output path
+that encode did not write is replaced only with ``--overwrite``. Both only when the
 run's fingerprint (model weights, dtype, lengths, shard, input file; see ``multiview_plugin.encoding.fingerprint``)
 matches the recorded one: otherwise the run stops and names what differs.
 """
@@ -97,7 +98,8 @@ class EncodeArguments:
     overwrite: bool = field(default=False, metadata={"help": "Delete the shard, its sidecar and any partial files "
                             "of an interrupted run, then encode afresh. Without it a complete shard is skipped and "
                             "an interrupted one resumes, both only if made by the same model, dtype, lengths, "
-                            "shard and input."})
+                            "shard and input; and an existing file that encode did not write (no sidecar of ours, "
+                            "e.g. a plain Tevatron pickle) is refused, not replaced."})
     checkpoint_every: int = field(default=50, metadata={"help": "Flush to disk every N batches (resume point)."})
     pseudo_queries: str | None = field(
         default=None, metadata={"help": "dce: the documents' pseudo-queries, one view each: jsonl {docid, queries} "

@@ -34,7 +34,7 @@ from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.topics import load_topics
 from multiview_plugin.driver.backends import add_search_backend_flags
 from multiview_plugin.driver.common import cli, setup_logging
-from multiview_plugin.encoding.shard_sets import check_shard_set, load_query_reps, model_identity
+from multiview_plugin.encoding.shard_sets import check_query_dim, check_shard_set, load_query_reps, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, sidecar_path
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import write_run
@@ -172,7 +172,8 @@ def search_tevatron(args: argparse.Namespace) -> None:
     infos = check_shard_set(shard_paths, args.allow_partial)
     info = next((i for i in infos if i is not None), None)
     reference = (shard_paths[infos.index(info)], model_identity(info)) if info is not None else None
-    q_reps, q_ids = load_query_reps(args.query_reps, args.allow_unsafe_pickle, reference)
+    dim = next((i.dim for i in infos if i is not None and i.num_vectors), None)
+    q_reps, q_ids = load_query_reps(args.query_reps, args.allow_unsafe_pickle, reference, dim)
     aggregation = args.aggregation or DEFAULT_AGGREGATION.get(info.model_name if info else "", "max")
     if args.shard_search:
         if aggregation != "max":
@@ -180,11 +181,13 @@ def search_tevatron(args: argparse.Namespace) -> None:
                               f"{aggregation} normalises over the whole collection's top vectors: search without "
                               "--shard_search or build an index")
         shards = tqdm(shard_paths, desc="search", unit="shard", disable=args.quiet)
-        ids, scores = search_shards(q_reps, shards, args.depth, aggregation, args.batch_size, args.allow_unsafe_pickle)
+        ids, scores = search_shards(q_reps, shards, args.depth, aggregation, args.batch_size, args.allow_unsafe_pickle,
+                                     args.query_reps)
     else:
         aggregator = get_aggregator(aggregation, **aggregation_options(args, info.extra if info else {}))
-        ids, scores = search_batched(VectorStore.from_shards(shard_paths, args.allow_unsafe_pickle), q_reps, args.depth,
-                                     aggregator, args.batch_size, progress=not args.quiet)
+        store = VectorStore.from_shards(shard_paths, args.allow_unsafe_pickle)
+        check_query_dim(args.query_reps, q_reps, store.dim, args.passage_reps)  # sidecar-less shards: known now
+        ids, scores = search_batched(store, q_reps, args.depth, aggregator, args.batch_size, progress=not args.quiet)
     out = Path(args.save_ranking_to)
     if args.save_text:
         write_run(to_run(q_ids, ids, scores), out, fmt="tevatron")
@@ -218,7 +221,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
                                    qdrant_url=args.qdrant_url)
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
-        q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model)
+        q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model, searcher.meta.dim)
     elif args.topics and args.encoder:
         topics = load_topics(args.topics)
         q_ids = list(topics)

@@ -30,6 +30,7 @@ from multiview_plugin.encoding.shards import (
     remove_shard,
     shard_is_complete,
     sidecar_path,
+    written_by_encode,
 )
 from multiview_plugin.encoding.view_info import VIEW_INFO_KEY, VIEW_INFO_VERSION, ViewRowWriter
 from multiview_plugin.errors import ConfigError, MultiViewError
@@ -100,6 +101,7 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
     dtype = "float16" if fp16 else "float32"
     fingerprint = encode_fingerprint(model, path, is_query=is_query, num_shards=num_shards, shard_index=shard_index,
                                      dtype=dtype, separator=separator, pseudo_queries=pseudo_queries)
+    refuse_foreign_output(output, overwrite)
     if overwrite:
         remove_shard(output)
     elif shard_is_complete(output):
@@ -197,6 +199,22 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
     logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
                 "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)
     return info
+
+
+def refuse_foreign_output(output: Path, overwrite: bool) -> None:
+    """An existing ``output`` that encode did not write (:func:`~multiview_plugin.encoding.shards.written_by_encode`)
+    is replaced only with ``overwrite``; a folder never."""
+    if not os.path.lexists(output):
+        return
+    if not output.is_file():
+        raise ConfigError(f"--encode_output_path {output} exists and is not a file; choose another output path")
+    if written_by_encode(output):
+        return
+    if not overwrite:
+        raise ConfigError(f"--encode_output_path {output} exists and was not written by encode (no sidecar "
+                          f"{sidecar_path(output).name}, no resume state): refusing to replace it; pass --overwrite "
+                          "to replace it, or choose another output path")
+    logger.warning("--overwrite: replacing %s, which encode did not write", output)
 
 
 def describe_shard_views(model: MultiViewEncoder, path: str | Path, separator: str,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from multiview_plugin.encoding.fingerprint import MODEL_FIELDS, describe_differences
-from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, read_info, read_shard
+from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, read_info, read_shard, shard_view_ids
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +59,7 @@ def check_shard_set(paths: Sequence[str | os.PathLike], allow_partial: bool = Fa
     paths = [str(p) for p in paths]
     infos = [read_info(p) for p in paths]
     known = [(p, i) for p, i in zip(paths, infos) if i is not None]
-    if not known:
-        logger.warning("%d shard(s) without sidecars (plain Tevatron pickles): their completeness and model "
-                       "cannot be checked", len(paths))
+    if not known:  # plain Tevatron pickles: each is warned about as it is read (shards.shard_view_ids)
         return infos
     problems = [f"{p} has no sidecar ({p}.json), so it cannot be checked to belong with the others"
                 for p, i in zip(paths, infos) if i is None]
@@ -93,13 +91,28 @@ def check_shard_set(paths: Sequence[str | os.PathLike], allow_partial: bool = Fa
     return infos
 
 
-def load_query_reps(path: str, unsafe_pickle: bool = False, passages: tuple[str, dict | None] | None = None
-                    ) -> tuple[np.ndarray, list[str]]:
+def load_query_reps(path: str, unsafe_pickle: bool = False, passages: tuple[str, dict | None] | None = None,
+                    dim: int | None = None) -> tuple[np.ndarray, list[str]]:
     """Query vectors and ids; ``passages`` = (where, model identity) of the passages they will be searched
-    against: a query shard of another model is refused."""
+    against, ``dim`` their vector dim when known: a query shard of another model, or of another dim, is refused.
+    A query pickle without a sidecar is read by :func:`~multiview_plugin.encoding.shards.shard_view_ids` (one
+    row per query, a warning that its model cannot be checked)."""
     reps, lookup, info = read_shard(path, unsafe_pickle)
     if info is not None and not info.is_query:
         raise ShardFormatError(f"{path} holds passages; encode queries with --encode_is_query")
+    where = passages[0] if passages is not None else None
+    shard_view_ids(path, lookup, info, is_query=True, checked_against=where)
     if passages is not None and passages[1] is not None and info is not None:
         check_same_model(passages, (path, model_identity(info)))
+    elif passages is not None and passages[1] is None and info is not None:
+        logger.warning("%s records no model fingerprint (built from shards without sidecars): cannot check that "
+                       "the model of %s made it", where, path)
+    check_query_dim(path, reps, dim, where)
     return np.asarray(reps, dtype=np.float32), lookup
+
+
+def check_query_dim(path: str, reps: np.ndarray, dim: int | None, where: str | None = None) -> None:
+    """Refuse query vectors whose dim is not ``dim`` (that of the passages or index at ``where``; None: unknown)."""
+    if dim is not None and len(reps) and reps.shape[1] != dim:
+        raise ShardFormatError(f"{path}: query vectors of dim {reps.shape[1]}, but the index expects (N, {dim})"
+                               f"{f' ({where})' if where else ''}: encoded by another model?")

@@ -25,7 +25,7 @@ import logging
 import mmap
 import os
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,16 @@ def check_fingerprint(path: str | os.PathLike, recorded: dict[str, Any] | None, 
 def shard_is_complete(path: str | os.PathLike) -> bool:
     """True when the pickle and its sidecar both exist (the sidecar is written only after the pickle)."""
     return Path(path).is_file() and sidecar_path(path).is_file()
+
+
+def written_by_encode(path: str | os.PathLike) -> bool:
+    """Whether the file at ``path`` is one encode wrote: a shard whose sidecar is ours, or the final pickle of an
+    interrupted encode (killed after renaming it into place, before writing the sidecar: its resume state is
+    still beside it). A file with neither (a user's file, a plain Tevatron pickle) is not."""
+    if sidecar_path(path).is_file():
+        read_info(path)  # a sidecar that is not ours is a one-line error
+        return True
+    return partial_paths(path)[2].is_file()
 
 
 def read_info(path: str | os.PathLike) -> ShardInfo | None:
@@ -280,6 +290,104 @@ def check_finite_rows(reps: np.ndarray, ids: list[str] | np.ndarray, where: str,
         shown = ", ".join(f"{what} {int(r)} ({ids[int(r)]!r})" for r in bad[:3])
         raise NonFiniteVectorsError(f"{where}: {len(bad)} of {len(reps)} vectors hold NaN or infinite values, "
                                     f"e.g. {shown}; re-encode them (a model run in float16 can overflow)")
+
+
+# --------------------------------------------------------------------------- shards without a sidecar
+# The one rule every driver (index, search with --passage_reps/--shard_search/--query_reps/--encoded_queries,
+# and through the index folder mine_negatives, analyze and explanations) applies to a shard whose ``.json``
+# sidecar is missing (a plain Tevatron pickle): docs/data-formats.md "Shards", docs/reliability.md.
+
+_MAX_VIEW_DIGITS = 9  # a view index past 10^9 is not one
+
+
+def _is_view_index(text: str) -> bool:
+    """``j`` of ``docid#j``: a canonical non-negative decimal (``0``, ``1``, ``12``; not ``01``, ``+1``, ``²``)."""
+    return (0 < len(text) <= _MAX_VIEW_DIGITS and text.isascii() and text.isdigit()
+            and (text == "0" or text[0] != "0"))
+
+
+@dataclass(frozen=True)
+class InferredLayout:
+    """What a lookup without a sidecar says about its rows (:func:`infer_view_ids`)."""
+
+    multi_vector: bool
+    min_views: int = 1
+    max_views: int = 1
+
+    def describe(self) -> str:
+        if not self.multi_vector:
+            return "single-vector (one row per docid; no id holds '#')"
+        views = (f"{self.min_views}" if self.min_views == self.max_views
+                 else f"{self.min_views} to {self.max_views}")
+        return f"multi-vector (every id is docid#j, {views} view(s) per document)"
+
+
+def infer_view_ids(path: str | os.PathLike, lookup: Sequence[str]) -> InferredLayout | None:
+    """How the rows of a shard without a sidecar are read, from its lookup ids alone (None: empty lookup):
+
+    * no id contains ``#``: single-vector, one row per docid (Tevatron's layout);
+    * every id is ``docid#j`` and j counts 0, 1, 2, ... over each docid's contiguous rows: multi-vector, the
+      layout encode writes for multi-vector models (split at the last ``#``, as :func:`split_lookup`);
+    * anything else (some ids with ``#`` and some without, or view indexes that do not count from 0) is
+      refused with :class:`ShardFormatError` naming the first row that breaks the pattern: which rows belong
+      to one document cannot be told (docids may not contain ``#``).
+    """
+    if not len(lookup):
+        return None
+    parts = [x.rpartition(VIEW_DELIMITER) for x in lookup]
+    if not any(sep for _, sep, _ in parts):
+        return InferredLayout(False)
+    bad = next((row for row, (head, sep, tail) in enumerate(parts) if not (sep and head and _is_view_index(tail))),
+               None)
+    if bad is None:
+        heads = np.array([head for head, _, _ in parts], dtype=object)
+        views = np.array([int(tail) for _, _, tail in parts], dtype=np.int64)
+        rows = np.arange(len(heads))
+        starts = np.r_[True, heads[1:] != heads[:-1]]
+        expected = rows - np.maximum.accumulate(np.where(starts, rows, 0))
+        wrong = np.flatnonzero(views != expected)
+        if not len(wrong):
+            counts = np.diff(np.r_[np.flatnonzero(starts), len(heads)])
+            return InferredLayout(True, int(counts.min()), int(counts.max()))
+        bad = int(wrong[0])
+    raise ShardFormatError(
+        f"{path}: no sidecar ({sidecar_path(path).name}), and its lookup ids are neither all plain docids nor all "
+        f"docid#j (view j = 0, 1, ... of a document): row {bad} is {lookup[bad]!r}, so which rows belong to one "
+        "document cannot be told (docids may not contain '#'); re-encode it with multiview_plugin.driver.encode, "
+        "which writes a sidecar")
+
+
+def shard_view_ids(path: str | os.PathLike, lookup: Sequence[str], info: ShardInfo | None, *,
+                   is_query: bool = False, checked_against: str | None = None) -> bool:
+    """Whether a shard's lookup ids are ``docid#j`` (one row per view): the rule every driver reads shards by.
+
+    With a sidecar, what it records. Without one (a plain Tevatron pickle), inferred from the lookup ids by
+    :func:`infer_view_ids` (an ambiguous lookup is a one-line error), with a WARNING naming the file and the
+    checks that could not be made: for passages, the model fingerprint and the completeness of the shard set;
+    for queries (``is_query``: always one row per query id), the model fingerprint against ``checked_against``
+    (the passages or index they are searched against). A query lookup of ``docid#j`` ids with several rows per
+    docid is a multi-vector passage shard, and refused.
+    """
+    if info is not None:
+        return False if is_query else info.multi_vector
+    side = sidecar_path(path).name
+    if is_query:
+        try:
+            layout = infer_view_ids(path, lookup)
+        except ShardFormatError:
+            layout = None  # query ids with '#' in them: still one row per query
+        if layout is not None and layout.max_views > 1:
+            raise ShardFormatError(f"{path}: given as queries, but its ids are docid#j with up to {layout.max_views} "
+                                   "rows per docid: a multi-vector passage shard (pass it as --passage_reps)")
+        logger.warning("%s: no sidecar (%s; a plain Tevatron pickle): the model that encoded these queries is "
+                       "unknown, so its fingerprint cannot be checked against %s; queries of another model would "
+                       "score nonsense", path, side, checked_against or "the passages'")
+        return False
+    layout = infer_view_ids(path, lookup)
+    logger.warning("%s: no sidecar (%s; a plain Tevatron pickle): its model fingerprint and whether its shard set "
+                   "is complete cannot be checked; read as %s, inferred from its lookup ids", path, side,
+                   layout.describe() if layout is not None else "empty")
+    return layout.multi_vector if layout is not None else False
 
 
 def split_lookup(lookup: list[str] | np.ndarray, multi_vector: bool) -> np.ndarray:

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from multiview_plugin.data.seen_ids import SeenIds
 from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
+from multiview_plugin.encoding.shards import ShardFormatError, read_shard, shard_view_ids, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.paths import check_output_folder, refuse_output_over_input, swap_in_folder
@@ -275,7 +275,7 @@ def build_index(
         with (tmp_dir / DOCID_FILE).open("w", encoding="utf-8") as docid_out:
             for path in tqdm(paths, desc="index shards", unit="shard"):
                 reps, lookup, info = read_shard(path, unsafe_pickle)
-                shard_multi = info.multi_vector if info is not None else any("#" in x for x in lookup[:1000])
+                shard_multi = shard_view_ids(path, lookup, info)  # without a sidecar: inferred, with a warning
                 multi = multi or shard_multi
                 row_docids = split_lookup(lookup, shard_multi)
                 docs, row_doc = contiguous_docs(row_docids, str(path))

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from multiview_plugin.data.seen_ids import SeenIds
 from multiview_plugin.encoding.shard_sets import check_same_model, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, read_shard, split_lookup
+from multiview_plugin.encoding.shards import ShardFormatError, read_shard, shard_view_ids, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.paths import refuse_output_over_input
@@ -286,7 +286,7 @@ def build_qdrant_index(
         with tmp_docids.open("w", encoding="utf-8") as docid_out:
             for path in tqdm(paths, desc="qdrant ingest", unit="shard"):
                 reps, lookup, info = read_shard(path, unsafe_pickle)
-                shard_multi = info.multi_vector if info is not None else any("#" in x for x in lookup[:1000])
+                shard_multi = shard_view_ids(path, lookup, info)  # without a sidecar: inferred, with a warning
                 multi = multi or shard_multi
                 docs, row_doc = contiguous_docs(split_lookup(lookup, shard_multi), str(path))
                 _check_new_docids(seen, docs, row_doc, num_vectors, tmp_docids, docid_out, shard_multi, path)

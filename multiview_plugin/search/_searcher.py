@@ -34,13 +34,14 @@ import torch
 from tqdm import tqdm
 
 from multiview_plugin.encoding.fingerprint import model_fingerprint
-from multiview_plugin.encoding.shard_sets import check_same_model
+from multiview_plugin.encoding.shard_sets import check_query_dim, check_same_model
 from multiview_plugin.encoding.shards import (
     NonFiniteVectorsError,
     ShardFormatError,
     nonfinite_rows,
     read_info,
     read_shard,
+    shard_view_ids,
     split_lookup,
 )
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
@@ -215,7 +216,7 @@ class VectorStore:
             reps, lk, info = read_shard(path, unsafe_pickle)
             if info is not None and info.is_query:
                 raise ShardFormatError(f"{path} holds queries, not passages")
-            multi = multi or (info.multi_vector if info is not None else False)
+            multi = multi or shard_view_ids(path, lk, info)  # without a sidecar: inferred, with a warning
             if not len(reps):
                 continue
             if index is None:
@@ -438,10 +439,13 @@ class MultiVectorSearcher:
             from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
 
             encoder = query_encoder if isinstance(query_encoder, MultiViewEncoder) else load_encoder(query_encoder)
+            name = "the query encoder" if encoder is query_encoder else str(query_encoder)
             if self.meta.model_fingerprint is not None:  # queries of another model would score nonsense
-                name = "the query encoder" if encoder is query_encoder else str(query_encoder)
                 check_same_model((str(index_dir / META_FILE), self.meta.model_fingerprint),
                                  (name, model_fingerprint(encoder)))
+            else:
+                logger.warning("%s records no model fingerprint (built from shards without sidecars, or by an "
+                               "older version): cannot check that %s made its vectors", index_dir / META_FILE, name)
             dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
             self.encoder = encoder.to(dev).eval()
 
@@ -553,12 +557,13 @@ def search_batched(store: VectorStore, q_reps: np.ndarray, k: int, aggregator: A
 
 def search_shards(
     q_reps: np.ndarray, shard_paths: Sequence[str | os.PathLike], k: int, aggregation: str = "max",
-    batch_size: int | None = None, unsafe_pickle: bool = False,
+    batch_size: int | None = None, unsafe_pickle: bool = False, queries_from: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Tevatron's ``--shard_search``: search each shard alone, then merge the per-shard top-k.
 
     Each shard is loaded once (memory: one shard) and searched for all queries, ``batch_size`` at a time.
     Exact for max aggregation because a document's vectors never span shards. Returns (docids, scores).
+    ``queries_from``: the query file, named when the queries' dim differs from a shard's.
     """
     aggregator = get_aggregator(aggregation)
     if not aggregator.exact_with_distinct_k:
@@ -570,6 +575,7 @@ def search_shards(
         if info is not None and info.num_vectors == 0:
             continue  # an empty shard (more shards than documents)
         store = VectorStore.from_shards([path], unsafe_pickle)
+        check_query_dim(queries_from or "the queries", q_reps, store.dim, str(path))
         dup = seen.intersection(store.docids.tolist())
         if dup:
             raise ShardFormatError(f"{path}: docids also in an earlier shard: {sorted(dup)[:5]}")

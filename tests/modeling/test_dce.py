@@ -47,7 +47,7 @@ def generate(model, corpus, out, *extra):
 # ----------------------------------------------------------------------------- generation and files
 
 
-def test_generation_is_seeded_resumable_and_sharded(tiny_doc2query, corpus, tmp_path):
+def test_generation_is_seeded_resumable_and_sharded(tiny_doc2query, corpus, tmp_path, monkeypatch):
     assert generate(tiny_doc2query, corpus, tmp_path / "a.jsonl") == 0
     lines = (tmp_path / "a.jsonl").read_text().splitlines()
     records = [json.loads(x) for x in lines]
@@ -59,9 +59,25 @@ def test_generation_is_seeded_resumable_and_sharded(tiny_doc2query, corpus, tmp_
     assert (tmp_path / "b.jsonl").read_text().splitlines() == lines
     assert generate(tiny_doc2query, corpus, tmp_path / "c.jsonl", "--seed", "7") == 0
     assert (tmp_path / "c.jsonl").read_text().splitlines() != lines
-    # an interrupted run (two batches flushed, a torn third line) resumes without duplicating documents
+    # an interrupted run (two batches written, then killed; a torn third line) resumes without duplicating
+    from transformers import PreTrainedTokenizerFast
+
+    decode, calls = PreTrainedTokenizerFast.batch_decode, []
+
+    def dies_in_third_batch(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return decode(self, *a, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(PreTrainedTokenizerFast, "batch_decode", dies_in_third_batch)
+        with pytest.raises(KeyboardInterrupt):
+            generate(tiny_doc2query, corpus, tmp_path / "r.jsonl", "--checkpoint_every", "1")
     partial = tmp_path / "r.jsonl.partial"
-    partial.write_text("\n".join(lines[:6]) + "\n" + lines[6][:10])
+    assert partial.read_text().splitlines() == lines[:6]
+    with partial.open("a") as f:
+        f.write(lines[6][:10])
     assert generate(tiny_doc2query, corpus, tmp_path / "r.jsonl") == 0
     assert (tmp_path / "r.jsonl").read_text().splitlines() == lines and not partial.exists()
     # shards cover the corpus in order

@@ -259,3 +259,248 @@ def test_train_output_dir_equal_to_an_input_is_refused(tiny_bert, train_file, tm
                        str(train_file), "--max_steps", "1", *TRAIN_COMMON]) == 2
     assert "same file as --dataset_path" in _one_line_error(capsys)
     assert hashlib.sha256(train_file.read_bytes()).hexdigest() == digest
+
+
+# --------------------------------------------------------------------------- every driver's outputs
+
+
+@pytest.fixture(scope="module")
+def inputs(tiny_bert, tmp_path_factory) -> dict[str, Path]:
+    """A tiny mvr model and what the drivers read: corpus, queries, qrels, train file, shards, index, run."""
+    import torch
+
+    from multiview_plugin.arguments import DataArguments, ModelArguments
+    from multiview_plugin.driver.encode import main as encode_main
+    from multiview_plugin.driver.search import main as search_main
+    from multiview_plugin.registry import get_encoder_class
+    from tests.conftest import TOPICS, write_topics_corpus, write_train_file
+
+    root = tmp_path_factory.mktemp("nothing_lost")
+    torch.manual_seed(0)
+    get_encoder_class("mvr").build(
+        ModelArguments(model_name_or_path=str(tiny_bert), model_name="mvr", mvr_num_views=2),
+        DataArguments(pad_to_multiple_of=None, passage_max_len=32, query_max_len=16)).save(root / "mvr")
+    files = {"model": root / "mvr", "corpus": write_topics_corpus(root / "corpus.jsonl"),
+             "queries": root / "queries.tsv", "qrels": root / "qrels.txt",
+             "train": write_train_file(root / "train.jsonl", 1),
+             "shard": root / "c.pkl", "qshard": root / "q.pkl", "index": root / "idx", "run": root / "run.trec"}
+    files["queries"].write_text("".join(f"q{i}\twhat is {a}\n" for i, (a, _, _) in enumerate(TOPICS)))
+    files["qrels"].write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(len(TOPICS))))
+    common = ["--model_name_or_path", str(files["model"]), "--per_device_eval_batch_size", "4"]
+    assert encode_main([*common, "--dataset_path", str(files["corpus"]), "--encode_output_path",
+                        str(files["shard"])]) == 0
+    assert encode_main([*common, "--dataset_path", str(files["queries"]), "--encode_is_query",
+                        "--encode_output_path", str(files["qshard"])]) == 0
+    assert index_main(["--passage_reps", str(files["shard"]), "--index_dir", str(files["index"])]) == 0
+    assert search_main(["--index", str(files["index"]), "--encoded_queries", str(files["qshard"]), "--output",
+                        str(files["run"]), "--hits", "5"]) == 0
+    return files
+
+
+def _error_line(capsys) -> str:
+    """The one ``error:`` line of a driver's stderr (progress bars of model loading may come before it)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = [line[line.index("error: "):] for line in err.splitlines() if "error: " in line]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def refused_over_input(main, argv: list[str], victim: Path, capsys, needle: str = "same file as") -> None:
+    """``main(argv)`` exits 2 with one line (``needle`` in it) and leaves ``victim``, an input, byte-identical."""
+    digest = hashlib.sha256(victim.read_bytes()).hexdigest()
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert needle in _error_line(capsys)
+    assert hashlib.sha256(victim.read_bytes()).hexdigest() == digest
+
+
+def test_encode_output_beside_unrelated_files_and_over_its_input(inputs, tmp_path, capsys):
+    from multiview_plugin.driver.encode import main as encode_main
+
+    out = tmp_path / "out"
+    before = unrelated(out)
+    common = ["--model_name_or_path", str(inputs["model"]), "--dataset_path", str(inputs["corpus"])]
+    assert encode_main([*common, "--encode_output_path", str(out / "c.pkl")]) == 0
+    assert_untouched(out, before)
+    assert sorted(p.name for p in out.iterdir()) == ["c.pkl", "c.pkl.json", "data.bin", "notes.txt", "sub"]
+    refused_over_input(encode_main, [*common, "--encode_output_path", str(inputs["corpus"])], inputs["corpus"], capsys)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(inputs["corpus"])
+    refused_over_input(encode_main, [*common, "--encode_output_path", str(link), "--overwrite"], inputs["corpus"],
+                       capsys)
+
+
+def test_encode_refuses_to_replace_a_file_it_did_not_write(inputs, tmp_path, capsys):
+    """main: an existing file at --encode_output_path without our sidecar was replaced by the new shard (exit 0)."""
+    from multiview_plugin.driver.encode import main as encode_main
+    from multiview_plugin.encoding.shards import read_shard
+
+    out = tmp_path / "out"
+    before = unrelated(out)
+    common = ["--model_name_or_path", str(inputs["model"]), "--dataset_path", str(inputs["corpus"])]
+    tevatron = out / "tevatron.pkl"  # a plain Tevatron pickle (no sidecar) is not ours either
+    tevatron.write_bytes(inputs["shard"].read_bytes())
+    for victim in (out / "data.bin", tevatron):
+        digest = hashlib.sha256(victim.read_bytes()).hexdigest()
+        assert encode_main([*common, "--encode_output_path", str(victim)]) == 2
+        err = _error_line(capsys)
+        assert str(victim) in err and "not written by encode" in err and "--overwrite" in err
+        assert hashlib.sha256(victim.read_bytes()).hexdigest() == digest
+        assert not Path(f"{victim}.json").exists() and not Path(f"{victim}.lock").exists()
+    assert encode_main([*common, "--encode_output_path", str(out / "sub")]) == 2  # a folder: never
+    assert "not a file" in _error_line(capsys)
+    assert_untouched(out, before)
+    # --overwrite says to replace it; our own shard is skipped on rerun as before
+    assert encode_main([*common, "--encode_output_path", str(tevatron), "--overwrite"]) == 0
+    assert read_shard(tevatron)[2] is not None
+    assert encode_main([*common, "--encode_output_path", str(tevatron)]) == 0
+
+
+def test_encode_resumes_its_own_shard_killed_before_the_sidecar(inputs, tmp_path, monkeypatch):
+    """The final pickle is in place but the sidecar is not (killed in between): the shard is still ours (its resume
+    state is beside it), so the rerun finishes it instead of refusing it as a foreign file."""
+    from multiview_plugin.driver.encode import main as encode_main
+    from multiview_plugin.encoding import shards
+
+    out = tmp_path / "c.pkl"
+    argv = ["--model_name_or_path", str(inputs["model"]), "--dataset_path", str(inputs["corpus"]),
+            "--encode_output_path", str(out), "--per_device_eval_batch_size", "4"]  # as the reference shard
+    write = shards._atomic_write_text
+
+    def killed_at_the_sidecar(path, text):
+        if path == shards.sidecar_path(out):
+            raise KeyboardInterrupt
+        write(path, text)
+
+    with monkeypatch.context() as m:
+        m.setattr(shards, "_atomic_write_text", killed_at_the_sidecar)
+        with pytest.raises(KeyboardInterrupt):
+            encode_main(argv)
+    assert out.is_file() and not shards.sidecar_path(out).exists()
+    assert encode_main(argv) == 0
+    assert shards.read_shard(out)[1] == shards.read_shard(inputs["shard"])[1]
+    assert shards.read_shard(out)[0].tobytes() == shards.read_shard(inputs["shard"])[0].tobytes()
+
+
+def test_search_outputs_beside_unrelated_files_and_over_its_inputs(inputs, tmp_path, capsys):
+    from multiview_plugin.driver.search import main as search_main
+
+    out = tmp_path / "out"
+    before = unrelated(out)
+    pyserini = ["--index", str(inputs["index"]), "--topics", str(inputs["queries"]), "--encoder", str(inputs["model"])]
+    assert search_main([*pyserini, "--output", str(out / "run.trec"), "--explain", str(out / "explain.jsonl")]) == 0
+    tevatron = ["--query_reps", str(inputs["qshard"]), "--passage_reps", str(inputs["shard"])]
+    assert search_main([*tevatron, "--save_ranking_to", str(out / "run.txt"), "--save_text"]) == 0
+    assert_untouched(out, before)
+    assert {"run.trec", "explain.jsonl", "run.txt"} <= {p.name for p in out.iterdir()}
+    refused_over_input(search_main, [*pyserini, "--output", str(inputs["queries"])], inputs["queries"], capsys)
+    refused_over_input(search_main, [*pyserini, "--output", str(tmp_path / "r.trec"), "--explain",
+                                     str(inputs["index"] / "docid")], inputs["index"] / "docid", capsys)
+    refused_over_input(search_main, [*tevatron, "--save_ranking_to", str(inputs["qshard"])], inputs["qshard"], capsys)
+
+
+def test_evaluate_output_beside_unrelated_files_and_over_its_inputs(inputs, tmp_path, capsys):
+    from multiview_plugin.driver.evaluate import main as evaluate_main
+
+    out = tmp_path / "out"
+    before = unrelated(out)
+    common = ["--run", str(inputs["run"]), "--qrels", str(inputs["qrels"]), "--metrics", "MRR@10"]
+    assert evaluate_main([*common, "--output_json", str(out / "metrics.json")]) == 0
+    assert_untouched(out, before)
+    assert "MRR@10" in json.loads((out / "metrics.json").read_text())
+    refused_over_input(evaluate_main, [*common, "--output_json", str(inputs["run"])], inputs["run"], capsys)
+    refused_over_input(evaluate_main, [*common, "--output_json", str(inputs["qrels"])], inputs["qrels"], capsys)
+
+
+def test_analyze_outputs_beside_unrelated_files_and_over_its_inputs(inputs, tmp_path, capsys):
+    from multiview_plugin.driver.analyze import main as analyze_main
+
+    out = tmp_path / "out"
+    before = unrelated(out)
+    argv = ["--index", str(inputs["index"]), "--topics", str(inputs["queries"]), "--encoder", str(inputs["model"])]
+    assert analyze_main([*argv, "--qrels", str(inputs["qrels"]), "--output_dir", str(out)]) == 0
+    assert_untouched(out, before)
+    assert {"analysis.json", "view_usage.png"} <= {p.name for p in out.iterdir()}
+    # a qrels file that is the analysis.json the output folder would get
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    qrels = folder / "analysis.json"
+    qrels.write_bytes(inputs["qrels"].read_bytes())
+    refused_over_input(analyze_main, [*argv, "--qrels", str(qrels), "--output_dir", str(folder)], qrels, capsys)
+
+
+def test_mine_negatives_output_beside_unrelated_files_and_over_its_inputs(inputs, tmp_path, capsys):
+    from multiview_plugin.driver.mine_negatives import main as mine_main
+
+    out = tmp_path / "out"
+    before = unrelated(out)
+    argv = ["--model_name_or_path", str(inputs["model"]), "--index", str(inputs["index"]), "--dataset_path",
+            str(inputs["train"]), "--corpus_path", str(inputs["corpus"]), "--num_negatives", "2", "--depth", "4"]
+    assert mine_main([*argv, "--output", str(out / "mined.jsonl")]) == 0
+    assert_untouched(out, before)
+    assert (out / "mined.jsonl").read_text().count("\n") == inputs["train"].read_text().count("\n")
+    refused_over_input(mine_main, [*argv, "--output", str(inputs["train"])], inputs["train"], capsys)
+    refused_over_input(mine_main, [*argv, "--output", str(inputs["corpus"])], inputs["corpus"], capsys)
+
+
+@pytest.fixture(scope="module")
+def doc2query(tmp_path_factory) -> Path:
+    from tests.conftest import make_tiny_t5
+
+    return make_tiny_t5(tmp_path_factory.mktemp("doc2query"), seq2seq=True)
+
+
+def _generate(model: Path, corpus: Path, output: Path, *extra: str) -> int:
+    from multiview_plugin.driver.generate_queries import main as generate_main
+
+    return generate_main(["--model_name_or_path", str(model), "--corpus_path", str(corpus), "--output", str(output),
+                          "--num_queries", "2", "--max_query_length", "4", "--batch_size", "4", *extra])
+
+
+def test_generate_queries_output_beside_unrelated_files_and_over_its_input(inputs, doc2query, tmp_path, capsys):
+    from multiview_plugin.driver.generate_queries import main as generate_main
+
+    out = tmp_path / "out"
+    before = unrelated(out)
+    assert _generate(doc2query, inputs["corpus"], out / "pq.jsonl") == 0
+    assert_untouched(out, before)
+    assert sorted(p.name for p in out.iterdir()) == ["data.bin", "notes.txt", "pq.jsonl", "pq.jsonl.json", "sub"]
+    refused_over_input(generate_main, ["--model_name_or_path", str(doc2query), "--corpus_path",
+                                       str(inputs["corpus"]), "--output", str(inputs["corpus"])], inputs["corpus"],
+                       capsys)
+
+
+def test_generate_queries_replaces_or_resumes_only_its_own_output(inputs, doc2query, tmp_path, capsys):
+    """main: any existing --output was taken as a complete shard of its own (exit 0, nothing generated), and any
+    <output>.partial was resumed and renamed over --output."""
+    out = tmp_path / "out"
+    before = unrelated(out)
+    assert _generate(doc2query, inputs["corpus"], out / "notes.txt") == 2  # a user's file
+    err = _error_line(capsys)
+    assert str(out / "notes.txt") in err and "not written by generate_queries" in err
+    (out / "pq.jsonl.partial").write_text('{"docid": "d0", "queries": ["mine"]}\n')  # a .partial of someone else
+    assert _generate(doc2query, inputs["corpus"], out / "pq.jsonl") == 2
+    assert "pq.jsonl.partial" in _error_line(capsys)
+    assert (out / "pq.jsonl.partial").read_text() == '{"docid": "d0", "queries": ["mine"]}\n'
+    assert not (out / "pq.jsonl").exists()
+    (out / "pq.jsonl.json").write_text('{"settings": 1}\n')  # a marker it did not write
+    assert _generate(doc2query, inputs["corpus"], out / "x.jsonl") == 0
+    assert _generate(doc2query, inputs["corpus"], out / "pq.jsonl", "--overwrite") == 2
+    assert "pq.jsonl.json exists and was not written by generate_queries" in _error_line(capsys)
+    assert_untouched(out, before)
+    # its own output: skipped when complete with the same settings, refused with others unless --overwrite
+    mine = out / "x.jsonl"
+    text = mine.read_text()
+    assert _generate(doc2query, inputs["corpus"], mine) == 0 and mine.read_text() == text
+    assert _generate(doc2query, inputs["corpus"], mine, "--seed", "7") == 2
+    assert "seed (was 42, now 7)" in _error_line(capsys)
+    assert _generate(doc2query, inputs["corpus"], mine, "--seed", "7", "--overwrite") == 0
+    assert mine.read_text() != text
+    # edited after it was written: no longer what it wrote, never replaced
+    mine.write_text(mine.read_text() + '{"docid": "extra", "queries": ["q"]}\n')
+    edited = mine.read_text()
+    for extra in ([], ["--overwrite"]):
+        assert _generate(doc2query, inputs["corpus"], mine, *extra) == 2
+        assert "has changed since generate_queries wrote it" in _error_line(capsys)
+    assert mine.read_text() == edited
