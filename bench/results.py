@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 QS_START, QS_END = "<!-- quickstart:start -->", "<!-- quickstart:end -->"
+TR_START, TR_END = "<!-- transfer:start -->", "<!-- transfer:end -->"
 RESULTS_PAGE = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 QUICKSTART_RECORD = RESULTS / "default" / "quickstart-default.json"
@@ -103,11 +104,17 @@ def cell(value) -> str:
     return str(value)
 
 
-def records(data: str, selected: bool) -> list[dict]:
-    """The run records of ``data``, oldest first: those with dev-split model selection, or those without."""
+def is_transfer(record: dict) -> bool:
+    """A zero-shot transfer run: models trained on another data set (quickstart ``--models_from``)."""
+    return bool(quickstart_settings(record["command"]).models_from)
+
+
+def records(data: str, selected: bool, transfer: bool = False) -> list[dict]:
+    """The run records of ``data``, oldest first: those with dev-split model selection, or those without; in-domain
+    runs, or (``transfer``) the zero-shot transfer runs of models trained on another data set."""
     found = [json.loads(p.read_text(encoding="utf-8")) for p in (RESULTS / data).glob("*.json")]
-    return sorted([r for r in found if bool(quickstart_settings(r["command"]).dev_groups) == selected],
-                  key=lambda r: r["recorded"])
+    return sorted([r for r in found if bool(quickstart_settings(r["command"]).dev_groups) == selected
+                   and is_transfer(r) == transfer], key=lambda r: r["recorded"])
 
 
 SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the training articles as a dev split "
@@ -116,10 +123,17 @@ SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the train
                  "![training curves]({plot})")
 
 
-def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, write_plot: bool = True) -> str:
+def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, write_plot: bool = True,
+          transfer: bool = False) -> str:
     title, protocol, metrics = DATASETS[data]
     rows: dict[str, dict] = {}
-    chosen = records(data, selected)
+    chosen = records(data, selected, transfer)
+    if transfer:
+        sources = sorted({transfer_source(r) for r in chosen})
+        title = (f"Zero-shot transfer to {title}: models trained on "
+                 f"{', '.join(DATASETS.get(d, (d,))[0] for d in sources)}, evaluated unchanged")
+        protocol = (protocol.split("; train:")[0] + f"; no {data} training: each model is the dev-selected "
+                    "checkpoint of the run named by the command's `--models_from` (steps and batch are its training)")
     for record in chosen:
         s = quickstart_settings(record["command"])
         for r in record["rows"]:
@@ -176,8 +190,18 @@ def run_config(record: dict, row: dict) -> tuple[str, tuple, int]:
         if a == "--seed" or a.startswith("--seed=") or (i and argv[i - 1] == "--seed"):
             continue
         flags.append(a)
-    setting = (s.data, *(getattr(s, k) for k in SEED_FLAG_KEYS), " ".join(flags))
+    source = transfer_source(record)
+    setting = (s.data, *(getattr(s, k) for k in SEED_FLAG_KEYS), " ".join(flags), source)
     return system, setting, row.get("seed", train_seed(s.train_flags))
+
+
+def transfer_source(record: dict) -> str:
+    """The data set a transfer run's models were trained on ('' for in-domain runs), from its rows' transfer_from."""
+    if not is_transfer(record):
+        return ""
+    froms = [str(r.get("transfer_from", "")) for r in record["rows"]]
+    return next(("squad" if "squad" in f.lower() else "scifact" if "scifact" in f.lower() else "another data set"
+                 for f in froms if f), "another data set")
 
 
 def paired_p(row: dict, baseline: dict | None) -> dict:
@@ -199,7 +223,7 @@ def seed_groups(data: str) -> list[dict]:
     """Rows of the same system and setting over seeds (the latest record per seed), each with its p-values."""
     groups: dict[tuple, dict[int, dict]] = {}
     for selected in (True, False):
-        for record in records(data, selected):
+        for record in records(data, selected) + records(data, selected, transfer=True):
             for row in record["rows"]:
                 system, setting, seed = run_config(record, row)
                 groups.setdefault((system, setting), {})[seed] = {**row, "_record": record["name"]}
@@ -223,7 +247,7 @@ def significance_table(data: str) -> str | None:
 
     def key(g: dict) -> tuple:
         base = g["system"].split("+", 1)[0].split(" (", 1)[0]
-        return (g["setting"][1], order.index(base) if base in order else len(order), g["system"])
+        return (g["setting"][-1], g["setting"][1], order.index(base) if base in order else len(order), g["system"])
 
     head = ["system", "steps", "dev-selected", "seeds", f"{HEADERS.get(metric, metric)} mean ± sd",
             "per seed", "Δ top-1 vs dpr (per seed)", "p vs dpr (per seed)", "significant win", "runs"]
@@ -240,6 +264,8 @@ def significance_table(data: str) -> str | None:
         win = bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0 for t in tested.values())
         summary = "–" if mean is None else f"{mean:.1f}" + (f" ± {sd:.1f}" if sd is not None else "")
         name = SYSTEM_NAMES.get(g["system"], g["system"])
+        if g["setting"][-1]:
+            name += f", trained on {DATASETS.get(g['setting'][-1], (g['setting'][-1],))[0]} (zero-shot transfer)"
         lines.append("| " + " | ".join([
             f"**{name}**" if win else name, str(g["setting"][1]), "yes" if g["setting"][2] else "no",
             ", ".join(str(s) for s in g["seeds"]) + f" (n = {len(g['seeds'])})",
@@ -327,6 +353,25 @@ def quickstart_table(record_path: Path = QUICKSTART_RECORD) -> str:
     return "\n".join(lines)
 
 
+def transfer_summary(data: str = "scifact") -> str:
+    """The README's transfer table: every zero-shot transfer row of ``data`` with its paired test against the
+    transfer dpr (the full table is in docs/results.md)."""
+    metric = DATASETS[data][2][0]
+    lines = [f"| system (trained on SQuAD-dev, evaluated on {DATASETS[data][0]}) | {HEADERS.get(metric, metric)} | "
+             "Δ top-1 vs dpr | p vs dpr | record |", "|---|---|---|---|---|"]
+    for g in sorted((g for g in seed_groups(data) if g["setting"][-1]),
+                    key=lambda g: (g["system"] != "dpr", g["system"])):
+        for seed, r in g["seeds"].items():
+            t = g["tests"].get(seed, {})
+            win = t.get("p_value") is not None and t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0
+            name = SYSTEM_NAMES.get(g["system"], g["system"])
+            lines.append("| " + " | ".join([
+                f"**{name}**" if win else name, cell(r.get(metric)),
+                f"{t['p_delta']:+.1f}" if t.get("p_delta") is not None else "–",
+                f"{t['p_value']:.2g}" if t.get("p_value") is not None else "–", f"`{r['_record']}`"]) + " |")
+    return "\n".join(lines)
+
+
 def splice(text: str, start: str, end: str, body: str, where: Path) -> str:
     if start not in text or end not in text:
         raise SystemExit(f"{where} lacks the markers {start} ... {end}")
@@ -341,6 +386,8 @@ def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = Non
     base = base or out.resolve().parent
     tables = [table(d, selected, base=base, write_plot=write_plots) for d in DATASETS
               if (RESULTS / d).is_dir() for selected in (True, False) if records(d, selected)]
+    tables += [table(d, False, base=base, write_plot=False, transfer=True) for d in DATASETS
+               if (RESULTS / d).is_dir() and records(d, False, transfer=True)]
     tables += [t for d in DATASETS if (RESULTS / d).is_dir() for t in [significance_table(d)] if t]
     body = "\n\n".join(tables)
     note = ("_Generated by `python bench/results.py render` from `results/`; lr and passage length per run are in "
@@ -350,6 +397,9 @@ def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = Non
     if QUICKSTART_RECORD.is_file():
         text = pages[readme] if readme in pages else readme.read_text(encoding="utf-8")
         pages[readme] = splice(text, QS_START, QS_END, quickstart_table(), readme)
+    if (RESULTS / "scifact").is_dir() and records("scifact", False, transfer=True):
+        text = pages[readme] if readme in pages else readme.read_text(encoding="utf-8")
+        pages[readme] = splice(text, TR_START, TR_END, transfer_summary("scifact"), readme)
     return pages
 
 

@@ -52,3 +52,30 @@ def test_seeds_are_aggregated_and_p_values_computed_across_records(tmp_path, mon
     write(tmp_path / "squad", "d", CMD.replace("--steps 100", "--steps 300"), [row("dcsr-mean", base)],
           "2026-01-04 00:00:00")
     assert sum(g["system"] == "dcsr-mean" for g in results.seed_groups("squad")) == 2
+
+
+def test_transfer_runs_are_their_own_setting_and_table(tmp_path, monkeypatch):
+    """A SQuAD-trained dpr evaluated on SciFact (--models_from) is neither a seed of SciFact's in-domain dpr nor
+    its baseline: transfer rows pair with the transfer dpr and render in their own table."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    sci = ("python -m multiview_plugin.quickstart --data scifact --beir_dir x --steps 100 --passage_max_len 192 "
+           "--systems dpr dcsr-mean")
+    base, better = [0] * 50 + [-1] * 50, [0] * 90 + [-1] * 10
+    write(tmp_path / "scifact", "in", sci + " '--train_flags=--seed 7' --tag=-seed7",
+          [row("dpr-seed7", better, steps=100, **{"nDCG@10": 70.0})], "2026-01-01 00:00:00")
+    write(tmp_path / "scifact", "tr-dpr", sci + " --models_from runs/squad-a --tag=-from-squad",
+          [row("dpr-from-squad", base, transfer_from="runs/squad-a/models/dpr/best", steps=100, **{"nDCG@10": 60.0})],
+          "2026-01-02 00:00:00")
+    write(tmp_path / "scifact", "tr-dcsr", sci + " --models_from runs/squad-b --tag=-from-squad",
+          [row("dcsr-mean-from-squad", better, transfer_from="runs/squad-b/models/dcsr-mean/best",
+               steps=100, **{"nDCG@10": 65.0})], "2026-01-03 00:00:00")
+    groups = results.seed_groups("scifact")
+    dprs = [g for g in groups if g["system"] == "dpr"]
+    assert len(dprs) == 2 and sorted(len(g["seeds"]) for g in dprs) == [1, 1]  # not pooled as two seeds
+    dcsr = next(g for g in groups if g["system"] == "dcsr-mean")
+    assert dcsr["setting"][-1] == "squad" and dcsr["tests"][42]["p_delta"] == 40.0  # against the transfer dpr
+    assert [r["name"] for r in results.records("scifact", False)] == ["in"]
+    transfer = results.table("scifact", False, write_plot=False, transfer=True)
+    assert transfer.startswith("**Zero-shot transfer to SciFact (BEIR): models trained on SQuAD-dev")
+    assert "`tr-dpr`" in transfer and "`tr-dcsr`" in transfer and "`in`" not in transfer
+    assert "(zero-shot transfer)" in results.significance_table("scifact")
