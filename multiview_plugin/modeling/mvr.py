@@ -79,6 +79,13 @@ class MvrOptions(MethodOptions):
         "(viewers at 0..k-1, text from k). Backbones whose position 0 is an attention sink (e.g. "
         "all-MiniLM-L6-v2) map all shared-position viewers to one state (Local Variation ~ 0); "
         "'distinct' keeps the views apart.")
+    balance_weight: float = option(
+        0.0,
+        "MVR: weight of a load-balancing term on the view assignment, as in mixture-of-experts routing (Switch "
+        "Transformer, Fedus et al. 2021): k * sum_i f_i * P_i over the batch's queries, with P_i the mean softmax "
+        "probability of view i over the positive passage's views (at the loss's temperature) and f_i the "
+        "fraction of queries whose best view is i. 1 when the views share the queries evenly, up to k when one "
+        "view takes every query. Default 0: the paper's loss, unchanged.")
 
 
 def viewer_tokens(num_views: int) -> list[str]:
@@ -160,7 +167,8 @@ class MvrEncoder(MultiViewEncoder):
     Options (:class:`MvrOptions`): ``mvr_num_views`` (k, default 8), ``mvr_lambda`` (local-loss weight, 0.01),
     ``mvr_alpha`` and ``mvr_min_temperature`` (annealing, 0.1 and 0.3), ``mvr_viewer_init`` ('random' as in the
     paper, or 'cls': copies of the [CLS] embedding plus small noise, so views are not identical), ``mvr_views``,
-    ``mvr_gate_learning_rate`` and ``mvr_viewer_positions``.
+    ``mvr_gate_learning_rate``, ``mvr_viewer_positions`` and ``mvr_balance_weight`` (the load-balancing term of
+    :func:`~multiview_plugin.losses.global_local.view_balance_loss`, 0 = off).
     """
 
     default_loss = "mvr_global_local"
@@ -208,6 +216,11 @@ class MvrEncoder(MultiViewEncoder):
                                   "viewers take positions 1..k): leave it out")
         elif opts.gate_learning_rate is not None:
             raise ConfigError("--mvr_gate_learning_rate applies to --mvr_views residual only")
+        if not opts.balance_weight >= 0:
+            raise ConfigError(f"--mvr_balance_weight must be >= 0, got {opts.balance_weight}")
+        if opts.balance_weight and (config.loss_name or cls.default_loss) != cls.default_loss:
+            raise ConfigError(f"--mvr_balance_weight is a term of the {cls.default_loss} loss, not of "
+                              f"--loss_name {config.loss_name}: leave one of them out")
 
     @classmethod
     def prepare_backbone(

@@ -1,12 +1,16 @@
 """MVR (Multi-View document Representations): viewer tokens and their positions, the views read at those
 positions, viewer initialisation, and the global-local loss (against hand-computed values) in training."""
 
+import json
+
 import pytest
 import torch
 
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses import GlobalLocalLoss
-from multiview_plugin.modeling.mvr import QUERY_VIEWER, viewer_tokens
+from multiview_plugin.losses.global_local import view_balance_loss
+from multiview_plugin.modeling import load_encoder
+from multiview_plugin.modeling.mvr import QUERY_VIEWER, MvrOptions, viewer_tokens
 from multiview_plugin.scoring import view_scores
 from tests.losses.test_losses import MASK, P, Q, lse
 from tests.modeling.test_modeling import TEXTS, build
@@ -142,3 +146,90 @@ def test_global_local_gradient_flows_to_all_views_through_local_term():
     out.loss.backward()
     # the non-max view of passage 0 only gets gradient via L_local
     assert p.grad[0, 1].abs().sum() > 0
+
+
+# --------------------------------------------------------------- load balancing (--mvr_balance_weight)
+def paper_global_local(scores, target, tau, lam):
+    """The paper's L_global + lam * L_local (eqs. 5-7), written out independently of the loss class."""
+    scaled = scores / tau
+    loss_global = torch.nn.functional.cross_entropy(scaled.max(dim=-1).values, target)
+    pos = scaled[torch.arange(len(target)), target]
+    return loss_global + lam * (torch.logsumexp(pos, dim=-1) - pos.max(dim=-1).values).mean()
+
+
+def test_balance_weight_zero_is_exactly_the_paper_loss():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 8, 3, requires_grad=True)
+    target = torch.tensor([0, 2, 4, 6])
+    assert GlobalLocalLoss.from_options(MvrOptions()).balance_weight == 0.0  # the default is the paper's form
+    out = GlobalLocalLoss.from_options(MvrOptions(lam=0.3))(logits, target, 0.5)
+    (grad,) = torch.autograd.grad(out.loss, logits)
+    expected = paper_global_local(logits, target, 0.5, 0.3)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    assert torch.equal(out.loss, expected) and torch.equal(grad, expected_grad)
+    assert set(out.parts) == {"loss_global", "loss_local"}  # no new logged part either
+
+
+def test_view_balance_loss_is_one_when_balanced_and_grows_as_one_view_takes_every_query():
+    k = 4
+    confident = 8.0 * torch.eye(k).repeat(2, 1)  # 8 queries, each view the clear winner of two
+    assert view_balance_loss(confident).item() == pytest.approx(1.0, abs=1e-6)
+    assert view_balance_loss(torch.zeros(8, k)).item() == pytest.approx(1.0, abs=1e-6)  # views alike: P uniform
+    values = []
+    for margin in (1.0, 4.0, 20.0):  # every query routed to view 0, ever more confidently
+        collapsed = torch.zeros(8, k)
+        collapsed[:, 0] = margin
+        values.append(view_balance_loss(collapsed).item())
+    assert 1.0 < values[0] < values[1] < values[2] and values[2] == pytest.approx(k, abs=1e-4)
+    # padded views (-inf) take no probability; K counts them (MVR's views are never padded)
+    padded = torch.tensor([[5.0, -5.0, float("-inf")], [-5.0, 5.0, float("-inf")]])
+    assert view_balance_loss(padded).item() == pytest.approx(3 * (0.5 * 0.5 + 0.5 * 0.5), abs=1e-6)
+
+
+def test_view_balance_loss_gradient_lowers_the_overused_view():
+    logits = torch.tensor([[2.0, 0.0, 0.0], [1.0, 0.5, 0.0], [0.0, 1.0, 0.0]], requires_grad=True)
+    view_balance_loss(logits).backward()
+    # view 0 wins 2 of 3 queries: descent lowers its logit and raises the idle view 2's
+    assert (logits.grad[:, 0] > 0).all() and (logits.grad[:, 2] < 0).all()
+
+
+def test_balance_weight_changes_the_loss_and_the_gradient_of_gates_and_viewers(tiny_bert):
+    model = build("mvr", tiny_bert, mvr_num_views=3, mvr_views="residual", pooling="mean",
+                  mvr_balance_weight=0.5).train()
+    assert model.loss_fn.balance_weight == 0.5  # the option reaches the loss
+    with torch.no_grad():
+        model.view_gates.fill_(0.5)  # at 0 the viewer embeddings get no gradient at all
+    f = model.formatter
+    queries, passages = f.queries(["what is paris", "what is the moon"]), f.passages(TEXTS[:2] * 2)
+    q_reps, (p_reps, p_mask) = model.encode_query(queries), model.encode_passage(passages)
+    target = torch.tensor([0, 1])
+    embeddings = model.query_encoder.get_input_embeddings().weight
+    viewer_rows = model.tokenizer.convert_tokens_to_ids(viewer_tokens(3))
+    balanced = model.compute_loss(q_reps, p_reps, p_mask, target)
+    grads = torch.autograd.grad(balanced.loss, [model.view_gates, embeddings], retain_graph=True)
+    model.loss_fn.balance_weight = 0.0
+    paper = model.compute_loss(q_reps, p_reps, p_mask, target)
+    paper_grads = torch.autograd.grad(paper.loss, [model.view_gates, embeddings])
+    assert "loss_balance" in balanced.parts and "loss_balance" not in paper.parts
+    assert balanced.loss.item() == pytest.approx(paper.loss.item() + 0.5 * balanced.parts["loss_balance"].item(),
+                                                 abs=1e-6)
+    assert balanced.parts["loss_balance"].item() >= 1.0 - 1e-6  # all views near dpr's vector: one wins every query
+    assert not torch.allclose(grads[0], paper_grads[0])  # the gates
+    assert not torch.allclose(grads[1][viewer_rows], paper_grads[1][viewer_rows])  # the viewer embeddings
+    # and the trained model logs it
+    model.loss_fn.balance_weight = 0.5
+    assert "loss_balance" in model(query=queries, passage=passages).parts
+
+
+def test_balance_weight_round_trips_and_is_validated(tiny_bert, tmp_path):
+    model = build("mvr", tiny_bert, mvr_num_views=2, mvr_balance_weight=0.05)
+    model.save(tmp_path / "m")
+    saved = json.loads((tmp_path / "m" / "multiview_config.json").read_text())["options"]
+    assert saved["mvr_balance_weight"] == 0.05
+    loaded = load_encoder(tmp_path / "m")
+    assert loaded.config.options.balance_weight == 0.05 and loaded.loss_fn.balance_weight == 0.05
+    with pytest.raises(ConfigError, match="--mvr_balance_weight must be >= 0"):
+        build("mvr", tiny_bert, mvr_balance_weight=-0.1)
+    with pytest.raises(ConfigError, match="is a term of the mvr_global_local loss"):
+        build("mvr", tiny_bert, mvr_balance_weight=0.1, loss_name="contrastive")
+    assert build("mvr", tiny_bert, loss_name="contrastive").config.options.balance_weight == 0.0
