@@ -78,7 +78,9 @@ def add_calibration_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--target_recall", type=float, default=DEFAULT_TARGET, help="After building, choose the "
                    "fastest search settings (over-fetch, efSearch, nprobe, document candidates) that keep this "
                    f"fraction of exact max-over-views top-{DEFAULT_K} documents, measured on a sample of the "
-                   "corpus's own views used as queries; recorded in multiview.json (search_defaults, calibration), "
+                   "corpus's own views used as queries (whose 95%% lower bound must then miss at most half of what "
+                   "the target allows: real queries miss more); recorded in multiview.json (search_defaults, "
+                   "calibration), "
                    f"printed, and used by searchers unless their flags say otherwise. Default {DEFAULT_TARGET}; "
                    "0 skips it. Exact indexes (Flat, Qdrant exact) need none.")
     g.add_argument("--calibration_queries", type=int, default=DEFAULT_QUERIES, help="Sampled views used as "
@@ -118,7 +120,9 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
         return
     settings = ", ".join(f"{k}={v}" for k, v in record["settings"].items())
     print(f"calibration: {settings} -> recall@{record['k']} {record['recall']:.4f} of exact "
-          f"({'reaches' if record['reached'] else 'BELOW'} target {record['target_recall']}; "
+          f"({'reaches' if record['reached'] else 'BELOW'} target {record['target_recall']}"
+          f"{'' if record.get('aim_reached', True) else ', but not its margin'}; 95% lower bound "
+          f"{record['recall_lower95']:.4f}, aim {record.get('aim', record['target_recall'])}; "
           f"{record['queries']} queries from {record['queries_from']}, {record['ms_per_query']:.3f} ms/query), "
           f"saved in "
           f"{index_dir}/multiview.json")

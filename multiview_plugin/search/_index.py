@@ -3,7 +3,9 @@
 A folder holds ``index`` (a Faiss index, one row per vector, inner product), ``docid`` (one line per row, in
 row order: ``docid#j`` for multi-vector models, the plain docid for single-vector ones — so a single-vector
 index is exactly Pyserini's) and ``multiview.json`` (dim, counts, views, aggregation, model). Shards are added
-one at a time, so memory is bounded by the largest shard (plus the index itself).
+one at a time, so memory is bounded by the largest shard (plus the index itself, the training sample of at most
+``train_size`` vectors, and ~16 bytes per document for the duplicate-docid check). An IVF index's inverted lists
+are sized before the adds (:class:`PresizedIVFAdds`), so they hold no growth headroom.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ FORMAT_VERSION = 1
 # everything build_index writes: a folder holding anything else is not replaced by --overwrite
 INDEX_FOLDER_FILES = (INDEX_FILE, DOCID_FILE, META_FILE, DOC_INDEX_FILE, INDEX_VIEWS_FILE)
 ADD_CHUNK = 65_536  # vectors per index.add
+ASSIGN_FILE = ".ivf_lists.int32"  # in the build's temporary folder: each vector's IVF list, from the first pass
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
 
@@ -200,14 +203,18 @@ def _sample_for_training(shards: list[Path], infos: list, size: int, seed: int, 
     sizes = [info.num_vectors if info else read_shard(p, unsafe_pickle)[0].shape[0] for p, info in zip(shards, infos)]
     total = sum(sizes)
     rng = np.random.default_rng(seed)
-    parts = []
-    for path, n in zip(shards, sizes):
+    takes = [min(n, math.ceil(size * n / total)) for n in sizes]
+    sample: np.ndarray | None = None  # filled in place: no second copy of the sample
+    at = 0
+    for path, n, take in zip(shards, sizes, takes):
         if n == 0:
             continue
-        take = min(n, math.ceil(size * n / total))
         reps = read_shard(path, unsafe_pickle)[0]
-        parts.append(np.asarray(reps[np.sort(rng.choice(n, take, replace=False))], dtype=np.float32))
-    return np.ascontiguousarray(np.concatenate(parts))
+        if sample is None:
+            sample = np.empty((sum(takes), reps.shape[1]), dtype=np.float32)
+        sample[at:at + take] = reps[np.sort(rng.choice(n, take, replace=False))]
+        at += take
+    return sample
 
 
 def passage_shard_infos(paths: Sequence[str | os.PathLike], allow_partial: bool = False) -> tuple[list, str]:
@@ -270,7 +277,8 @@ def build_index(
     tmp_dir = Path(tempfile.mkdtemp(dir=index_dir.parent, prefix=f".{index_dir.name}.", suffix=".tmp"))
     seen = SeenIds()  # docids across shards, ~28 bytes each (not a set of strings)
     num_docs = num_vectors = 0
-    view_counts: list[np.ndarray] = []
+    views = _ViewCounts()
+    presized: PresizedIVFAdds | None = None
     try:
         with (tmp_dir / DOCID_FILE).open("w", encoding="utf-8") as docid_out:
             for path in tqdm(paths, desc="index shards", unit="shard"):
@@ -295,6 +303,8 @@ def build_index(
                         sample = _sample_for_training(paths, infos, train_size, seed, unsafe_pickle)
                         logger.info("training %s on %d vectors", index_factory, len(sample))
                         train_faiss_index(index, sample, index_factory)
+                        del sample
+                    presized = PresizedIVFAdds.prepare(index, paths, tmp_dir / ASSIGN_FILE, unsafe_pickle)
                     if doc_index_factory:
                         doc_index = make_faiss_index(dim, doc_index_factory, "--doc_index_factory")
                         if not doc_index.is_trained:
@@ -303,16 +313,21 @@ def build_index(
                 elif reps.shape[1] != index.d:
                     raise ShardFormatError(f"{path}: dim {reps.shape[1]} differs from {index.d}")
                 for start in range(0, len(reps), ADD_CHUNK):  # bounded float32 copies of float16 shards
-                    index.add(np.ascontiguousarray(reps[start:start + ADD_CHUNK], dtype=np.float32))
+                    chunk = np.ascontiguousarray(reps[start:start + ADD_CHUNK], dtype=np.float32)
+                    if presized is not None:
+                        presized.add(chunk)
+                    else:
+                        index.add(chunk)
                 if doc_index is not None and len(reps):
                     doc_index.add(document_means(reps, row_doc))
                 docid_out.write("\n".join(lookup) + "\n" if lookup else "")
                 num_docs += len(docs)
                 num_vectors += len(lookup)
-                view_counts.append(np.bincount(row_doc))
+                views.add(np.bincount(row_doc))
+        if presized is not None:
+            presized.close()
         if index is None:
             raise ShardFormatError(f"no vectors: all {len(paths)} shard(s) are empty")
-        counts = np.concatenate(view_counts) if view_counts else np.array([0])
         if use_gpu:
             index = faiss.index_gpu_to_cpu(index)
         faiss.write_index(index, str(tmp_dir / INDEX_FILE))
@@ -322,9 +337,9 @@ def build_index(
         if doc_index is not None:
             faiss.write_index(doc_index, str(tmp_dir / DOC_INDEX_FILE))
         meta = IndexMeta(
-            dim=int(index.d), num_docs=num_docs, num_vectors=num_vectors, max_views=int(counts.max()),
-            mean_views=float(counts.mean()),
-            views_per_doc=int(counts[0]) if (counts == counts[0]).all() else "variable",
+            dim=int(index.d), num_docs=num_docs, num_vectors=num_vectors, max_views=views.max,
+            mean_views=num_vectors / num_docs if num_docs else 0.0,
+            views_per_doc=views.first if views.uniform else "variable",
             aggregation=aggregation or DEFAULT_AGGREGATION.get(model_name, "max"), model_name=model_name,
             index_factory=index_factory, shards=[str(p) for p in paths], extra=extra, view_ids=multi,
             model_fingerprint=next((model_identity(i) for i in infos if i is not None and i.fingerprint), None),
@@ -338,11 +353,81 @@ def build_index(
                             own_files=INDEX_FOLDER_FILES)
         swap_in_folder(tmp_dir, index_dir)  # the old index stays until the new one is complete
     finally:
+        if presized is not None:
+            presized.close()
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir, ignore_errors=True)
     logger.info("index %s: %d documents, %d vectors (max %d views), %s", index_dir, meta.num_docs,
                 meta.num_vectors, meta.max_views, index_factory)
     return meta
+
+
+class _ViewCounts:
+    """Views per document over the shards, in O(1) memory: the largest count, the first, whether all are equal."""
+
+    def __init__(self) -> None:
+        self.max, self.first, self.uniform = 0, 0, True
+        self._any = False
+
+    def add(self, per_doc: np.ndarray) -> None:
+        if not len(per_doc):
+            return
+        if not self._any:
+            self.first, self._any = int(per_doc[0]), True
+        self.max = max(self.max, int(per_doc.max()))
+        self.uniform = self.uniform and bool((per_doc == self.first).all())
+
+
+class PresizedIVFAdds:
+    """Adds to an IVF index whose inverted lists were sized to their final length first.
+
+    Faiss grows each list by doubling (``std::vector``), so a list holds up to twice its codes and a growing list
+    briefly holds both copies: a plain build's peak is up to ~2x the index it writes. A first pass over the shards
+    (one at a time) assigns every vector to its list, counts them and writes the assignments (4 bytes per vector)
+    to a temporary file; each list is then reserved at its count, and the adds reuse the assignments
+    (``IndexIVF.add_core``), so the quantiser runs once, as in ``index.add``, and the index is the one ``add``
+    builds, row for row. Only for an ``IndexIVF`` on ``ArrayInvertedLists`` (the CPU IVF indexes); others (a GPU
+    index, a pre-transform such as ``PCA64,IVF...``) are added to as usual."""
+
+    def __init__(self, index: faiss.IndexIVF, assignments: Path):
+        self.index, self.path = index, assignments
+        self._in = assignments.open("rb")
+
+    @classmethod
+    def prepare(cls, index: faiss.Index, shards: Sequence[Path], assignments: Path, unsafe_pickle: bool = False
+                ) -> PresizedIVFAdds | None:
+        if not isinstance(index, faiss.IndexIVF):
+            return None
+        lists = faiss.downcast_InvertedLists(index.invlists)
+        if not isinstance(lists, faiss.ArrayInvertedLists):
+            return None
+        counts = np.zeros(index.nlist, dtype=np.int64)
+        with assignments.open("wb") as out:
+            for path in tqdm(shards, desc="index shards: IVF lists", unit="shard"):
+                reps = read_shard(path, unsafe_pickle)[0]
+                if len(reps) and reps.shape[1] != index.d:
+                    raise ShardFormatError(f"{path}: dim {reps.shape[1]} differs from {index.d}")
+                for start in range(0, len(reps), ADD_CHUNK):
+                    chunk = np.ascontiguousarray(reps[start:start + ADD_CHUNK], dtype=np.float32)
+                    assigned = index.quantizer.assign(chunk, 1).ravel()
+                    counts += np.bincount(assigned[assigned >= 0], minlength=index.nlist)
+                    assigned.astype(np.int32).tofile(out)
+        for list_no in np.flatnonzero(counts).tolist():  # resize reserves; shrinking back keeps the capacity
+            lists.resize(list_no, int(counts[list_no]))
+            lists.resize(list_no, 0)
+        logger.info("IVF lists sized for %d vectors", int(counts.sum()))
+        return cls(index, assignments)
+
+    def add(self, chunk: np.ndarray) -> None:
+        assigned = np.fromfile(self._in, dtype=np.int32, count=len(chunk)).astype(np.int64)
+        if len(assigned) != len(chunk):
+            raise MultiViewError(f"{self.path}: the shards changed while the index was built")
+        self.index.add_core(len(chunk), faiss.swig_ptr(chunk), None, faiss.swig_ptr(assigned))
+
+    def close(self) -> None:
+        """Close and delete the assignments file (it must not end up in the index folder)."""
+        self._in.close()
+        self.path.unlink(missing_ok=True)
 
 
 def document_means(reps: np.ndarray, row_doc: np.ndarray) -> np.ndarray:

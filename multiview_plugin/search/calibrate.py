@@ -15,10 +15,12 @@ are kept (the Pareto frontier), and the fastest one that reaches the target is c
 * **Ground truth:** exact max over views, computed by streaming the shards the index was built from (memory: one
   chunk of one shard at a time).
 * **Recall:** |approximate top-k documents ∩ exact top-k| / k, averaged over queries (k = 10 by default). A
-  setting reaches the target when the one-sided 95% lower confidence bound of that mean does (normal
-  approximation over the sampled queries), not just the sample mean.
+  setting counts when the one-sided 95% lower confidence bound of that mean (normal approximation over the
+  sampled queries), not just the sample mean, reaches the *aim*: on sampled views, the target with a margin for
+  the shift to real queries, which sit farther from every view and miss more (:func:`calibration_aim`: half the
+  misses the target allows, 0.99 for a target of 0.98); on given query vectors, the target itself.
 * **Search:** per knob grid (below), the cheaper knob is walked upwards until the target is reached, for each
-  value of the other knob; points past the first one reaching the target are not measured (they only cost more).
+  value of the other knob; points past the first one reaching the aim are not measured (they only cost more).
 
 Knobs: HNSW (``overfetch`` × ``ef_search`` lower bound), IVF (``nprobe`` lower bound × ``overfetch``), other
 approximate Faiss indexes (``overfetch``), a ``doc_index`` or Qdrant (``min_doc_candidates``: the candidate
@@ -58,6 +60,17 @@ EF_SEARCH = (64, 128, 256, 512, 1024)  # beside the index's stored efSearch (rai
 IVF_OVERFETCH = (1.0, 2.0, 4.0)
 MIN_DOC_CANDIDATES = (50, 100, 200, 400, 800, 1600, 3200, 6400, 12800)
 CHUNK_ROWS = 65_536
+# On sampled views the lower bound must reach 1 - MISS_SHARE x (1 - target): held-out queries missed 1.0-3.7x
+# what the sampled views missed (bench/calibration.log, before this margin: SciFact's real questions on
+# IVF16,SQfp16 missed 0.023 where the views missed 0.014, and fell below 0.98)
+MISS_SHARE = 0.5
+
+
+def calibration_aim(target: float, views_as_queries: bool = True) -> float:
+    """The recall the calibration sample's lower bound must reach so that unseen queries keep ``target``: with
+    sampled corpus views as queries, a margin for the shift to real queries (half the misses ``target`` allows:
+    0.98 -> 0.99, 0.99 -> 0.995); with real query vectors, ``target`` itself."""
+    return 1 - MISS_SHARE * (1 - target) if views_as_queries else target
 
 
 def sample_view_queries(index_dir: Path, meta: IndexMeta, n_queries: int, seed: int, unsafe_pickle: bool = False
@@ -164,9 +177,12 @@ def _set(store: Any, knob: str, value: Any) -> None:
     setattr(target, knob, value)
 
 
-def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarray, target: float, k: int
-                    ) -> dict | None:
-    """Explore the store's knob grid (module docstring); returns the calibration record, None when exact."""
+def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarray, target: float, k: int,
+                    aim: float | None = None) -> dict | None:
+    """Explore the store's knob grid (module docstring) for the fastest setting whose recall's lower bound
+    reaches ``aim`` (default: ``calibration_aim(target)``); else the highest-recall setting, ``reached`` saying
+    whether its lower bound still reaches ``target``. Returns the calibration record, None when exact."""
+    aim = calibration_aim(target) if aim is None else aim
     grid = knob_grid(store)
     if grid is None:
         return None
@@ -193,18 +209,21 @@ def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarra
                            "ms_per_query": round(ms, 3)})
             logger.info("calibration %s: %s recall@%d %.4f (95%% lower bound %.4f), %.3f ms/query", kind,
                         settings, k, rec, low, ms)
-            if low >= target:
+            if low >= aim:
                 break
-    reached = [p for p in points if p["recall_lower95"] >= target]
-    best = min(reached, key=lambda p: p["ms_per_query"]) if reached else max(points, key=lambda p: p["recall"])
-    if not reached:
-        logger.warning("calibration: no setting tried reached recall@%d %.3f of exact; using the best, %s (%.4f)",
-                       k, target, best["settings"], best["recall"])
+    aimed = [p for p in points if p["recall_lower95"] >= aim]
+    best = min(aimed, key=lambda p: p["ms_per_query"]) if aimed else max(points, key=lambda p: p["recall"])
+    reached = best["recall_lower95"] >= target
+    if not aimed:
+        logger.warning("calibration: no setting tried reached recall@%d %.4f of exact (target %.3f with its margin); "
+                       "using the best, %s (%.4f, lower bound %.4f: %s the target)", k, aim, target,
+                       best["settings"], best["recall"], best["recall_lower95"], "reaches" if reached else "BELOW")
     for name, v in best["settings"].items():
         _set(store, name, v)
     frontier = [p for p in points if not any(o["recall"] >= p["recall"] and o["ms_per_query"] < p["ms_per_query"]
                                              for o in points)]
-    return {"kind": kind, "target_recall": target, "k": k, "queries": int(len(q)), "reached": bool(reached),
+    return {"kind": kind, "target_recall": target, "aim": round(aim, 6), "k": k, "queries": int(len(q)),
+            "reached": bool(reached), "aim_reached": bool(aimed),
             "recall": best["recall"], "recall_lower95": best["recall_lower95"],
             "ms_per_query": best["ms_per_query"], "settings": best["settings"],
             "operating_points": sorted(frontier, key=lambda p: p["ms_per_query"]), "tried": len(points)}
@@ -252,7 +271,8 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
     else:
         q, src, _, _ = sample_view_queries(index_dir, meta, n_queries, seed, unsafe_pickle)
     exact = exact_top_docs(meta, q, src, k, unsafe_pickle)
-    record = calibrate_store(searcher.store, q, src, exact, target_recall, k)
+    record = calibrate_store(searcher.store, q, src, exact, target_recall, k,
+                             calibration_aim(target_recall, views_as_queries=queries is None))
     if record is None:
         return None
     record["seed"] = seed
@@ -262,6 +282,6 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
     tmp = index_dir / f".{META_FILE}.tmp"
     tmp.write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, index_dir / META_FILE)
-    logger.info("calibrated %s: %s → recall@%d %.4f of exact (target %.3f, %d sampled views), %.3f ms/query",
-                index_dir, defaults, k, record["recall"], target_recall, len(q), record["ms_per_query"])
+    logger.info("calibrated %s: %s → recall@%d %.4f of exact (target %.3f, aim %.4f, %d queries), %.3f ms/query",
+                index_dir, defaults, k, record["recall"], target_recall, record["aim"], len(q), record["ms_per_query"])
     return record
