@@ -18,12 +18,15 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
+from multiview_plugin.bounds import LENGTH_BOUNDS, MAX_LORA_RANK, PAD_BOUNDS, Bounds, check_fields
 from multiview_plugin.errors import ConfigError
 
+# the help of Tevatron's encode-only DataArguments (multiview_plugin.tevatron_parity.ENCODE_ONLY)
+_ENCODE_ONLY = " Encoding only: the train driver refuses a value other than the default."
 # the built-in methods' flags come in this order in --help (then other methods', by name)
 _HELP_ORDER = ("mvr", "mlr", "dcsr", "mebert")
 
@@ -48,10 +51,14 @@ class BaseModelArguments:
                   "mvr: mvr_global_local, mlr with self_contrastive pooling: mlr_self_contrastive)."},
     )
     config_name: str | None = field(
-        default=None, metadata={"help": "Backbone config name or path, if not the same as model_name_or_path."}
+        default=None,
+        metadata={"help": "Backbone config (folder, config.json or hub id) to build the backbone with, if not "
+                  "model_name_or_path's own; the weights still come from model_name_or_path, as in the Hugging Face "
+                  "examples. Not with a saved multiview model (its config is its own)."},
     )
     tokenizer_name: str | None = field(
-        default=None, metadata={"help": "Tokenizer name or path, if not the same as model_name_or_path."}
+        default=None, metadata={"help": "Tokenizer name or path, if not the same as model_name_or_path. Not with a "
+                                "saved multiview model (its tokenizer is its own)."}
     )
     cache_dir: str | None = field(default=None, metadata={"help": "Where hub downloads are cached."})
     model_revision: str | None = field(
@@ -124,6 +131,16 @@ class BaseModelArguments:
                   "q,k,v,o). Names no module has are an error that lists the backbone's Linear module names."},
     )
 
+    # (HfArgumentParser hands a field's metadata to argparse, so the bounds of the flags are tables.)
+    BOUNDS: ClassVar[dict[str, Bounds]] = {"lora_r": (1, MAX_LORA_RANK), "lora_dropout": (0.0, 1.0)}
+
+    def __post_init__(self) -> None:
+        """Refuse sizes out of range at parse time (:mod:`multiview_plugin.bounds`): these flags, and the method
+        options of every registered method (each checks its own, as when read from a saved config)."""
+        check_fields(self, bounds=self.BOUNDS)
+        for _, options in _method_options():
+            options.from_args(self)
+
 
 @dataclass
 class DataArguments:
@@ -156,9 +173,9 @@ class DataArguments:
     )
     corpus_split: str = field(default="train", metadata={"help": "Split of the hub corpus dataset."})
     dataset_number_of_shards: int = field(
-        default=1, metadata={"help": "Split the input into this many shards (encoding)."}
+        default=1, metadata={"help": "Split the input into this many shards (encoding)." + _ENCODE_ONLY}
     )
-    dataset_shard_index: int = field(default=0, metadata={"help": "Which shard to process (encoding)."})
+    dataset_shard_index: int = field(default=0, metadata={"help": "Which shard to process (encoding)." + _ENCODE_ONLY})
     train_group_size: int = field(
         default=8,
         metadata={"help": "Passages per query in a training group: 1 positive + (train_group_size - 1) "
@@ -170,8 +187,10 @@ class DataArguments:
     negative_passage_no_shuffle: bool = field(
         default=False, metadata={"help": "Always use the first negatives instead of sampling per epoch."}
     )
-    encode_is_query: bool = field(default=False, metadata={"help": "Encode queries instead of passages."})
-    encode_output_path: str | None = field(default=None, metadata={"help": "Where to write an encoded shard."})
+    encode_is_query: bool = field(default=False, metadata={"help": "Encode queries instead of passages."
+                                                           + _ENCODE_ONLY})
+    encode_output_path: str | None = field(default=None, metadata={"help": "Where to write an encoded shard."
+                                                                   + _ENCODE_ONLY})
     query_max_len: int = field(
         default=32, metadata={"help": "Maximum query length in tokens, special tokens included."}
     )
@@ -190,7 +209,12 @@ class DataArguments:
         metadata={"help": "Pad batches to a multiple of this length. Default: 16 when a GPU is present (Tevatron's "
                   "default, tensor-core friendly), no rounding on CPU, where it only adds work; 0 = none."},
     )
-    num_proc: int = field(default=1, metadata={"help": "Processes for dataset preparation."})
+    num_proc: int = field(
+        default=1,
+        metadata={"help": "Processes for dataset preparation: loading and validating a hub dataset (--dataset_name, "
+                  "as Tevatron) and dcsr's sentence records. Local train files are read in one validated pass, so "
+                  "for the other methods a WARNING says it is ignored there."},
+    )
     padding_side: str = field(
         default="right", metadata={"help": "dpr: pad batches on the 'right' or 'left' (decoder backbones)."}
     )
@@ -202,6 +226,14 @@ class DataArguments:
     add_special_tokens: bool = field(
         default=True, metadata={"help": "dpr: let the tokenizer add its special tokens ([CLS]/[SEP], BOS)."}
     )
+
+    BOUNDS: ClassVar[dict[str, Bounds]] = {
+        "query_max_len": LENGTH_BOUNDS, "passage_max_len": LENGTH_BOUNDS, "pad_to_multiple_of": PAD_BOUNDS,
+        "train_group_size": (1, None), "num_proc": (1, None), "dataset_number_of_shards": (1, None),
+        "dataset_shard_index": (0, None)}
+
+    def __post_init__(self) -> None:
+        check_fields(self, bounds=self.BOUNDS)
 
 
 @dataclass

@@ -40,6 +40,24 @@ REFUSED_SEARCH: dict[str, str] = {}
 
 REFUSED = {"train": REFUSED_TRAIN, "encode": REFUSED_ENCODE, "search": REFUSED_SEARCH}
 
+# Tevatron's DataArguments are shared by its train and encode drivers; these four only encoding uses. Our train
+# driver parses them (one config file can serve both drivers) but refuses a value other than the default, which
+# it would otherwise ignore (Tevatron's train ignores them silently).
+ENCODE_ONLY: tuple[str, ...] = ("dataset_number_of_shards", "dataset_shard_index", "encode_is_query",
+                                "encode_output_path")
+ENCODE_ONLY_NOTE = ("an encode flag (python -m multiview_plugin.driver.encode): train refuses a non-default value "
+                    "instead of ignoring it as Tevatron's train does")
+
+# Flags the train driver honours only where they can act; elsewhere it logs a WARNING that they are ignored.
+CONDITIONAL_TRAIN: dict[str, str] = {
+    "fp16": "mixed precision in float16 needs a GPU: on CPU train logs a WARNING that it is ignored and trains in "
+            "float32, as transformers does there without a word (Tevatron's train also loads the weights in "
+            "float16); --bf16 works on CPU (encode: --fp16 stores float16 vectors and autocasts on GPU)",
+    "num_proc": "processes for hub datasets (--dataset_name: load_dataset and validation, as Tevatron) and for "
+                "dcsr's sentence preparation; with local train files for other methods train logs a WARNING that "
+                "it is ignored",
+}
+
 # Flags accepted with a deliberately different default or meaning (shown in the README's parity table).
 DIFFERENCES: dict[str, str] = {
     "attn_implementation": "default: transformers' choice (sdpa) instead of flash_attention_2, which needs "
@@ -52,6 +70,10 @@ DIFFERENCES: dict[str, str] = {
 
 # What to know about some accepted flags (the note column of the README's parity table).
 NOTES: dict[str, str] = {
+    "config_name": "train: the backbone is built with this config (a folder, config.json or hub id) and the "
+                   "checkpoint's weights, as the Hugging Face examples (Tevatron's train ignores it); refused "
+                   "with a saved multiview model, whose config is its own",
+    "tokenizer_name": "train: refused with a saved multiview model, whose tokenizer is its own",
     "lora": "LoRA adapters through peft (pip install 'multiview_plugin[lora]') for every method; the output folder "
             "is the merged model plus the adapter in lora_adapter/",
     "lora_name_or_path": "train: start from this adapter, trainable (or one of our LoRA-trained folders); encode: "

@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "multiview_plugin"
 FLOORS = ("data", "modeling", "losses", "encoding", "search", "evaluation", "training")
-BOTTOM = ("cli.py", "tevatron_parity.py", "arguments.py", "registry.py", "errors.py", "atomic.py")
+BOTTOM = ("cli.py", "tevatron_parity.py", "arguments.py", "registry.py", "errors.py", "atomic.py", "bounds.py")
 
 
 def module_name(path: Path) -> str:

@@ -235,13 +235,15 @@ def load_hub_train_records(data_args: Any) -> datasets.Dataset:
     Id-only (new-format) rows are resolved against ``--corpus_name`` (a hub corpus) or ``--corpus_path``.
     """
     name = data_args.dataset_name
+    num_proc = getattr(data_args, "num_proc", 1)
+    num_proc = num_proc if num_proc > 1 else None  # --num_proc: loading and validating, as Tevatron's load_dataset
     raw = datasets.load_dataset(name, data_args.dataset_config, data_files=data_args.dataset_path or None,
-                                split=data_args.dataset_split, cache_dir=data_args.dataset_cache_dir)
+                                split=data_args.dataset_split, cache_dir=data_args.dataset_cache_dir, num_proc=num_proc)
     sep = data_args.passage_field_separator
     corpus = None
     if data_args.corpus_name:
         rows = datasets.load_dataset(data_args.corpus_name, data_args.corpus_config, split=data_args.corpus_split,
-                                     cache_dir=data_args.dataset_cache_dir)
+                                     cache_dir=data_args.dataset_cache_dir, num_proc=num_proc)
         id_key = "docid" if "docid" in rows.column_names else "_id"
         text_key = "text" if "text" in rows.column_names else "document_text"
         titles = rows["title"] if "title" in rows.column_names else [None] * len(rows)
@@ -256,6 +258,6 @@ def load_hub_train_records(data_args: Any) -> datasets.Dataset:
     fingerprint = datasets.fingerprint.Hasher.hash(
         [raw._fingerprint, data_args.corpus_name, data_args.corpus_config, data_args.corpus_path, sep])
     records = raw.map(normalise, with_indices=True, remove_columns=raw.column_names, features=RECORD_FEATURES,
-                      new_fingerprint=fingerprint, desc="validating train records")
+                      new_fingerprint=fingerprint, desc="validating train records", num_proc=num_proc)
     logger.info("loaded %d training queries from %s", len(records), name)
     return records

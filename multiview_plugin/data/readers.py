@@ -68,6 +68,10 @@ class InputFormatError(MultiViewError, ValueError):
         prefix = "".join(p for p in (f"{where}: " if where else "", f"field {field!r}: " if field else ""))
         super().__init__(prefix + message)
 
+    def __reduce__(self) -> tuple:
+        # pickled whole: raised in a datasets worker process (--num_proc), it reaches the driver intact
+        return type(self), (self.path, self.line, self.field, self.message)
+
 
 def _describe(value: Any) -> str:
     """Short description of a JSON value for error messages ('null', 'an empty string', 'a list', ...)."""

@@ -132,7 +132,7 @@ def load_model(args: EncodeArguments) -> MultiViewEncoder:
 def merge_lora(model: MultiViewEncoder, adapter: str) -> None:
     """Merge a peft LoRA adapter into the model's (tied) encoder, as Tevatron's ``DenseModel.load`` does.
     ``adapter``: a peft adapter folder or hub id, or one of our LoRA-trained folders (its ``lora_adapter/``)."""
-    from multiview_plugin.modeling.lora import OPTION, adapter_folder, require_peft
+    from multiview_plugin.modeling.lora import OPTION, adapter_folder, check_adapter_config, require_peft
 
     peft = require_peft()
     if OPTION in model.config.options:
@@ -140,6 +140,7 @@ def merge_lora(model: MultiViewEncoder, adapter: str) -> None:
                           "the merged weights: encode it without --lora_name_or_path")
     if model.passage_encoder is not None:
         raise ConfigError("--lora_name_or_path: the model has untied encoders; merge an adapter into each first")
+    check_adapter_config(adapter_folder(adapter))
     adapted = peft.PeftModel.from_pretrained(model.query_encoder, adapter_folder(adapter))
     model.query_encoder = adapted.merge_and_unload()
     logger.info("merged the LoRA adapter %s", adapter)

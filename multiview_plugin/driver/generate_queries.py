@@ -161,6 +161,8 @@ def generate_queries(args: GenerateArguments) -> Path:
     """Generate one shard (see the module docstring); returns the output path."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from multiview_plugin.modeling.persistence import from_pretrained
+
     if args.num_queries < 1 or args.top_k < 1 or args.batch_size < 1:
         raise ConfigError("--num_queries, --top_k and --batch_size must be >= 1")
     output = Path(args.output)
@@ -178,9 +180,9 @@ def generate_queries(args: GenerateArguments) -> Path:
     if done:
         logger.info("resuming %s after %d documents", output, done)
     path = resolve_backbone(args.model_name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = from_pretrained(AutoTokenizer, path)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = AutoModelForSeq2SeqLM.from_pretrained(path).to(device).eval()
+    model = from_pretrained(AutoModelForSeq2SeqLM, path).to(device).eval()
     if args.fp16 and device.type == "cuda":
         model = model.half()
     docs = islice(iter_corpus(args.corpus_path, args.passage_field_separator), start + done, end)

@@ -2,7 +2,9 @@
 parity table writer is ``tools/tevatron_flags.py``."""
 
 from multiview_plugin.tevatron_parity import (
+    CONDITIONAL_TRAIN,
     DIFFERENCES,
+    ENCODE_ONLY,
     NOTES,
     REFUSED,
     REFUSED_ENCODE,
@@ -12,5 +14,5 @@ from multiview_plugin.tevatron_parity import (
     refuse_unsupported,
 )
 
-__all__ = ["DIFFERENCES", "NOTES", "REFUSED", "REFUSED_ENCODE", "REFUSED_SEARCH", "REFUSED_TRAIN", "flag_name",
-           "refuse_unsupported"]
+__all__ = ["CONDITIONAL_TRAIN", "DIFFERENCES", "ENCODE_ONLY", "NOTES", "REFUSED", "REFUSED_ENCODE", "REFUSED_SEARCH",
+           "REFUSED_TRAIN", "flag_name", "refuse_unsupported"]

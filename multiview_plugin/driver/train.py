@@ -6,6 +6,12 @@
 
 Every ``transformers.TrainingArguments`` flag works too; under ``torchrun`` in-batch negatives are shared across
 processes (as Tevatron; ``--no_negatives_x_device`` turns that off). ``--help`` lists every flag.
+
+Flags that would be ignored are refused or logged (the parity table in docs/tevatron.md says which): the
+encode-only flags of Tevatron's shared DataArguments are refused with a non-default value; with a saved multiview
+model, ``--config_name``, ``--tokenizer_name`` and model flags that differ from its config are refused (it keeps
+its own); ``--fp16`` on CPU and ``--num_proc`` where nothing runs in processes log a WARNING that they are
+ignored.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from multiview_plugin.data.dataset import TrainDataset, load_train_records
 from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling import lora
-from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
-from multiview_plugin.modeling.config import is_multiview_model
+from multiview_plugin.modeling.base import MultiViewEncoder, backbone_options, load_encoder
+from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.tevatron_parity import ENCODE_ONLY
 from multiview_plugin.training.checkpoints import checkpoint_problems, last_complete_checkpoint
 from multiview_plugin.training.run_settings import (
     RunSettingsCallback,
@@ -48,10 +55,15 @@ def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiVi
     """A new model from a backbone, or a saved multiview model to keep training."""
     cls = get_encoder_class(model_args.model_name)  # unknown names fail here, before anything loads
     if is_multiview_model(model_args.model_name_or_path):
-        model = load_encoder(model_args.model_name_or_path)
+        own = [f"--{name}" for name in ("config_name", "tokenizer_name") if getattr(model_args, name)]
+        if own:
+            raise ConfigError(f"{' and '.join(own)}: {model_args.model_name_or_path} is a saved multiview model, "
+                              "trained on with its own backbone config and tokenizer; drop the flag")
+        model = load_encoder(model_args.model_name_or_path, **backbone_options(model_args))
         if model.config.model_name != model_args.model_name:
             raise ConfigError(f"{model_args.model_name_or_path} holds a {model.config.model_name!r} model, "
                               f"not {model_args.model_name!r}")
+        refuse_flags_the_saved_model_overrides(cls, model_args, data_args, model.config)
         # a saved LoRA model loads merged: training it again is full fine-tuning unless --lora says otherwise
         saved_lora = model.config.options.pop(lora.OPTION, None)
         if lora.wants_lora(model_args):
@@ -62,6 +74,28 @@ def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiVi
             lora.wrap_model(model, model_args, lora.new_token_ids_of_saved(model, saved_lora))
         return model
     return cls.build(model_args, data_args)
+
+
+def refuse_flags_the_saved_model_overrides(cls: type[MultiViewEncoder], model_args: ModelArguments,
+                                           data_args: DataArguments, saved: EncoderConfig) -> None:
+    """A saved multiview model keeps training with its own config: refuse, in one line, the model flags (pooling,
+    temperature, lengths, method options ...) given with a value other than their default that differs from the
+    saved model's, which training would otherwise ignore."""
+    def flat(config: EncoderConfig) -> dict[str, Any]:
+        out = config.to_dict()
+        return {**{k: v for k, v in out.items() if k not in ("options", "backbone", "format_version")},
+                **out["options"]}
+
+    wanted = flat(cls.config_from_args(model_args, data_args))
+    default = flat(cls.config_from_args(type(model_args)(model_name_or_path=model_args.model_name_or_path,
+                                                         model_name=model_args.model_name), type(data_args)()))
+    have = flat(saved)
+    differ = [f"--{k} {v} (the model's: {have.get(k)})" for k, v in wanted.items()
+              if v != default.get(k) and v != have.get(k)]
+    if differ:
+        raise ConfigError(f"{', '.join(differ)}: {model_args.model_name_or_path} is a saved multiview model and keeps "
+                          f"training with its own config; drop {'it' if len(differ) == 1 else 'them'} (or start from "
+                          f"its backbone, {saved.backbone}, to train with other settings)")
 
 
 def _same_model(model_args: ModelArguments) -> bool:
@@ -94,6 +128,11 @@ def load_training_data(data_args: DataArguments, training_args: MultiViewTrainin
     options = dict(group_size=data_args.train_group_size, seed=training_args.seed,
                    positive_no_shuffle=data_args.positive_passage_no_shuffle,
                    negative_no_shuffle=data_args.negative_passage_no_shuffle)
+    local = data_args.pseudo_queries_path or data_args.dataset_name == "json"
+    if data_args.num_proc > 1 and local and not (model is not None and model.prepares_data_in_processes()):
+        logger.warning("--num_proc %d is ignored: local train files are read in one validated pass, and only dcsr's "
+                       "sentence training prepares records in processes (it also applies to hub datasets, "
+                       "--dataset_name)", data_args.num_proc)
     if model is None:
         return TrainDataset(records, **options), None
     return model.train_data(records, num_proc=data_args.num_proc, **options)
@@ -166,6 +205,26 @@ def run_is_finished(training_args: MultiViewTrainingArguments, settings: dict[st
         recorded.get(k) == settings.get(k) for k in ("max_steps", "num_train_epochs"))
 
 
+def refuse_encode_only_flags(data_args: DataArguments) -> None:
+    """One line for the encode-only flags (Tevatron's shared DataArguments) given a value other than the default:
+    training would ignore them."""
+    defaults = DataArguments.__dataclass_fields__
+    given = [f"--{name} {getattr(data_args, name)}" for name in ENCODE_ONLY
+             if getattr(data_args, name) != defaults[name].default]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: encoding {'flags' if len(given) > 1 else 'flag'} of "
+                          "python -m multiview_plugin.driver.encode; the train driver does not use "
+                          f"{'them' if len(given) > 1 else 'it'}: drop {'them' if len(given) > 1 else 'it'}")
+
+
+def warn_fp16_without_gpu(training_args: MultiViewTrainingArguments) -> None:
+    """``--fp16`` on CPU: transformers trains in float32 there without a word (accelerate enables float16 autocast
+    and loss scaling on GPUs only); say so."""
+    if training_args.fp16 and training_args.device.type == "cpu":
+        logger.warning("--fp16 is ignored on CPU: float16 mixed precision needs a GPU, so training runs in float32 "
+                       "(transformers does the same without a word); --bf16 gives mixed precision on CPU")
+
+
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     model_args, data_args, dev_args, training_args = parse_dataclasses(
@@ -176,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["TENSORBOARD_LOGGING_DIR"] = training_args.logging_dir
     if not torch.cuda.is_available():
         training_args.dataloader_pin_memory = False  # nothing to pin to; avoids a warning per epoch
+    refuse_encode_only_flags(data_args)
+    warn_fp16_without_gpu(training_args)
 
     refuse_output_over_input({"--output_dir": training_args.output_dir},
                              {"--dataset_path": (data_args.dataset_path or "").split(","),

@@ -299,6 +299,11 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
                                negative_no_shuffle=negative_no_shuffle)
         return dataset, self.train_collator()
 
+    def prepares_data_in_processes(self) -> bool:
+        """Whether :meth:`train_data` prepares its records in ``num_proc`` processes (``--num_proc``; default
+        no: passage groups need no preparation)."""
+        return False
+
     def train_collator(self) -> Any:
         """Turns passage-group items into model inputs (default: query and passages tokenised separately)."""
         from multiview_plugin.data.dataset import TrainCollator
@@ -334,10 +339,9 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
         return cls.options_class.from_args(model_args)
 
     @classmethod
-    def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
-        """A fresh model from a backbone, configured by the parsed arguments."""
-        backbone = resolve_backbone(model_args.model_name_or_path)
-        config = EncoderConfig(
+    def config_from_args(cls, model_args: Any, data_args: Any) -> EncoderConfig:
+        """The :class:`EncoderConfig` the parsed arguments describe (nothing is loaded)."""
+        return EncoderConfig(
             model_name=cls.registered_name,
             backbone=model_args.model_name_or_path,
             loss_name=model_args.loss_name,
@@ -357,11 +361,19 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
             add_special_tokens=getattr(data_args, "add_special_tokens", True),
             options=cls.options_from_args(model_args),
         )
+
+    @classmethod
+    def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
+        """A fresh model from a backbone, configured by the parsed arguments."""
+        backbone = resolve_backbone(model_args.model_name_or_path)
+        config = cls.config_from_args(model_args, data_args)
         cls.validate_config(config)
         revision = getattr(model_args, "model_revision", None)
         tokenizer = load_tokenizer(resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
                                    cache_dir=model_args.cache_dir, revision=revision)
-        query_encoder = load_backbone(backbone, cache_dir=model_args.cache_dir, revision=revision,
+        config_name = getattr(model_args, "config_name", None)
+        query_encoder = load_backbone(backbone, config_name=resolve_backbone(config_name) if config_name else None,
+                                      cache_dir=model_args.cache_dir, revision=revision,
                                       **backbone_options(model_args))
         passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
         vocabulary = len(tokenizer)
@@ -376,6 +388,7 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
         """Reject option combinations the method cannot run with (clear errors before any weight loads)."""
+        config.check_bounds()  # again: the encode driver sets its overrides on a loaded config
         if config.temperature <= 0:
             raise ConfigError(f"--temperature must be > 0, got {config.temperature}")
         if config.temperature_schedule not in ("fixed", "annealed"):

@@ -3,17 +3,23 @@
 It records everything needed to rebuild the encoder and encode exactly as in training: the method, the loss,
 pooling/normalisation, temperature schedule, lengths, tied or untied encoders and every method option (the
 method's typed options, :mod:`multiview_plugin.modeling.options`, saved under ``options`` with their flag names).
+
+Sizes (lengths, padding multiple, the methods' view and negative counts) are bounded
+(:mod:`multiview_plugin.bounds`): a file asking for ``mvr_num_views`` = 10**9 is refused in one line naming the
+file, the field, the value and the allowed range, before anything is built from it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from multiview_plugin.atomic import atomic_open
+from multiview_plugin.bounds import LENGTH_BOUNDS, PAD_BOUNDS, OutOfBoundsError, bounded, check_fields
 from multiview_plugin.errors import ConfigError, UnknownNameError
 from multiview_plugin.modeling.options import MethodOptions
 
@@ -31,11 +37,12 @@ class EncoderConfig:
     temperature: float = 1.0
     temperature_schedule: str = "fixed"
     untie_encoder: bool = False
-    query_max_len: int = 32
-    passage_max_len: int = 128
+    query_max_len: int = field(default=32, metadata=bounded(*LENGTH_BOUNDS))
+    passage_max_len: int = field(default=128, metadata=bounded(*LENGTH_BOUNDS))
     query_prefix: str = ""
     passage_prefix: str = ""
-    pad_to_multiple_of: int | None = None  # None: 16 on GPU, none on CPU (decided when formatting)
+    # None: 16 on GPU, none on CPU (decided when formatting); 0: none
+    pad_to_multiple_of: int | None = field(default=None, metadata=bounded(*PAD_BOUNDS))
     mask_duplicate_positives: bool = False  # training only: drop in-batch copies of a query's positive
     # Tevatron's tokenisation options (dpr only): pad on the left, end every text with the eos token, or
     # tokenise without the tokenizer's special tokens
@@ -48,7 +55,20 @@ class EncoderConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.options, MethodOptions):
-            self.options = options_class(self.model_name).from_dict(dict(self.options or {}))
+            if not isinstance(self.options, (Mapping, type(None))):
+                raise ConfigError(f"field 'options' must be an object, got {self.options!r}")
+            try:
+                self.options = options_class(self.model_name).from_dict(dict(self.options or {}))
+            except OutOfBoundsError as err:
+                err.section = "options"  # where the field sits in multiview_config.json
+                raise
+        self.check_bounds()
+
+    def check_bounds(self) -> None:
+        """Refuse sizes outside their range (:mod:`multiview_plugin.bounds`); also after fields were set (the
+        encode driver's overrides)."""
+        check_fields(self)
+        check_fields(self.options, self.options.flag_of)
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form (what ``multiview_config.json`` holds)."""
@@ -75,11 +95,18 @@ class EncoderConfig:
             raise ConfigError(f"{path}: not valid JSON ({err})") from err
         if data.get("format_version", 0) > FORMAT_VERSION:
             raise ConfigError(f"{path}: written by a newer multiview_plugin (format {data['format_version']})")
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: not a JSON object")
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{path}: unknown fields {unknown}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except OutOfBoundsError as err:  # before any weight or token is allocated from it
+            raise err.located(path) from None
+        except (ConfigError, TypeError) as err:  # a wrong-typed options object, a missing field
+            raise ConfigError(f"{path}: {err}") from None
 
 
 def options_class(model_name: str) -> type[MethodOptions]:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.data.sentences import sentence_spans, split_sentences
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
@@ -47,14 +48,16 @@ class DcsrOptions(MethodOptions):
     in_passage_negatives: int = option(
         1,
         "DCSR: in-passage negatives per query, sentences of the positive passage without an "
-        "answer (a hard-negative passage's sentences stand in when there are too few). Paper: 1.")
+        "answer (a hard-negative passage's sentences stand in when there are too few). Paper: 1.",
+        bounds=(0, MAX_PER_ITEM))
     bm25_negatives: int = option(
         1,
         "DCSR: hard-negative sentences per query, one random sentence from each of this many "
         "hard-negative passages of the train file (paper: 1; Table 4 also tries 2 with no in-passage). "
         "Positives are answer sentences; for datasets without answers (MS MARCO, BEIR) the sentence "
         "sharing the most content words with the query. --train_group_size is not used by dcsr's sentence "
-        "training (it is by --dcsr_train_unit passage).")
+        "training (it is by --dcsr_train_unit passage).",
+        bounds=(0, MAX_PER_ITEM))
     marker_init: str = option(
         "random",
         "DCSR: how the new <sent> marker embedding starts: 'random' (at the backbone's "
@@ -206,9 +209,6 @@ class DcsrEncoder(MultiViewEncoder):
         super().validate_config(config)
         opts: DcsrOptions = config.options
         negatives = {"dcsr_in_passage_negatives": opts.in_passage_negatives, "dcsr_bm25_negatives": opts.bm25_negatives}
-        for key, value in negatives.items():
-            if value < 0:
-                raise ConfigError(f"--{key} must be >= 0, got {value}")
         pooling = opts.sentence_pooling
         if pooling not in SENTENCE_POOLINGS:
             raise ConfigError(f"--dcsr_sentence_pooling must be one of {', '.join(SENTENCE_POOLINGS)}, "
@@ -313,6 +313,9 @@ class DcsrEncoder(MultiViewEncoder):
         dataset = SentenceTrainDataset(records, self.formatter, in_passage_negatives=opts.in_passage_negatives,
                                        bm25_negatives=opts.bm25_negatives, seed=seed, num_proc=num_proc)
         return dataset, SentenceTrainCollator(self.formatter, passage_keys=self.config.mask_duplicate_positives)
+
+    def prepares_data_in_processes(self) -> bool:
+        return self.options.train_unit == "sentence"  # the sentence records (split, tokenised, selected)
 
     def describe_views(self) -> dict[str, Any]:
         return {"kind": "sentence", "rows": True, **({"passage_view": True} if self.has_passage_view else {})}

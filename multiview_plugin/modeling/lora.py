@@ -17,6 +17,7 @@ encoders), which is what a resumed run loads. ``multiview_config.json`` records 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from multiview_plugin.bounds import MAX_LORA_RANK, OutOfBoundsError, check_value
 from multiview_plugin.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,6 +107,24 @@ def adapter_folder(path: str | os.PathLike, subdir: str | None = None) -> str:
     return str(folder) if folder.exists() else str(path)
 
 
+def check_adapter_config(folder: str | os.PathLike) -> None:
+    """Refuse, before peft allocates it, a local adapter whose ``adapter_config.json`` asks for a rank ``r``
+    outside ``--lora_r``'s bounds (:mod:`multiview_plugin.bounds`), naming the file."""
+    path = Path(folder) / ADAPTER_CONFIG
+    if not path.is_file():
+        return  # a hub id, or no adapter: peft reports it
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: not a readable JSON adapter config ({err})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    try:
+        check_value("r", data.get("r"), (1, MAX_LORA_RANK))
+    except OutOfBoundsError as err:
+        raise err.located(path) from None
+
+
 def apply_lora(encoder: nn.Module, model_args: Any, new_token_ids: list[int], subdir: str | None = None) -> Any:
     """Wrap ``encoder`` (a transformers backbone) in a trainable peft ``PeftModel``.
 
@@ -119,6 +139,7 @@ def apply_lora(encoder: nn.Module, model_args: Any, new_token_ids: list[int], su
     adapter = getattr(model_args, "lora_name_or_path", None)
     if adapter:
         path = adapter_folder(adapter, subdir)
+        check_adapter_config(path)
         try:
             model = peft.PeftModel.from_pretrained(encoder, path, is_trainable=True)
         except (OSError, ValueError) as err:
@@ -354,6 +375,7 @@ def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **
     passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
     model = get_encoder_class(config.model_name)(config, query_encoder, passage_encoder, tokenizer)
     for attribute, path in adapter_folders(folder, untied=config.untie_encoder).items():
+        check_adapter_config(path)
         setattr(model, attribute, peft.PeftModel.from_pretrained(getattr(model, attribute), str(path),
                                                                  is_trainable=is_trainable))
     model.load_extra_weights(folder)

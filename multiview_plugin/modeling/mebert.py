@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import torch
 
+from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
@@ -21,7 +22,8 @@ class MebertOptions(MethodOptions):
     """ME-BERT's options, the ``--mebert_*`` flags."""
 
     prefix: ClassVar[str] = "mebert_"
-    num_vectors: int = option(8, "ME-BERT: number k of leading last-layer token states per document.")
+    num_vectors: int = option(8, "ME-BERT: number k of leading last-layer token states per document.",
+                              bounds=(1, MAX_PER_ITEM))
 
 
 @register_encoder("mebert")

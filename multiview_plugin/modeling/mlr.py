@@ -53,7 +53,7 @@ class MlrOptions(MethodOptions):
         "'mean'.")
     lam: float = option(
         1.0, "MLR self-contrastive: weight of the regulariser (paper: 1.0 for NQ/TriviaQA/SQuAD, 0.01 for MS MARCO).",
-        flag="mlr_lambda")
+        flag="mlr_lambda", bounds=(0.0, None))
     reg_temperature: float | None = option(
         None, "MLR self-contrastive: regulariser temperature (default: --temperature).")
 

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
@@ -53,9 +54,12 @@ class MvrOptions(MethodOptions):
     """MVR's options, the ``--mvr_*`` flags (Zhang et al., 2022)."""
 
     prefix: ClassVar[str] = "mvr_"
-    num_views: int = option(8, "MVR: number k of document viewer tokens [VIE1]..[VIEk] (paper best: 8).")
-    lam: float = option(0.01, "MVR: weight lambda of the local uniformity loss (paper: 0.01).", flag="mvr_lambda")
-    alpha: float = option(DEFAULT_ALPHA, "Annealed temperature: decay rate alpha per epoch (MVR paper: 0.1).")
+    num_views: int = option(8, "MVR: number k of document viewer tokens [VIE1]..[VIEk] (paper best: 8).",
+                            bounds=(1, MAX_PER_ITEM))
+    lam: float = option(0.01, "MVR: weight lambda of the local uniformity loss (paper: 0.01).", flag="mvr_lambda",
+                        bounds=(0.0, None))
+    alpha: float = option(DEFAULT_ALPHA, "Annealed temperature: decay rate alpha per epoch (MVR paper: 0.1).",
+                          bounds=(0.0, None))
     min_temperature: float = option(MIN_TEMPERATURE, "Annealed temperature: floor of tau (MVR paper: 0.3).")
     viewer_init: str = option(
         "random",
@@ -72,7 +76,8 @@ class MvrOptions(MethodOptions):
     gate_learning_rate: float | None = option(
         None,
         "MVR --mvr_views residual: learning rate of the view gates g_i (default 1e-3: at the "
-        "backbone's 2e-5 they barely leave 0 within a few thousand steps, so the views never diverge).")
+        "backbone's 2e-5 they barely leave 0 within a few thousand steps, so the views never diverge).",
+        bounds=(0.0, None))
     viewer_positions: str = option(
         "shared",
         "MVR: 'shared' (the paper: every viewer at position id 0, text from 1) or 'distinct' "
@@ -194,9 +199,6 @@ class MvrEncoder(MultiViewEncoder):
     def validate_config(cls, config: EncoderConfig) -> None:
         super().validate_config(config)
         opts: MvrOptions = config.options
-        k = opts.num_views
-        if k < 1:
-            raise ConfigError(f"--mvr_num_views must be >= 1, got {k}")
         if opts.viewer_init not in ("random", "cls"):
             raise ConfigError(f"--mvr_viewer_init must be 'random' or 'cls', got {opts.viewer_init!r}")
         if opts.viewer_positions not in ("shared", "distinct"):

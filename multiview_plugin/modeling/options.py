@@ -7,7 +7,7 @@ one place)::
     @dataclass
     class MvrOptions(MethodOptions):
         prefix: ClassVar[str] = "mvr_"
-        num_views: int = option(8, "MVR: number k of document viewer tokens ...")   # --mvr_num_views
+        num_views: int = option(8, "MVR: number k of document viewer tokens ...", bounds=(1, MAX_PER_ITEM))
 
 The encoder names it in ``options_class``; :func:`multiview_plugin.arguments.model_arguments` then adds the flags
 of every registered method (built-in or from a ``multiview_plugin.encoders`` entry point) to the parsers, and
@@ -17,6 +17,10 @@ under ``options`` with the flag names as keys (``{"mvr_num_views": 8, ...}``, th
 For code written against the earlier dict form, an instance also reads and writes like a mapping from flag
 names (``options["mvr_num_views"]``); keys that are not flags of the method (``"lora"``: the LoRA settings of a
 ``--lora`` run) are kept in :attr:`MethodOptions.extra` and saved beside them.
+
+A field declared with ``bounds=(low, high)`` is checked whenever options are built, from flags or from a saved
+``multiview_config.json`` (:mod:`multiview_plugin.bounds`): sizes such as ``mvr_num_views`` are refused out of
+range before anything is allocated, and the flag gets the same range.
 """
 
 from __future__ import annotations
@@ -27,13 +31,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from multiview_plugin.bounds import Bounds, bounded, check_fields
+
 _MISSING = object()
 
 
-def option(default: Any, help: str, flag: str | None = None) -> Any:
-    """A method option: its default, its ``--help`` text and, where the field name cannot be the flag's suffix
-    (``lambda`` is a Python keyword), the full flag name."""
-    metadata = {"help": help, **({"flag": flag} if flag else {})}
+def option(default: Any, help: str, flag: str | None = None, bounds: Bounds | None = None) -> Any:
+    """A method option: its default, its ``--help`` text, where the field name cannot be the flag's suffix
+    (``lambda`` is a Python keyword) the full flag name, and for a number its allowed range ``(low, high)``
+    (None: open on that side; integer bounds make an integer option), checked when options are built."""
+    metadata = {"help": help, **({"flag": flag} if flag else {}), **(bounded(*bounds) if bounds else {})}
     return field(default=default, metadata=metadata)
 
 
@@ -46,6 +53,11 @@ class MethodOptions:
 
     prefix: ClassVar[str] = ""
     extra: dict[str, Any] = field(default_factory=dict, kw_only=True, repr=False)
+
+    def __post_init__(self) -> None:
+        """Refuse a value outside its option's bounds (:class:`~multiview_plugin.bounds.OutOfBoundsError`, naming
+        the flag), before a model is built from it."""
+        check_fields(self, self.flag_of)
 
     # ------------------------------------------------------------ the flags
     @classmethod

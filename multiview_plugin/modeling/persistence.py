@@ -8,18 +8,31 @@ backbone plus the adapters in ``lora_adapter/`` (:mod:`multiview_plugin.modeling
 
 :class:`PersistenceMixin` gives every encoder ``save`` / ``from_saved`` / ``load_weights``; :func:`load_encoder`
 rebuilds any registered encoder from a folder. :mod:`multiview_plugin.modeling.base` re-exports these names.
+
+Every Hugging Face load goes through :func:`from_pretrained`: ``trust_remote_code=False``, and a model folder
+(or config) that asks to run its own code (an ``auto_map`` in ``config.json`` or ``tokenizer_config.json``) is
+refused in one line, never prompted for, and never loaded as a built-in class it only resembles.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, T5EncoderModel
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    T5EncoderModel,
+)
 
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
@@ -30,24 +43,83 @@ logger = logging.getLogger("multiview_plugin.modeling.base")
 EXTRA_WEIGHTS_NAME = "multiview_extra.safetensors"
 T5_MODEL_TYPES = ("t5", "mt5", "umt5")
 QUERY_SUBDIR, PASSAGE_SUBDIR = "query_model", "passage_model"
+# the files in which a model folder maps transformers' Auto classes to its own code
+CODE_MAPS = ("config.json", "tokenizer_config.json")
+
+Loaded = TypeVar("Loaded")
+
+
+def custom_code_error(where: str | os.PathLike, auto_map: Any) -> ConfigError:
+    return ConfigError(f"{where}: field 'auto_map' asks to run the model's own code ({auto_map}); multiview_plugin "
+                       "loads only transformers' built-in model classes (trust_remote_code=False): use a model "
+                       "without custom code")
+
+
+def refuse_custom_code(path: str | os.PathLike) -> None:
+    """Refuse a local model folder (or config file) whose ``config.json`` or ``tokenizer_config.json`` has an
+    ``auto_map``. transformers would ask to run that code, or, for a known ``model_type``, load its built-in
+    class in its place (e.g. plain BERT for a custom BERT variant): silently another model."""
+    folder = Path(path)
+    files = [folder] if folder.is_file() else [folder / name for name in CODE_MAPS] if folder.is_dir() else []
+    for file in files:
+        if not file.is_file():
+            continue
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # transformers reports an unreadable file itself
+        if isinstance(data, dict) and data.get("auto_map"):
+            raise custom_code_error(file, data["auto_map"])
+
+
+def from_pretrained(cls: type[Loaded], path: str | os.PathLike, **kwargs: Any) -> Loaded:
+    """``cls.from_pretrained(path, trust_remote_code=False, **kwargs)`` for any transformers Auto or model class,
+    after :func:`refuse_custom_code`. A hub model whose config maps classes to its own code is refused too (its
+    config is read first), and transformers' own refusal becomes one line."""
+    refuse_custom_code(path)
+    try:
+        loaded = cls.from_pretrained(path, trust_remote_code=False, **kwargs)
+    except ValueError as err:
+        if "trust_remote_code" not in str(err):
+            raise
+        raise custom_code_error(path, "transformers: it contains custom code") from None
+    config = loaded if isinstance(loaded, PretrainedConfig) else getattr(loaded, "config", None)
+    auto_map = getattr(config, "auto_map", None) or (getattr(loaded, "init_kwargs", None) or {}).get("auto_map")
+    if auto_map:
+        raise custom_code_error(path, auto_map)
+    return loaded
 
 
 def load_tokenizer(path: str | os.PathLike, **kwargs: Any) -> PreTrainedTokenizerBase:
     """The tokenizer; one without a pad token pads with its eos token (as Tevatron does for decoder models)."""
-    tokenizer = AutoTokenizer.from_pretrained(path, **{k: v for k, v in kwargs.items() if v is not None})
+    tokenizer = from_pretrained(AutoTokenizer, path, **{k: v for k, v in kwargs.items() if v is not None})
     if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
 
-def load_backbone(path: str | os.PathLike, **kwargs: Any) -> PreTrainedModel:
+def load_backbone(path: str | os.PathLike, config_name: str | os.PathLike | None = None,
+                  **kwargs: Any) -> PreTrainedModel:
     """The encoder of a checkpoint: ``AutoModel``, or ``T5EncoderModel`` for T5-family models (their
-    ``AutoModel`` is the whole encoder-decoder)."""
+    ``AutoModel`` is the whole encoder-decoder). ``config_name`` (``--config_name``): build it with that
+    config (a folder, ``config.json`` file or hub id) instead of the checkpoint's own, as the Hugging Face
+    examples do."""
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    config = AutoConfig.from_pretrained(path, **{k: v for k, v in kwargs.items() if k in ("cache_dir", "revision")})
+    hub = {k: v for k, v in kwargs.items() if k in ("cache_dir", "revision")}
+    if config_name is None:
+        config = from_pretrained(AutoConfig, path, **hub)
+    else:
+        try:
+            config = from_pretrained(AutoConfig, config_name, **hub)
+        except ConfigError:
+            raise
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"--config_name {config_name}: no model config there "
+                              f"({str(err).strip().splitlines()[0]})") from None
+        kwargs["config"] = config
     if config.model_type in T5_MODEL_TYPES:
-        return T5EncoderModel.from_pretrained(path, **kwargs)
-    return AutoModel.from_pretrained(path, **kwargs)
+        return from_pretrained(T5EncoderModel, path, **kwargs)
+    return from_pretrained(AutoModel, path, **kwargs)
 
 
 class PersistenceMixin:

@@ -349,8 +349,10 @@ def test_continue_a_saved_model_with_or_without_lora(tiny_bert, residual_run, tm
     saved LoRA model loads merged, and without --lora trains in full (its config no longer claims LoRA)."""
     from multiview_plugin.registry import get_encoder_class
 
+    # the lengths build() passes: a saved model refuses flags that differ from its own config
     plain = get_encoder_class("mvr").build(ModelArguments(model_name_or_path=str(tiny_bert), model_name="mvr",
-                                                          mvr_num_views=3), DataArguments())
+                                                          mvr_num_views=3),
+                                           DataArguments(pad_to_multiple_of=None, passage_max_len=48, query_max_len=16))
     plain.save(tmp_path / "plain")
     model = build(tmp_path / "plain", "mvr")
     viewers = model.tokenizer.convert_tokens_to_ids(["[VIE]", "[VIE1]", "[VIE2]", "[VIE3]"])
