@@ -1,8 +1,8 @@
 """The ColBERT peer (issue #24 item 4): a PyLate ColBERT trained from all-MiniLM-L6-v2 on the SQuAD-dev protocol's
 own triples, budget and dev selection, evaluated with this project's metrics. Its row is ``colbert-pylate``.
 
-Status: committed before its first full run finished (the session that wrote it ran out of time at step 50 of
-100 on 2 shared CPU cores); no ``colbert-pylate`` record exists yet. The ``--protocol`` option of
+Status: its first full run is logged in ``results/logs/squad-sel-colbert-pylate.log`` (rows:
+``….results.jsonl``) but not yet a rendered record in ``results/squad/``. The ``--protocol`` option of
 ``bench/results.py add`` named below is not on main: record the run with ``--command`` only, or add it.
 
 PyLate pins its own sentence-transformers / transformers, so it lives in its own venv, never a dependency of
