@@ -113,8 +113,9 @@ def records(data: str, selected: bool, transfer: bool = False) -> list[dict]:
     """The run records of ``data``, oldest first: those with dev-split model selection, or those without; in-domain
     runs, or (``transfer``) the zero-shot transfer runs of models trained on another data set."""
     found = [json.loads(p.read_text(encoding="utf-8")) for p in (RESULTS / data).glob("*.json")]
-    return sorted([r for r in found if bool(quickstart_settings(r["command"]).dev_groups) == selected
-                   and is_transfer(r) == transfer], key=lambda r: r["recorded"])
+    settings = [(r, quickstart_settings(r["command"])) for r in found]  # one parse of each command
+    return sorted([r for r, s in settings if bool(s.dev_groups) == selected and bool(s.models_from) == transfer],
+                  key=lambda r: r["recorded"])
 
 
 SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the training articles as a dev split "
