@@ -1,10 +1,6 @@
 """The ColBERT peer (issue #24 item 4): a PyLate ColBERT trained from all-MiniLM-L6-v2 on the SQuAD-dev protocol's
 own triples, budget and dev selection, evaluated with this project's metrics. Its row is ``colbert-pylate``.
 
-Status: its first full run is logged in ``results/logs/squad-sel-colbert-pylate.log`` (rows:
-``….results.jsonl``) but not yet a rendered record in ``results/squad/``. The ``--protocol`` option of
-``bench/results.py add`` named below is not on main: record the run with ``--command`` only, or add it.
-
 PyLate pins its own sentence-transformers / transformers, so it lives in its own venv, never a dependency of
 this package; our data and evaluation code are imported from the checkout (PYTHONPATH)::
 
@@ -17,7 +13,7 @@ this package; our data and evaluation code are imported from the checkout (PYTHO
     pip install --no-deps /tmp/pl/pylate-1.3.4-*.whl   # not its fast-plaid pin (torch<=2.7): PLAID is unused
 
 The recorded run (in that venv, from the repository root, ``PYTHONPATH=. HF_HUB_OFFLINE=1
-TOKENIZERS_PARALLELISM=false``; about 40 minutes on 2 busy CPU cores)::
+TOKENIZERS_PARALLELISM=false``; 90 minutes on 2 CPU cores shared with other runs)::
 
     python bench/colbert_peer.py --squad_path /work/shared/data/squad/dev-v1.1.json --steps 100 \\
         --dev_groups 28-31 --dev_eval_steps 25 --passage_max_len 192 \\

@@ -9,9 +9,14 @@ run records.
     python bench/results.py render
     # the same, without writing: exit 1 and print one line per difference when a table is not what the records give
     python bench/results.py check
+    # a peer system trained by another script (bench/colbert_peer.py): its command, and the quickstart command
+    # whose protocol (data, budget, dev selection) it reproduces, which gives the row its settings
+    python bench/results.py add RUN_DIR --name squad-sel-colbert-pylate --command "python bench/colbert_peer.py ..." \
+        --protocol "python -m multiview_plugin.quickstart --data squad ... --systems dpr"
 
 A run's settings (backbone, steps, batch, learning rate, passage length) are read from the recorded command
-with the quickstart's own argument parser, so a table row cannot claim settings its run did not use. When two
+with the quickstart's own argument parser, so a table row cannot claim settings its run did not use (a peer run
+made by another script: from its record's ``protocol``, the quickstart command it reproduces). When two
 runs report the same system on the same data, the later recorded one wins (e.g. DPR, rerun beside DCSR).
 """
 
@@ -68,7 +73,13 @@ SYSTEM_NAMES = {
     # dense + BM25 (quickstart --hybrid): score interpolation with alpha chosen on dev, and reciprocal rank fusion
     **{f"{m}+bm25": f"{m} + BM25 (score interpolation)" for m in HYBRID_BASES},
     **{f"{m}+bm25 (rrf)": f"{m} + BM25 (reciprocal rank fusion)" for m in HYBRID_BASES},
+    # the peer: PyLate's ColBERT on the same protocol (bench/colbert_peer.py)
+    "colbert-pylate": "colbert-pylate (PyLate ColBERT, 128-dim token vectors)",
 }
+# Vector dims of the quickstart's indexes per backbone: every system indexes the backbone's hidden states (no
+# projection) in a Faiss Flat float32 index, so a row's index holds vectors x dim x 4 bytes. Rows that record
+# ``index_bytes`` themselves (colbert-pylate: its 128-dim token vectors) show that.
+INDEX_DIMS = {"all-MiniLM-L6-v2": 384}
 PLOTS = RESULTS / "plots"
 
 
@@ -81,14 +92,21 @@ def quickstart_settings(command: str) -> argparse.Namespace:
     return build_parser().parse_args(argv[argv.index("multiview_plugin.quickstart") + 1:])
 
 
-def add(run_dir: Path, name: str, command: str, systems: list[str] | None) -> Path:
+def record_settings(record: dict) -> argparse.Namespace:
+    """A record's settings: those of its quickstart command, or, for a peer system run by another script, of the
+    quickstart command whose protocol it reproduces (the record's ``protocol``)."""
+    return quickstart_settings(record.get("protocol", record["command"]))
+
+
+def add(run_dir: Path, name: str, command: str, systems: list[str] | None, protocol: str | None = None) -> Path:
     rows = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    settings = quickstart_settings(command)
+    settings = quickstart_settings(protocol or command)
     if systems:
         rows = [r for r in rows if r["system"] in systems]
     out = RESULTS / settings.data / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"name": name, "command": command, "recorded": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+    record = {"name": name, "command": command, **({"protocol": protocol} if protocol else {}),
+              "recorded": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
     from multiview_plugin.quickstart.__main__ import dumps_rows
 
     out.write_text(dumps_rows(record) + "\n", encoding="utf-8")
@@ -106,14 +124,14 @@ def cell(value) -> str:
 
 def is_transfer(record: dict) -> bool:
     """A zero-shot transfer run: models trained on another data set (quickstart ``--models_from``)."""
-    return bool(quickstart_settings(record["command"]).models_from)
+    return bool(record_settings(record).models_from)
 
 
 def records(data: str, selected: bool, transfer: bool = False) -> list[dict]:
     """The run records of ``data``, oldest first: those with dev-split model selection, or those without; in-domain
     runs, or (``transfer``) the zero-shot transfer runs of models trained on another data set."""
     found = [json.loads(p.read_text(encoding="utf-8")) for p in (RESULTS / data).glob("*.json")]
-    settings = [(r, quickstart_settings(r["command"])) for r in found]  # one parse of each command
+    settings = [(r, record_settings(r)) for r in found]  # one parse of each command
     return sorted([r for r, s in settings if bool(s.dev_groups) == selected and bool(s.models_from) == transfer],
                   key=lambda r: r["recorded"])
 
@@ -122,6 +140,16 @@ SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the train
                  "(their questions and paragraphs leave training); every system is checked on it every "
                  "{every} (step 0 included) and the best checkpoint is the one evaluated. Curves: "
                  "![training curves]({plot})")
+
+
+def index_mb(row: dict, backbone: str) -> float | None:
+    """Megabytes of the vectors the row's index searches: recorded ``index_bytes``, else vectors x dim x 4
+    (float32) for the quickstart's backbones; None without vectors (BM25)."""
+    if "index_bytes" in row:
+        return row["index_bytes"] / 1e6
+    if row.get("vectors") and backbone in INDEX_DIMS:
+        return row["vectors"] * INDEX_DIMS[backbone] * 4 / 1e6
+    return None
 
 
 def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, write_plot: bool = True,
@@ -136,7 +164,7 @@ def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, w
         protocol = (protocol.split("; train:")[0] + f"; no {data} training: each model is the dev-selected "
                     "checkpoint of the run named by the command's `--models_from` (steps and batch are its training)")
     for record in chosen:
-        s = quickstart_settings(record["command"])
+        s = record_settings(record)
         for r in record["rows"]:
             wall = r.get("wall_s", r.get("train_s", 0.0) + r.get("encode_s", 0.0))
             rows[r["system"]] = {**r, "_wall": wall, "_record": record["name"],
@@ -146,10 +174,10 @@ def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, w
     order = list(SYSTEM_NAMES)
     ranked = sorted(rows.values(), key=lambda r: order.index(r["system"]) if r["system"] in order else len(order))
     head = ["system", "backbone", "steps", *(["best step"] if selected else []), "batch", "wall s", "vectors/doc",
-            *(HEADERS.get(m, m) for m in metrics), "run"]
+            "index MB", *(HEADERS.get(m, m) for m in metrics), "run"]
     if selected and data == "squad" and chosen:  # the dev articles leave training: say how many questions remain
         trained = max((r.get("train_queries", 0) for rec in chosen for r in rec["rows"]), default=0)
-        groups = quickstart_settings(chosen[-1]["command"]).dev_groups
+        groups = record_settings(chosen[-1]).dev_groups
         protocol = protocol.replace("train: 7,235 questions of articles 0–31",
                                     f"train: {trained:,} questions of articles 0–31 minus the dev articles {groups}")
     heading = f"**{title}**{' — dev-selected checkpoints' if selected else ''} — {protocol}; metrics in %."
@@ -159,11 +187,12 @@ def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, w
         best = [str(r.get("best_step", "–"))] if selected else []
         lines.append("| " + " | ".join([SYSTEM_NAMES.get(r["system"], r["system"]), r["_backbone"], str(r["steps"]),
                                         *best, str(r["_batch"]), f"{r['_wall']:.0f}", cell(vectors),
+                                        cell(index_mb(r, r["_backbone"])),
                                         *(cell(r.get(m)) for m in metrics), f"`{r['_record']}`"]) + " |")
     if selected and chosen:
-        s = quickstart_settings(chosen[-1]["command"])
+        s = record_settings(chosen[-1])
         plot = plot_curves(data, [r for r in ranked if r.get("curves", {}).get("loss")], write=write_plot)
-        settings = [quickstart_settings(r["command"]) for r in chosen]
+        settings = [record_settings(r) for r in chosen]
         schedules = sorted({(c.steps, c.dev_eval_steps) for c in settings if c.dev_groups})
         every = "; ".join(f"{e} steps in the {n}-step runs" for n, e in schedules)
         lines += ["", SELECTED_NOTE.format(groups=s.dev_groups, every=every,
@@ -183,7 +212,7 @@ def run_config(record: dict, row: dict) -> tuple[str, tuple, int]:
     runs comparable (steps, dev selection, lengths, batch, lr, train flags other than --seed) and the seed."""
     from multiview_plugin.quickstart.__main__ import train_seed
 
-    s = quickstart_settings(record["command"])
+    s = record_settings(record)
     system = row["system"].replace(s.tag, "", 1) if s.tag else row["system"]
     argv = shlex.split(s.train_flags)
     flags = []
@@ -393,7 +422,8 @@ def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = Non
     body = "\n\n".join(tables)
     note = ("_Generated by `python bench/results.py render` from `results/`; lr and passage length per run are in "
             "the commands. Wall time: training + encoding + search of that system (older runs: training + "
-            "encoding)._")
+            "encoding). Index MB: the float32 vectors searched (vectors x dim x 4; the quickstart's systems "
+            "index MiniLM's 384-dim states in a Faiss Flat index, fused rows count the dense side only)._")
     pages = {out: splice(out.read_text(encoding="utf-8"), START, END, f"{body}\n\n{note}", out)}
     if QUICKSTART_RECORD.is_file():
         text = pages[readme] if readme in pages else readme.read_text(encoding="utf-8")
@@ -438,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--name", required=True, help="Record name (results/<data>/<name>.json).")
     a.add_argument("--command", required=True, help="The exact command that produced the run.")
     a.add_argument("--systems", nargs="+", help="Keep only these systems' rows.")
+    a.add_argument("--protocol", help="For a run made by another script (a peer system): the quickstart command "
+                   "whose protocol it reproduces; the table reads the row's settings from it.")
     r = sub.add_parser("render", help="Rewrite docs/results.md's tables and the README's quickstart table.")
     c = sub.add_parser("check", help="Exit 1, one line per difference, when a generated table is not current.")
     for s in (r, c):
@@ -445,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--readme", type=Path, default=README, help="The page with the quickstart table (README.md).")
     args = p.parse_args(argv)
     if args.cmd == "add":
-        add(args.run_dir, args.name, args.command, args.systems)
+        add(args.run_dir, args.name, args.command, args.systems, args.protocol)
     elif args.cmd == "check":
         problems = check(args.out, args.readme)
         for line in problems:

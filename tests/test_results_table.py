@@ -49,4 +49,36 @@ def test_settings_come_from_the_recorded_command():
                                     "--batch_size 8")
     assert (s.data, s.steps, s.batch_size, s.learning_rate) == ("scifact", 7, 8, 2e-5)
     for record in (ROOT / "results").glob("*/*.json"):
-        assert results.quickstart_settings(json.loads(record.read_text())["command"])
+        assert results.record_settings(json.loads(record.read_text()))
+
+
+PEER_CMD = "python bench/colbert_peer.py --squad_path x.json --steps 100 --dev_groups 28-31 --dev_eval_steps 25"
+PROTOCOL = ("python -m multiview_plugin.quickstart --data squad --squad_path x.json --steps 100 --dev_groups 28-31 "
+            "--dev_eval_steps 25 --passage_max_len 192 --systems dpr")
+
+
+def test_a_peer_run_made_by_another_script_is_recorded_and_rendered(tmp_path, monkeypatch):
+    """A record whose command is not the quickstart's (bench/colbert_peer.py) takes its settings from its
+    ``protocol``; its row shows its own index size, a quickstart row's is vectors x 384 x 4 bytes."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "ROOT", tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    peer = {"system": "colbert-pylate", "backbone": "all-MiniLM-L6-v2", "steps": 100, "best_step": 75,
+            "views_per_doc": 131.0, "vectors": 270777, "index_bytes": 270777 * 128 * 4, "answer_Top1": 77.7}
+    (run / "results.json").write_text(json.dumps([peer]))
+    out = results.add(run, "squad-sel-peer", PEER_CMD, None, protocol=PROTOCOL)
+    record = json.loads(out.read_text())
+    assert out == tmp_path / "squad" / "squad-sel-peer.json"
+    assert (record["command"], record["protocol"]) == (PEER_CMD, PROTOCOL)
+    dpr = {"system": "dpr", "steps": 100, "best_step": 100, "views_per_doc": 1.0, "vectors": 2067,
+           "answer_Top1": 70.4}
+    (tmp_path / "squad" / "squad-sel-dpr.json").write_text(json.dumps(
+        {"name": "squad-sel-dpr", "command": PROTOCOL, "recorded": "2026-01-01 00:00:00", "rows": [dpr]}))
+    text = results.table("squad", selected=True, write_plot=False)
+    line = next(x for x in text.splitlines() if x.startswith("| colbert-pylate"))
+    # batch 16 and the backbone come from the protocol; index MB from the row's own index_bytes
+    assert "| 100 | 75 | 16 |" in line and "| 131.0 | 138.6 | 77.7 |" in line and "`squad-sel-peer`" in line
+    line = next(x for x in text.splitlines() if x.startswith("| dpr"))
+    assert "| 1.0 | 3.2 | 70.4 |" in line
+    assert f"- `squad-sel-peer`: `{PEER_CMD}`" in text
