@@ -36,6 +36,7 @@ RESULTS = ROOT / "results"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 QS_START, QS_END = "<!-- quickstart:start -->", "<!-- quickstart:end -->"
 TR_START, TR_END = "<!-- transfer:start -->", "<!-- transfer:end -->"
+HL_START, HL_END = "<!-- headline:start -->", "<!-- headline:end -->"
 RESULTS_PAGE = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 QUICKSTART_RECORD = RESULTS / "default" / "quickstart-default.json"
@@ -402,6 +403,62 @@ def transfer_summary(data: str = "scifact") -> str:
     return "\n".join(lines)
 
 
+# The README's "which method" table: (what to use, its flags, record, system row). Each row is shown with every
+# seed of its setting, dpr's mean at the same setting and the paired test against dpr of the same seed.
+HEADLINE = [
+    ("dcsr-mean: one vector per sentence, the mean of its token states in the passage encoding",
+     "`--model_name dcsr --dcsr_sentence_pooling mean --pooling mean`", "squad-sel300-dpr-dcsr-mean", "dcsr-mean-300"),
+    ("dcsr-mean at 100 steps", "the same", "squad-sel-p1-dcsr-mean-hybrid", "dcsr-mean"),
+    ("dcsr-mean + BM25: fused with BM25 at search time", "the same, then `driver.search --hybrid bm25`",
+     "squad-sel-p1-dcsr-mean-hybrid", "dcsr-mean+bm25"),
+    ("dce: one view per generated query", "`--model_name dce --pooling mean`", "squad-sel-dce", "dce"),
+    ("mvr-residual: dpr's text encoding + 8 gated read-only viewers (step 0 = dpr)",
+     "`--model_name mvr --mvr_views residual --pooling mean`", "squad-sel-mvr-residual", "mvr-residual"),
+    ("mvr-residual at 600 steps", "the same", "squad-sel600-mvr-residual", "mvr-residual-600"),
+    ("mlr-sc-mean: self-contrastive MLR on mean-pooled layers, dpr's index size",
+     "`--model_name mlr --mlr_pooling self_contrastive --mlr_layer_pooling mean`", "squad-sel300-mlr-sc-mean",
+     "mlr-sc-mean-300"),
+    ("the peer: ColBERT trained with PyLate, one vector per token", "`bench/colbert_peer.py`",
+     "squad-sel-colbert-pylate", "colbert-pylate"),
+    ("dpr, the baseline", "`--model_name dpr --pooling mean`", "squad-sel-dpr", "dpr"),
+]
+
+
+def headline_table(data: str = "squad") -> str:
+    """The README's method table: each HEADLINE row's top-1 over its seeds, against dpr of the same setting (steps,
+    dev selection, lengths, batch, lr, train flags), with Δ and the paired test per seed; bold: a significant win."""
+    metric = DATASETS[data][2][0]
+    groups = seed_groups(data)
+    found = {(r["_record"], r["system"]): g for g in groups for r in g["seeds"].values()}
+    by_setting = {(g["system"], g["setting"]): g for g in groups}
+    lines = ["| on a mean-pooled backbone | flags | steps | seeds | SQuAD-dev top-1 | dpr, same setting | "
+             "Δ vs dpr (per seed) | p vs dpr (per seed) | vectors/doc | record |", "|" + "---|" * 10]
+
+    def mean(g: dict) -> str:
+        values = [r[metric] for r in g["seeds"].values() if r.get(metric) is not None]
+        m = sum(values) / len(values)
+        sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else None
+        return f"{m:.1f}" + (f" ± {sd:.1f}" if sd is not None else "")
+
+    for label, flags, record, system in HEADLINE:
+        g = found.get((record, system))
+        if g is None:
+            raise SystemExit(f"bench/results.py HEADLINE: no row {system!r} in record {record!r}")
+        row = next(r for r in g["seeds"].values() if r["_record"] == record)
+        dpr = by_setting.get(("dpr", g["setting"]))
+        tested = {seed: t for seed, t in g["tests"].items() if t.get("p_value") is not None}
+        win = bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0 for t in tested.values())
+        vectors = row.get("views_per_doc", row.get("views"))
+        value = mean(g)
+        lines.append("| " + " | ".join([
+            label, flags, str(row.get("steps", "–")), ", ".join(str(s) for s in g["seeds"]),
+            f"**{value}**" if win else value, mean(dpr) if dpr and g["system"] != "dpr" else "–",
+            ", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()) or "–",
+            ", ".join(f"{t['p_value']:.2g}" for t in tested.values()) or ("–" if system == "dpr" else "not tested"),
+            cell(vectors), ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())]) + " |")
+    return "\n".join(lines)
+
+
 def splice(text: str, start: str, end: str, body: str, where: Path) -> str:
     if start not in text or end not in text:
         raise SystemExit(f"{where} lacks the markers {start} ... {end}")
@@ -431,6 +488,9 @@ def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = Non
     if (RESULTS / "scifact").is_dir() and records("scifact", False, transfer=True):
         text = pages[readme] if readme in pages else readme.read_text(encoding="utf-8")
         pages[readme] = splice(text, TR_START, TR_END, transfer_summary("scifact"), readme)
+    if (RESULTS / "squad").is_dir() and HL_START in (pages[readme] if readme in pages else readme.read_text("utf-8")):
+        text = pages[readme] if readme in pages else readme.read_text(encoding="utf-8")
+        pages[readme] = splice(text, HL_START, HL_END, headline_table("squad"), readme)
     return pages
 
 

@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "results.py")
 results = importlib.util.module_from_spec(spec)
@@ -82,3 +84,30 @@ def test_a_peer_run_made_by_another_script_is_recorded_and_rendered(tmp_path, mo
     line = next(x for x in text.splitlines() if x.startswith("| dpr"))
     assert "| 1.0 | 3.2 | 70.4 |" in line
     assert f"- `squad-sel-peer`: `{PEER_CMD}`" in text
+
+
+def test_headline_table_marks_only_tested_significant_wins(tmp_path, monkeypatch):
+    """The README's method table: a row with per-question ranks is tested against dpr of its setting and seed
+    (bold when p < 0.05 and better); one without is 'not tested', never shown as a win."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    base = PROTOCOL.replace("--systems dpr", "--systems dpr dcsr-mean dce")
+    ranks_dpr = [0] * 50 + [3] * 50           # 50 % top-1
+    ranks_better = [0] * 90 + [3] * 10        # 90 % top-1: a win on 40 more questions, none worse
+    rows = [{"system": "dpr", "steps": 100, "answer_Top1": 50.0,
+             "per_query": {"outcome": "answer", "depth": 20, "ranks": ranks_dpr}},
+            {"system": "dcsr-mean", "steps": 100, "answer_Top1": 90.0, "views_per_doc": 3.0,
+             "per_query": {"outcome": "answer", "depth": 20, "ranks": ranks_better}},
+            {"system": "dce", "steps": 100, "answer_Top1": 95.0, "views_per_doc": 2.0}]
+    (tmp_path / "squad").mkdir()
+    (tmp_path / "squad" / "squad-sel-x.json").write_text(json.dumps(
+        {"name": "squad-sel-x", "command": base, "recorded": "2026-01-01 00:00:00", "rows": rows}))
+    monkeypatch.setattr(results, "HEADLINE", [("better", "f", "squad-sel-x", "dcsr-mean"),
+                                              ("plain", "f", "squad-sel-x", "dce"),
+                                              ("dpr", "f", "squad-sel-x", "dpr")])
+    lines = results.headline_table("squad").splitlines()
+    assert "| **90.0** | 50.0 | +40.0 |" in lines[2]
+    assert "| 95.0 | 50.0 | – | not tested |" in lines[3]
+    assert "| 50.0 | – | – | – |" in lines[4]
+    monkeypatch.setattr(results, "HEADLINE", [("gone", "f", "squad-sel-x", "missing")])
+    with pytest.raises(SystemExit, match="no row 'missing' in record 'squad-sel-x'"):
+        results.headline_table("squad")
