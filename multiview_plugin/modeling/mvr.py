@@ -13,6 +13,8 @@ exactly as dpr encodes it, the k viewers are appended as read-only tokens (they 
 themselves; the text never attends to them), and view i = pool(text) + g_i · h(viewer i) with gates g_i that
 start at 0 and train at their own learning rate. An untrained model therefore scores exactly like dpr with
 the same ``--pooling``, and training moves each view away from the pooled text only as far as it helps.
+With ``mvr_viewer_scope='segments'`` viewer i attends only to the i-th of k contiguous segments of the text
+(:func:`segment_mask`) instead of all of it; the text is encoded as before, so that too starts as dpr.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 QUERY_VIEWER = "[VIE]"
 VIEW_FORMS = ("paper", "residual")
+VIEWER_SCOPES = ("full", "segments")
 COLLAPSE_COSINE = 0.99
 DEFAULT_GATE_LEARNING_RATE = 1e-3
 # A few neutral passages to probe the viewer states of a freshly built model (the collapse guard).
@@ -91,6 +94,14 @@ class MvrOptions(MethodOptions):
         "probability of view i over the positive passage's views (at the loss's temperature) and f_i the "
         "fraction of queries whose best view is i. 1 when the views share the queries evenly, up to k when one "
         "view takes every query. Default 0: the paper's loss, unchanged.")
+    viewer_scope: str = option(
+        "full",
+        "MVR --mvr_views residual: what each read-only viewer attends to. 'full' (default): the whole passage "
+        "text. 'segments': the passage's real tokens ([CLS] and [SEP] included) are cut into k contiguous, "
+        "near-equal segments, floor(i*n/k) .. floor((i+1)*n/k) - 1 for viewer i (0-based), and viewer i attends "
+        "only to its own segment and itself (a passage of fewer than k tokens: a viewer whose segment is empty "
+        "attends to the whole text). The text never attends to the viewers either way, so an untrained model "
+        "still scores exactly like dpr.")
 
 
 def viewer_tokens(num_views: int) -> list[str]:
@@ -153,16 +164,37 @@ class ViewerFormatter(InputFormatter):
         return out
 
 
-def read_only_viewer_mask(attention_mask: torch.Tensor, num_text: int, dtype: torch.dtype) -> torch.Tensor:
+def read_only_viewer_mask(attention_mask: torch.Tensor, num_text: int, dtype: torch.dtype,
+                          scope: str = "full") -> torch.Tensor:
     """(B, 1, T, T) additive attention mask for text tokens followed by viewer tokens: text attends to the
-    (unpadded) text only — so its states equal a plain encoding's — and each viewer to the text and itself."""
+    (unpadded) text only — so its states equal a plain encoding's — and each viewer to the text and itself.
+
+    ``scope='segments'`` (``--mvr_viewer_scope``): viewer i attends to itself and to the i-th of k contiguous,
+    near-equal segments of the real text tokens instead, :func:`segment_mask`; the text rows are unchanged."""
     size, total = attention_mask.shape
     keys = attention_mask.bool()
     is_viewer = torch.arange(total, device=keys.device) >= num_text
     allowed = keys[:, None, :] & ~is_viewer[None, None, :]  # everyone sees the real text
     allowed = allowed | torch.eye(total, dtype=torch.bool, device=keys.device)[None] & is_viewer[None, :, None]
+    if scope == "segments":
+        viewers = total - num_text
+        segments = segment_mask(keys[:, :num_text], viewers)  # (B, k, L)
+        allowed = torch.cat([allowed[:, :num_text], torch.cat([segments, allowed[:, num_text:, num_text:]], 2)], 1)
     mask = torch.zeros(size, 1, total, total, dtype=dtype, device=keys.device)
     return mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
+
+
+def segment_mask(text_mask: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """(B, k, L) bool: which text tokens segment i of each passage holds. The n real tokens of a passage (ranked
+    in order, so either padding side works) are cut into k contiguous segments, segment i = ranks
+    floor(i·n/k) .. floor((i+1)·n/k) − 1; a segment that would be empty (n < k) holds the whole text instead."""
+    text_mask = text_mask.bool()
+    rank = text_mask.long().cumsum(1) - 1  # (B, L): position among the passage's real tokens
+    n = text_mask.sum(1, keepdim=True)  # (B, 1)
+    index = torch.arange(num_segments, device=text_mask.device)[None]  # (1, k)
+    start, end = index * n // num_segments, (index + 1) * n // num_segments  # (B, k)
+    inside = (rank[:, None] >= start[..., None]) & (rank[:, None] < end[..., None]) & text_mask[:, None]
+    return torch.where((end > start)[..., None], inside, text_mask[:, None])
 
 
 @register_encoder("mvr")
@@ -172,8 +204,9 @@ class MvrEncoder(MultiViewEncoder):
     Options (:class:`MvrOptions`): ``mvr_num_views`` (k, default 8), ``mvr_lambda`` (local-loss weight, 0.01),
     ``mvr_alpha`` and ``mvr_min_temperature`` (annealing, 0.1 and 0.3), ``mvr_viewer_init`` ('random' as in the
     paper, or 'cls': copies of the [CLS] embedding plus small noise, so views are not identical), ``mvr_views``,
-    ``mvr_gate_learning_rate``, ``mvr_viewer_positions`` and ``mvr_balance_weight`` (the load-balancing term of
-    :func:`~multiview_plugin.losses.global_local.view_balance_loss`, 0 = off).
+    ``mvr_gate_learning_rate``, ``mvr_viewer_positions``, ``mvr_balance_weight`` (the load-balancing term of
+    :func:`~multiview_plugin.losses.global_local.view_balance_loss`, 0 = off) and ``mvr_viewer_scope`` (residual
+    views: each viewer reads the whole text, 'full', or its own contiguous segment of it, 'segments').
     """
 
     default_loss = "mvr_global_local"
@@ -218,6 +251,12 @@ class MvrEncoder(MultiViewEncoder):
                                   "viewers take positions 1..k): leave it out")
         elif opts.gate_learning_rate is not None:
             raise ConfigError("--mvr_gate_learning_rate applies to --mvr_views residual only")
+        if opts.viewer_scope not in VIEWER_SCOPES:
+            raise ConfigError(f"--mvr_viewer_scope must be one of {', '.join(VIEWER_SCOPES)}, "
+                              f"got {opts.viewer_scope!r}")
+        if opts.viewer_scope != "full" and views != "residual":
+            raise ConfigError(f"--mvr_viewer_scope {opts.viewer_scope} applies to --mvr_views residual only "
+                              f"(the paper's viewers are ordinary tokens of the sequence): leave it out")
         if not opts.balance_weight >= 0:
             raise ConfigError(f"--mvr_balance_weight must be >= 0, got {opts.balance_weight}")
         if opts.balance_weight and (config.loss_name or cls.default_loss) != cls.default_loss:
@@ -303,7 +342,8 @@ class MvrEncoder(MultiViewEncoder):
             num_text = int(batch.pop("num_text_tokens"))
             text_mask = batch["attention_mask"][:, :num_text]
             dtype = self.p_encoder.dtype
-            batch["attention_mask"] = read_only_viewer_mask(batch["attention_mask"], num_text, dtype)
+            batch["attention_mask"] = read_only_viewer_mask(batch["attention_mask"], num_text, dtype,
+                                                            self.options.viewer_scope)
             hidden = self._last_hidden(self.p_encoder, batch)
             text = self._pool(hidden[:, :num_text], text_mask)  # exactly dpr's passage vector, before _finish
             views = text.unsqueeze(1) + self.view_gates.to(hidden.dtype)[None, :, None] * hidden[:, num_text:]

@@ -10,7 +10,7 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses import GlobalLocalLoss
 from multiview_plugin.losses.global_local import view_balance_loss
 from multiview_plugin.modeling import load_encoder
-from multiview_plugin.modeling.mvr import QUERY_VIEWER, MvrOptions, viewer_tokens
+from multiview_plugin.modeling.mvr import QUERY_VIEWER, MvrOptions, read_only_viewer_mask, viewer_tokens
 from multiview_plugin.scoring import view_scores
 from tests.losses.test_losses import MASK, P, Q, lse
 from tests.modeling.test_modeling import TEXTS, build
@@ -233,3 +233,165 @@ def test_balance_weight_round_trips_and_is_validated(tiny_bert, tmp_path):
     with pytest.raises(ConfigError, match="is a term of the mvr_global_local loss"):
         build("mvr", tiny_bert, mvr_balance_weight=0.1, loss_name="contrastive")
     assert build("mvr", tiny_bert, loss_name="contrastive").config.options.balance_weight == 0.0
+
+
+# ------------------------------------------------------- viewers that specialise (--mvr_viewer_scope, issue 24)
+SCOPE_TEXTS = ["a cat is a small animal and a dog is a large one", "the moon", "paris is the capital of france"]
+
+
+def residual(backbone, **kwargs):
+    return build("mvr", backbone, mvr_views="residual", pooling="mean", **kwargs).eval()
+
+
+def viewer_states(model, batch):
+    """The last-layer states of the k viewers, (B, k, H), as ``encode_passage`` computes them (a hook on the
+    passage encoder), and the passage vectors."""
+    seen = []
+    hook = model.p_encoder.register_forward_hook(lambda _m, _i, out: seen.append(out.last_hidden_state))
+    try:
+        with torch.no_grad():
+            reps, _ = model.encode_passage(batch)
+    finally:
+        hook.remove()
+    return seen[0][:, int(batch["num_text_tokens"]):], reps
+
+
+def expected_segments(n, k):
+    """Segment i of n real tokens: ranks floor(i*n/k) .. floor((i+1)*n/k) - 1, written out by hand; an empty one
+    is the whole text."""
+    out = []
+    for i in range(k):
+        ranks = set(range(i * n // k, (i + 1) * n // k))
+        out.append(ranks or set(range(n)))
+    return out
+
+
+def allowed_columns(mask, row):
+    return {c for c in range(mask.shape[-1]) if mask[0, row, c] == 0}
+
+
+@pytest.mark.parametrize("k", [3, 8])
+def test_segment_mask_gives_each_viewer_its_own_segment_and_itself(tiny_bert, k):
+    model = residual(tiny_bert, mvr_num_views=k, mvr_viewer_scope="segments")
+    batch = model.formatter.passages(SCOPE_TEXTS)
+    num_text = int(batch["num_text_tokens"])
+    segments = read_only_viewer_mask(batch["attention_mask"], num_text, torch.float32, "segments")
+    full = read_only_viewer_mask(batch["attention_mask"], num_text, torch.float32)
+    assert torch.equal(full, read_only_viewer_mask(batch["attention_mask"], num_text, torch.float32, "full"))
+    for b, n in enumerate(batch["attention_mask"][:, :num_text].sum(1).tolist()):
+        assert batch["attention_mask"][b, :n].all()  # right-padded: the real tokens are positions 0..n-1
+        for i, expected in enumerate(expected_segments(n, k)):
+            viewer = num_text + i
+            assert allowed_columns(segments[b], viewer) == expected | {viewer}
+            assert allowed_columns(full[b], viewer) == set(range(n)) | {viewer}  # 'full': the whole text
+        for row in range(num_text):  # the text rows are the same in both scopes: the real text, no viewer
+            assert allowed_columns(segments[b], row) == allowed_columns(full[b], row) == set(range(n))
+    covered = [set().union(*expected_segments(n, k)) for n in (14, 2)]
+    assert covered == [set(range(14)), {0, 1}]  # the segments of a passage cover all of its text
+
+
+def test_viewer_scope_full_is_the_default_and_unchanged(tiny_bert):
+    model = residual(tiny_bert, mvr_num_views=3)
+    assert model.options.viewer_scope == "full" and MvrOptions().viewer_scope == "full"
+    with torch.no_grad():
+        model.view_gates.copy_(torch.tensor([0.5, -0.5, 1.0]))
+    batch = model.formatter.passages(SCOPE_TEXTS)
+    states, default = viewer_states(model, batch)
+    # the same weights read by hand with the mask every viewer reads the whole text in
+    plain = dict(batch)
+    num_text = int(plain.pop("num_text_tokens"))
+    plain["attention_mask"] = read_only_viewer_mask(plain["attention_mask"], num_text, torch.float32)
+    with torch.no_grad():
+        hidden = model.p_encoder(**plain).last_hidden_state
+    assert torch.equal(states, hidden[:, num_text:])
+    model.options.viewer_scope = "segments"
+    assert not torch.allclose(viewer_states(model, batch)[1], default, atol=1e-4)  # the option is read
+    model.options.viewer_scope = "full"
+    assert torch.equal(viewer_states(model, batch)[1], default)
+
+
+def test_segment_viewer_reads_only_its_own_segment(tmp_path):
+    """With one layer a viewer's state is a function of its segment alone: changing any token outside it leaves
+    the state exactly as it was, changing one inside moves it. (Deeper encoders: the viewer still attends only to
+    its segment's positions, but their states carry context from the whole passage, as in dpr.)"""
+    from multiview_plugin.testing import make_tiny_bert
+
+    k = 3
+    model = residual(make_tiny_bert(tmp_path / "one_layer", layers=1), mvr_num_views=k, mvr_viewer_scope="segments")
+    with torch.no_grad():
+        model.view_gates.fill_(0.5)  # trained-ish: the views read the viewers
+    batch = model.formatter.passages(SCOPE_TEXTS[:1])
+    n = int(batch["attention_mask"][0, :int(batch["num_text_tokens"])].sum())
+    assert n >= 2 * k  # every segment holds at least two tokens
+    states, reps = viewer_states(model, batch)
+    other_word = model.tokenizer.convert_tokens_to_ids("paris")
+    for i, segment in enumerate(expected_segments(n, k)):
+        outside = dict(batch, input_ids=batch["input_ids"].clone())
+        outside["input_ids"][0, [t for t in range(n) if t not in segment]] = other_word
+        changed, _ = viewer_states(model, outside)
+        torch.testing.assert_close(changed[:, i], states[:, i], atol=1e-6, rtol=0)
+        others = [j for j in range(k) if j != i]
+        assert (changed[:, others] - states[:, others]).abs().amax(-1).min() > 1e-3  # the others read it
+        inside = dict(batch, input_ids=batch["input_ids"].clone())
+        inside["input_ids"][0, max(segment)] = other_word
+        assert (viewer_states(model, inside)[0][:, i] - states[:, i]).abs().max() > 1e-3
+
+
+def test_segment_viewers_start_exactly_as_dpr(tiny_bert):
+    dpr = build("dpr", tiny_bert, pooling="mean", normalize=True).eval()
+    mvr = residual(tiny_bert, mvr_num_views=4, mvr_viewer_scope="segments", normalize=True)
+    queries = ["what is the capital of france", "where is the moon"]
+
+    def scores(model):
+        with torch.no_grad():
+            p, mask = model.encode_passage(model.formatter.passages(SCOPE_TEXTS))
+            return model.compute_similarity(model.encode_query(model.formatter.queries(queries)), p, mask)
+
+    torch.testing.assert_close(scores(mvr), scores(dpr), atol=1e-5, rtol=0)
+
+
+def test_viewer_scope_round_trips(tiny_bert, tmp_path):
+    model = residual(tiny_bert, mvr_num_views=3, mvr_viewer_scope="segments")
+    with torch.no_grad():
+        model.view_gates.copy_(torch.tensor([0.5, -0.5, 1.0]))
+    batch = model.formatter.passages(SCOPE_TEXTS)
+    _, reps = viewer_states(model, batch)
+    model.save(tmp_path / "m")
+    saved = json.loads((tmp_path / "m" / "multiview_config.json").read_text())["options"]
+    assert saved["mvr_viewer_scope"] == "segments"
+    loaded = load_encoder(tmp_path / "m").eval()
+    assert loaded.options.viewer_scope == "segments"
+    torch.testing.assert_close(viewer_states(loaded, batch)[1], reps, atol=1e-6, rtol=0)
+    loaded.options.viewer_scope = "full"  # the saved option, not a default, made those vectors
+    assert not torch.allclose(viewer_states(loaded, batch)[1], reps, atol=1e-4)
+
+
+def test_viewer_scope_is_validated_in_one_line(tiny_bert):
+    from multiview_plugin.arguments import refuse_foreign_options
+
+    with pytest.raises(ConfigError, match="--mvr_viewer_scope segments applies to --mvr_views residual only") as err:
+        build("mvr", tiny_bert, mvr_viewer_scope="segments")  # the paper's views
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="--mvr_viewer_scope must be one of full, segments, got 'halves'"):
+        residual(tiny_bert, mvr_viewer_scope="halves")
+    assert build("mvr", tiny_bert, mvr_viewer_scope="full").options.viewer_scope == "full"  # the default: fine
+    with pytest.raises(ConfigError, match="--mvr_viewer_scope belongs to mvr, not --model_name dpr"):
+        refuse_foreign_options(["--model_name", "dpr", "--mvr_viewer_scope", "segments"], "dpr")
+
+
+def test_segment_viewer_of_a_short_passage_reads_the_whole_text(tiny_bert):
+    """Fewer real tokens than viewers: a viewer whose segment would be empty reads the whole text, exactly as
+    with --mvr_viewer_scope full; the others read their one token."""
+    k = 8
+    model = residual(tiny_bert, mvr_num_views=k, mvr_viewer_scope="segments")
+    batch = model.formatter.passages(["the moon"])
+    n = int(batch["attention_mask"][0, :int(batch["num_text_tokens"])].sum())
+    assert n == 4  # [CLS] the moon [SEP]
+    empty = [i for i in range(k) if i * n // k == (i + 1) * n // k]
+    assert empty == [0, 2, 4, 6]
+    segments, _ = viewer_states(model, batch)
+    model.options.viewer_scope = "full"
+    full, _ = viewer_states(model, batch)
+    torch.testing.assert_close(segments[:, empty], full[:, empty], atol=1e-6, rtol=0)
+    one_token = [1, 3, 5, 7]
+    assert (segments[:, one_token] - full[:, one_token]).abs().amax(-1).min() > 1e-3
