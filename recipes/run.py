@@ -152,9 +152,14 @@ def smoke_beir_dir(folder: Path) -> Path:
     return folder
 
 
-def export_hub_corpus(name: str, path: Path) -> Path:
-    """A hub corpus (``docid``/``_id``, ``title``, ``text``) written once as a local jsonl for the encode driver."""
+def export_hub_corpus(name: str, path: Path, dry_run: bool = False) -> Path:
+    """A hub corpus (``docid``/``_id``, ``title``, ``text``) written once as a local jsonl for the encode driver;
+    a dry run only says what it would download and export."""
     if path.is_file():
+        return path
+    if dry_run:
+        print(f"# would download the hub dataset {name} and export it to {path} (dry run: nothing fetched)",
+              flush=True)
         return path
     import datasets
 
@@ -168,10 +173,13 @@ def export_hub_corpus(name: str, path: Path) -> Path:
     return path
 
 
-def download_beir(name: str, folder: Path) -> Path:
-    """BEIR's official zip for dataset ``name``, unpacked into ``folder/name`` (once)."""
+def download_beir(name: str, folder: Path, dry_run: bool = False) -> Path:
+    """BEIR's official zip for dataset ``name``, unpacked into ``folder/name`` (once); a dry run only says so."""
     target = folder / name
     if (target / "corpus.jsonl").is_file():
+        return target
+    if dry_run:
+        print(f"# would download {BEIR_URL.format(name)} into {target} (dry run: nothing fetched)", flush=True)
         return target
     import tempfile
     import urllib.request
@@ -199,7 +207,7 @@ def prepare_dpr(benchmark: str, args: argparse.Namespace, data: Path, run: Runne
     if src is None:  # Tevatron's hub copies (needs network), evaluated on Anserini's copy of DPR's test questions
         topics = (Path(args.topics_dir) if args.topics_dir else SHARED / "anserini") / "topics" / \
             ANSERINI_DPR_TOPICS[benchmark]
-        corpus = export_hub_corpus(TEVATRON_CORPUS[benchmark], data / "corpus.jsonl")
+        corpus = export_hub_corpus(TEVATRON_CORPUS[benchmark], data / "corpus.jsonl", run.dry_run)
         return {"train_hub": TEVATRON_HUB[benchmark], "corpus": corpus,
                 "evals": [{"name": f"{benchmark}-test", "topics": topics, "answers": topics, "topk": [5, 20, 100]}]}
     train = data / "train.jsonl"
@@ -233,7 +241,7 @@ def prepare_msmarco(args: argparse.Namespace, data: Path, run: Runner) -> dict:
                           "rel_level": 2})
     if hub:
         return {"train_hub": "Tevatron/msmarco-passage", "evals": evals,
-                "corpus": export_hub_corpus(TEVATRON_CORPUS["msmarco"], data / "corpus.jsonl")}
+                "corpus": export_hub_corpus(TEVATRON_CORPUS["msmarco"], data / "corpus.jsonl", run.dry_run)}
     return {"train": train, "corpus": src / "collection.tsv", "evals": evals}
 
 
@@ -241,7 +249,8 @@ def prepare_beir(args: argparse.Namespace, data: Path, run: Runner) -> dict:
     """Train on a BEIR folder's train judgments (minus a carved dev set) unless --checkpoint is given; evaluate
     on every --beir_dir (test judgments; the train folder's carved dev set when it has no test file)."""
     # a name that is not a folder (e.g. "scifact") is fetched from BEIR's server (needs network)
-    dirs = [Path(d) if Path(d).is_dir() else download_beir(d, data / "beir") for d in args.beir_dir or []]
+    dirs = [Path(d) if Path(d).is_dir() else download_beir(d, data / "beir", run.dry_run)
+            for d in args.beir_dir or []]
     train_dir = Path(args.train_beir_dir) if args.train_beir_dir else None
     if args.smoke:
         train_dir = smoke_beir_dir(data / "raw" / "smoke")

@@ -67,3 +67,26 @@ def test_smoke_dry_run_prints_the_plan(tmp_path, capsys):
     assert recipe_run.main(["msmarco", "dce", "--smoke", "--dry_run", "--output_dir", str(tmp_path / "dry")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(LINE.match(line) and "SQfp16+doc:HNSW32" in line for line in lines)
+
+
+@pytest.mark.parametrize("argv", [["nq", "mvr"], ["msmarco", "dce"], ["beir", "dpr", "--checkpoint", "m",
+                                                                       "--beir_dir", "scifact"]],
+                         ids=["nq-mvr", "msmarco-dce", "beir-download"])
+def test_full_scale_dry_run_fetches_nothing(argv, tmp_path, monkeypatch, capsys):
+    """A dry run without --data_dir prints its plan and the downloads it would make, and touches no network."""
+    import urllib.request
+
+    import datasets
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+    def no_network(*a, **k):
+        raise AssertionError("a dry run must not download")
+
+    monkeypatch.setattr(datasets, "load_dataset", no_network)
+    monkeypatch.setattr(urllib.request, "urlretrieve", no_network)
+    assert recipe_run.main([*argv, "--dry_run", "--output_dir", str(tmp_path / "dry")]) == 0
+    out = capsys.readouterr().out
+    assert any(line.startswith("plan:") for line in out.splitlines())
+    assert "# would download" in out and not (tmp_path / "dry").exists()
