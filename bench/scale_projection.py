@@ -70,7 +70,11 @@ def pick_per_index(rows: list[dict], system: str, target: float) -> list[dict]:
     return out
 
 
-def project(row: dict, n_vectors: int, dim: int, measured: dict) -> dict:
+def project(row: dict, n_vectors: int, dim: int, measured: dict, min_train_per_list: int = 0) -> dict:
+    """Costs of ``row``'s index at ``n_vectors`` of ``dim``. IVF trains on ``measured["train_size"]`` vectors, or
+    on ``min_train_per_list`` per list when that is more (Faiss warns below 39 per centroid); k-means time then
+    grows with the sample as well as with nlist, and ``train_size`` / ``train_bytes`` (the float32 sample) say
+    what the build needs."""
     n0, d0 = row["vectors"], measured["dim"]
     factory = row["index"]
     main, _, doc = factory.partition("+doc:")
@@ -84,6 +88,7 @@ def project(row: dict, n_vectors: int, dim: int, measured: dict) -> dict:
     train = row.get("train_s", 0.0) * dim / d0  # k-means on a fixed-size sample (not per vector)
     build = (row["build_s"] - row.get("train_s", 0.0)) / n0 * n_vectors * dim / d0
     latency = row["single_ms"] * dim / d0
+    extra = {"nlist": 0, "train_size": 0, "train_bytes": 0.0}  # no k-means
     if factory.startswith("HNSW") or doc:
         # HNSW walks ∝ log N; with a document index, re-scoring its candidates does not grow with N at all
         build *= math.log(n_vectors) / math.log(n0)
@@ -93,13 +98,17 @@ def project(row: dict, n_vectors: int, dim: int, measured: dict) -> dict:
         nlist0 = int(re.search(r"IVF(\d+)", factory).group(1))
         nlist = 1 << max(4, round(math.log2(n_vectors / vpl)))
         nprobe = row["value"] if row["param"] == "nprobe" and row["value"] else nlist0
+        sample0 = measured.get("train_size") or 0
+        train_size = max(sample0, min_train_per_list * nlist)
+        train *= train_size / sample0 if sample0 else 1.0  # k-means: ∝ sample × lists
         build = (build + train) * nlist / nlist0  # assignments to (and k-means over) nlist lists
         latency *= (nprobe * vpl + nlist) / (nprobe * vpl + nlist0)
         factory = factory.replace(f"IVF{nlist0}", f"IVF{nlist}")
+        extra = {"nlist": nlist, "train_size": train_size, "train_bytes": 4.0 * train_size * dim}
     else:
         latency *= n_vectors / n0
     return {"index": factory, "ram": n_vectors * per_vector, "disk": n_vectors * (per_vector - 8) + lines,
-            "build": build, "latency_ms": latency}
+            "build": build, "latency_ms": latency, **extra}
 
 
 def main() -> None:

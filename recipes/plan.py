@@ -28,6 +28,12 @@ CORPUS_DOCS = {"nq": 21_015_324, "triviaqa": 21_015_324, "squad": 21_015_324, "m
 # dcsr: sentences (4.86 per SQuAD dev paragraph, bench/real_vectors.log: 10,046 views / 2,067 paragraphs);
 # dce: one view per pseudo-query (the recipe's num_queries)
 VIEWS = {"dpr": 1.0, "mlr": 1.0, "mvr": 8.0, "dcsr": 4.86}
+# IVF k-means gets at least this many training vectors per list (Faiss warns below 39 per centroid); the plan
+# passes the sample size to driver.index's --train_size
+MIN_TRAIN_PER_LIST = 39
+# peak bytes per index row of loading the row → document map (the docid file) that calibration and search read:
+# bench/docid_map_memory.log (2M rows, 8-digit docids, 8 views per document)
+DOCID_MAP_BYTES_PER_ROW = 168.5
 
 
 def _projection():
@@ -66,7 +72,12 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     for row in proj.pick_per_index(measured["rows"], system, MIN_RECALL):
         if not row["meets_target"] or ("+doc:" in row["index"] and not max_aggregation):
             continue
-        p = proj.project(row, n_vectors, DIM, {**margs, "views": views if views > 1 else margs["views"]})
+        p = proj.project(row, n_vectors, DIM, {**margs, "views": views if views > 1 else margs["views"]},
+                         min_train_per_list=MIN_TRAIN_PER_LIST)
+        # RAM: the index, the row → document map's load peak and the training sample (an upper bound: the
+        # sample is freed before the adds, the map is read after them)
+        p["index_ram"] = p["ram"]
+        p["ram"] += n_vectors * DOCID_MAP_BYTES_PER_ROW + p["train_bytes"]
         options.append({**p, "measured": row})
     if not options:
         raise SystemExit(f"plan: no index type measured in {costs} reaches recall {MIN_RECALL}")
@@ -79,6 +90,10 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     return {"index": pick["index"], "index_factory": main, "doc_index_factory": doc or None,
             "ram_gb": pick["ram"] / 1e9, "disk_gb": pick["disk"] / 1e9, "build_h": pick["build"] / 3600,
             "ms_per_query": pick["latency_ms"], "recall": row["recall"], "recall_k": margs["k"],
+            "index_ram_gb": pick["index_ram"] / 1e9, "docid_map_gb": n_vectors * DOCID_MAP_BYTES_PER_ROW / 1e9,
+            "train_size": pick["train_size"], "train_gb": pick["train_bytes"] / 1e9,
+            "measured_index": row["index"], "measured_setting": "exact" if row["param"] == "exact" else
+            f"{row['param']} {row['value']:g}", "measured_vectors": row["vectors"],
             "fits_budget": pick["ram"] <= budget_gb * 1e9, "budget_gb": budget_gb, "docs": n_docs,
             "views": views, "vectors": n_vectors}
 
@@ -86,7 +101,14 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
 def plan_line(plan: dict | None) -> str:
     if plan is None:
         return "plan: corpus size known only once its folders are read (BEIR): Flat index, no projection"
-    setting = f"{plan['index']}, recall@{plan['recall_k']} {plan['recall']:.4f} of exact measured by bench/ann.py"
+    index = plan["index"] + (f" trained on {plan['train_size']:,} vectors" if plan["train_size"] else "")
+    ram = (f"index {plan['index_ram_gb']:.0f} + docid map {plan['docid_map_gb']:.0f}"
+           + (f" + training sample {plan['train_gb']:.0f}" if plan["train_size"] else ""))
+    measured = (f"recall@{plan['recall_k']} {plan['recall']:.4f} of exact measured by bench/ann.py at "
+                f"{plan['measured_index']}, {plan['measured_setting']} on {plan['measured_vectors']:,} synthetic "
+                "vectors")
+    if plan["index"] != "Flat":
+        measured += "; driver.index's calibration sets the real index's search settings"
     return (f"plan: RAM {plan['ram_gb']:.0f} GB, disk {plan['disk_gb']:.0f} GB, build {plan['build_h']:.1f} h, "
-            f"search {plan['ms_per_query']:.1f} ms/query ({setting}; {plan['docs']:,} passages x {plan['views']:g} "
-            f"views x {DIM} dims; 1 CPU core)")
+            f"search {plan['ms_per_query']:.1f} ms/query ({index}; RAM {ram} GB; {measured}; {plan['docs']:,} "
+            f"passages x {plan['views']:g} views x {DIM} dims; 1 CPU core)")

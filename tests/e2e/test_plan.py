@@ -33,6 +33,25 @@ def test_full_scale_plans_fit_256_gb_at_measured_recall(bench_name, method, reci
         assert plan["index"] != "Flat"
 
 
+def test_ivf_plan_trains_39_per_list_and_counts_sample_and_docid_map(tmp_path, capsys):
+    """The IVF plan passes --train_size >= 39 x nlist to driver.index; its RAM holds the index, the docid map's
+    load peak and the training sample; its line names where the recall was measured and what calibrates."""
+    recipe = json.loads((RECIPES / "nq" / "mvr.json").read_text())
+    plan = plan_mod.make_plan("nq", "mvr", recipe)
+    nlist = int(re.search(r"IVF(\d+)", plan["index"]).group(1))
+    assert plan["train_size"] >= 39 * nlist
+    assert plan["train_gb"] == pytest.approx(plan["train_size"] * plan_mod.DIM * 4 / 1e9)
+    assert plan["docid_map_gb"] == pytest.approx(plan["vectors"] * plan_mod.DOCID_MAP_BYTES_PER_ROW / 1e9)
+    assert plan["ram_gb"] == pytest.approx(plan["index_ram_gb"] + plan["docid_map_gb"] + plan["train_gb"])
+    line = plan_mod.plan_line(plan)
+    assert f"measured by bench/ann.py at {plan['measured_index']}, nprobe 8" in line
+    assert plan["measured_index"] != plan["index_factory"] and "calibration sets" in line
+    assert recipe_run.main(["nq", "mvr", "--dry_run", "--data_dir", str(tmp_path), "--output_dir",
+                            str(tmp_path / "dry")]) == 0
+    index_cmd = next(c for c in capsys.readouterr().out.splitlines() if "driver.index " in c)
+    assert f"--index_factory {plan['index_factory']} --train_size {plan['train_size']}" in index_cmd
+
+
 def test_budget_changes_the_choice():
     recipe = json.loads((RECIPES / "nq" / "mvr.json").read_text())
     roomy = plan_mod.make_plan("nq", "mvr", recipe, budget_gb=2000)
@@ -49,7 +68,7 @@ def args(**kw):
 def test_plan_above_machine_ram_is_refused_unless_forced(monkeypatch, capsys):
     recipe = json.loads((RECIPES / "nq" / "mvr.json").read_text())
     monkeypatch.setattr(plan_mod, "machine_ram_gb", lambda: 16.0)
-    with pytest.raises(SystemExit, match="needs 132 GB of RAM.*has 16 GB"):
+    with pytest.raises(SystemExit, match="needs 176 GB of RAM.*has 16 GB"):
         recipe_run.check_plan("nq", "mvr", recipe, args())
     assert recipe_run.check_plan("nq", "mvr", recipe, args(force_plan=True))["index_factory"].endswith("SQ8")
     assert recipe_run.check_plan("nq", "mvr", recipe, args(dry_run=True)) is not None  # dry runs only print
