@@ -11,8 +11,12 @@ tight and wide spreads, dims 32-128; queries near a random view, held out) and, 
 MiniLM vectors written by ``bench/real_vectors.py`` (queries: the data set's own encoded questions). Every index
 records ``--aggregation max`` (dcsr's default, HasAns, is not what the calibration measures).
 
-    python bench/calibration.py --real /tmp/real/squad /tmp/real/scifact --json bench/calibration.json \
+    python bench/calibration.py --real /tmp/real/squad /tmp/real/scifact \
+        /work/runs/exp/squad-sel-mvr-residual-seed7/emb/mvr-residual-seed7 --json bench/calibration.json \
         > bench/calibration.log 2>&1
+
+(the third folder: the SQuAD paragraphs' 8 mvr-residual views, as ``driver.encode`` wrote them for the run
+``squad-sel-mvr-residual-seed7``; any folder with ``corpus.*.pkl`` and ``queries.pkl`` shards serves)
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ SYNTHETIC = {
     "syn-wider-1to10-d96": (5_000, (1, 10), 96, 1.2, 1.2),
     "syn-tight-1to2-d32": (5_000, (1, 2), 32, 0.4, 0.3),
 }
-INDEXES = [("HNSW32", None), ("IVF{nlist},SQfp16", None), ("Flat", "HNSW32")]
+# the last two are the types the full-scale plans build (recipes/plan.py: IVF+SQ8 for mvr and dcsr, SQfp16 views
+# with document-vector candidates for dce)
+INDEXES = [("HNSW32", None), ("IVF{nlist},SQfp16", None), ("Flat", "HNSW32"), ("IVF{nlist},SQ8", None),
+           ("SQfp16", "HNSW32")]
 # before calibration: overfetch 2, the index's stored efSearch, IVF's probe floor, 200 candidates (searched before
 # the index is calibrated: afterwards unset settings would come from the calibration)
 OLD = {"overfetch": 2.0, "doc_candidates": 2.0}

@@ -48,7 +48,9 @@ def held_out_recall(searcher, docs, mask, seed):
     (4000, (1, 3), 96, 0.4, 0.3, "HNSW16", None),    # tight, few views, larger dim
     (3000, (1, 8), 32, 0.8, 0.8, "IVF64,Flat", None),
     (3000, (2, 12), 40, 1.0, 1.4, "Flat", "HNSW32"),  # document-vector candidates, wide views
-], ids=["hnsw-wide-1to12", "hnsw-tight-d96", "ivf", "doc-index-wide"])
+    (3000, (1, 8), 48, 0.8, 0.8, "IVF32,SQ8", None),  # the full-scale mvr/dcsr plans' index type
+    (3000, (2, 10), 40, 1.0, 1.2, "SQfp16", "HNSW32"),  # the msmarco dce plan's index type
+], ids=["hnsw-wide-1to12", "hnsw-tight-d96", "ivf", "doc-index-wide", "ivf-sq8", "sqfp16-doc-index"])
 def test_calibrated_defaults_hold_recall_on_unseen_distributions(tmp_path, case):
     n, views, dim, ds, vs, factory, doc_factory = case
     seed = 100 + dim
