@@ -5,7 +5,7 @@ mean``; queries: mean pooling; both L2-normalised, as MiniLM was trained). Write
 sidecars, so indexes record the model) and a query shard::
 
     python bench/real_vectors.py squad   --out /tmp/real/squad     # 2,067 SQuAD dev paragraphs, 10,570 questions
-    python bench/real_vectors.py scifact --out /tmp/real/scifact --max_passages 1500   # SciFact abstracts
+    python bench/real_vectors.py scifact --out /tmp/real/scifact --max_passages 1000   # SciFact abstracts
 
 The vectors are not committed (``bench/calibration.py`` and ``bench/qdrant.py`` read them from ``--out``).
 """
