@@ -250,6 +250,30 @@ def paired_p(row: dict, baseline: dict | None) -> dict:
     return compare_ranks(a["ranks"], b["ranks"], 1)
 
 
+METHOD_FLAG_PREFIXES = ("--mvr_", "--dcsr_", "--mlr_", "--dce_", "--mebert_")
+
+
+def baseline_row(groups: dict, setting: tuple, seed: int) -> dict | None:
+    """dpr's row to test a run against: dpr with the same budget, seed and train flags; else with the run's flags
+    minus the other methods' own options (``--mvr_*`` … never apply to dpr); else plain dpr of that budget and seed
+    (an ablation of a shared flag, e.g. another temperature, is tested against the baseline as users train it)."""
+    flags = shlex.split(setting[-2])
+    kept, skip = [], False
+    for a in flags:
+        if skip:
+            skip = False
+            continue
+        if a.startswith(METHOD_FLAG_PREFIXES):
+            skip = "=" not in a
+            continue
+        kept.append(a)
+    for candidate in (setting, (*setting[:-2], " ".join(kept), setting[-1]), (*setting[:-2], "", setting[-1])):
+        row = groups.get(("dpr", candidate), {}).get(seed)
+        if row is not None and "per_query" in row:
+            return row
+    return groups.get(("dpr", setting), {}).get(seed)
+
+
 def seed_groups(data: str) -> list[dict]:
     """Rows of the same system and setting over seeds (the latest record per seed), each with its p-values."""
     groups: dict[tuple, dict[int, dict]] = {}
@@ -260,8 +284,8 @@ def seed_groups(data: str) -> list[dict]:
                 groups.setdefault((system, setting), {})[seed] = {**row, "_record": record["name"]}
     out = []
     for (system, setting), by_seed in groups.items():
-        dpr = groups.get(("dpr", setting), {})
-        tests = {seed: paired_p(row, dpr.get(seed)) for seed, row in by_seed.items()} if system != "dpr" else {}
+        dpr = {seed: baseline_row(groups, setting, seed) for seed in by_seed}
+        tests = {seed: paired_p(row, dpr[seed]) for seed, row in by_seed.items()} if system != "dpr" else {}
         out.append({"system": system, "setting": setting, "seeds": dict(sorted(by_seed.items())), "tests": tests})
     return out
 
@@ -284,8 +308,10 @@ def significance_table(data: str) -> str | None:
             "per seed", "Δ top-1 vs dpr (per seed)", "p vs dpr (per seed)", "significant win", "runs"]
     lines = [f"**{title}: seeds and paired significance** — {HEADERS.get(metric, metric)} in %, mean ± sample "
              "standard deviation over seeds; p: two-sided paired randomization test (10,000 seeded sign flips, "
-             "exact for few differences) of the per-question top-1 hits against dpr of the same setting and "
-             f"seed; a significant win has p < {SIGNIFICANCE_ALPHA} and a positive Δ for every tested seed (**bold**).",
+             "exact for few differences) of the per-question top-1 hits against dpr of the same budget and "
+             "seed (and train flags, where such a dpr run exists: method-only flags such as --mvr_* never "
+             "apply to dpr);"
+             f" a significant win has p < {SIGNIFICANCE_ALPHA} and a positive Δ for every tested seed (**bold**).",
              "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in sorted(shown, key=key):
         values = [r.get(metric) for r in g["seeds"].values() if r.get(metric) is not None]
@@ -321,7 +347,8 @@ def view_ablation_table(data: str = "squad", family: str = "mvr") -> str | None:
     head = ["system", "train flags", "steps", "dev-selected", "seed", HEADERS.get(metric, metric), "Δ vs dpr",
             "p vs dpr", "view PPL", "LV", "best step", "run"]
     lines = [f"**{DATASETS[data][0]}: {family} ablations** — every recorded {family} run; Δ and p against dpr of the "
-             "same setting and seed (paired randomization test on top-1 hits; – where a record has no per-question "
+             "same budget and seed (and train flags where such a dpr run exists; paired randomization test on top-1 "
+             "hits; – where a record has no per-question "
              "ranks); view PPL: the perplexity of which view wins each query (1 = one view wins all, k = even); LV: "
              "Local Variation of the view scores (MVR §5.2).", "", "| " + " | ".join(head) + " |",
              "|" + "---|" * len(head)]
@@ -450,7 +477,7 @@ HEADLINE = [
      "mlr-sc-mean-300"),
     ("the peer: ColBERT trained with PyLate, one vector per token", "`bench/colbert_peer.py`",
      "squad-sel-colbert-pylate", "colbert-pylate"),
-    ("dpr, the baseline", "`--model_name dpr --pooling mean`", "squad-sel-dpr", "dpr"),
+    ("dpr, the baseline", "`--model_name dpr --pooling mean`", "squad-sel-dpr-rerun", "dpr"),
 ]
 
 

@@ -111,3 +111,28 @@ def test_headline_table_marks_only_tested_significant_wins(tmp_path, monkeypatch
     monkeypatch.setattr(results, "HEADLINE", [("gone", "f", "squad-sel-x", "missing")])
     with pytest.raises(SystemExit, match="no row 'missing' in record 'squad-sel-x'"):
         results.headline_table("squad")
+
+
+def test_an_ablation_is_tested_against_dpr_of_its_flags_or_else_plain_dpr(tmp_path, monkeypatch):
+    """A run with an --mvr_* flag is tested against plain dpr of its budget and seed (method-only flags never apply
+    to dpr); a run whose shared flag dpr also trained with is tested against that dpr."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    (tmp_path / "squad").mkdir()
+    pq = lambda ranks: {"outcome": "answer", "depth": 20, "ranks": ranks}  # noqa: E731
+    plain, masked = [0] * 50 + [3] * 50, [0] * 80 + [3] * 20
+
+    def write(name: str, systems: str, flags: str, rows: list[dict]) -> None:
+        command = PROTOCOL.replace("--systems dpr", f"--systems {systems}")
+        command += f" --train_flags='{flags}'" if flags else ""
+        (tmp_path / "squad" / f"{name}.json").write_text(json.dumps(
+            {"name": name, "command": command, "recorded": f"2026-01-01 00:00:0{len(name) % 10}", "rows": rows}))
+
+    write("squad-sel-dpr", "dpr", "", [{"system": "dpr", "answer_Top1": 50.0, "per_query": pq(plain)}])
+    write("squad-sel-masked", "dpr mvr-residual", "--mask_duplicate_positives",
+          [{"system": "dpr", "answer_Top1": 80.0, "per_query": pq(masked)},
+           {"system": "mvr-residual", "answer_Top1": 80.0, "per_query": pq(masked)}])
+    write("squad-sel-lb", "mvr-residual", "--mvr_balance_weight 0.1",
+          [{"system": "mvr-residual", "answer_Top1": 80.0, "per_query": pq(masked)}])
+    tests = {g["setting"][-2]: g["tests"][42] for g in results.seed_groups("squad") if g["system"] == "mvr-residual"}
+    assert tests["--mvr_balance_weight 0.1"]["p_delta"] == pytest.approx(30.0)  # against plain dpr
+    assert tests["--mask_duplicate_positives"]["p_delta"] == pytest.approx(0.0)  # against the masked dpr
