@@ -17,6 +17,14 @@ records ``--aggregation max`` (dcsr's default, HasAns, is not what the calibrati
 
 (the third folder: the SQuAD paragraphs' 8 mvr-residual views, as ``driver.encode`` wrote them for the run
 ``squad-sel-mvr-residual-seed7``; any folder with ``corpus.*.pkl`` and ``queries.pkl`` shards serves)
+
+``--samplers`` calibrates each index once per corpus-query sampler (``views``, ``midpoints``, ``mixed``); with
+``--split_queries`` each real set is also calibrated on a seeded random half of its questions (what
+``driver.index --calibration_query_reps`` does) and held out on the other half::
+
+    python bench/calibration.py --synthetic --indexes HNSW32 --samplers views mixed --split_queries \
+        --held_out 500 --real /work/runs/exp/squad-sel-mvr-residual-seed7/emb/mvr-residual-seed7 /tmp/real/squad \
+        --json bench/calibration_query_split.json > bench/calibration_query_split.log 2>&1
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import argparse
 import json
 import logging
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,7 +44,7 @@ import numpy as np
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard
 from multiview_plugin.search import MultiVectorSearcher, VectorStore, build_index
 from multiview_plugin.search.aggregators import MaxAggregator
-from multiview_plugin.search.calibrate import calibrate_index
+from multiview_plugin.search.calibrate import DEFAULT_SAMPLER, SAMPLERS, calibrate_index
 from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
 
 # name: (docs, views lo-hi, dim, doc spread, view spread)
@@ -52,6 +61,7 @@ INDEXES = [("HNSW32", None), ("IVF{nlist},SQfp16", None), ("Flat", "HNSW32"), ("
 # before calibration: overfetch 2, the index's stored efSearch, IVF's probe floor, 200 candidates (searched before
 # the index is calibrated: afterwards unset settings would come from the calibration)
 OLD = {"overfetch": 2.0, "doc_candidates": 2.0}
+SPLIT_SEED = 23  # --split_queries: which half of a real set's questions calibrates
 
 
 def write_synthetic(folder: Path, name: str, seed: int) -> tuple[list[Path], np.ndarray]:
@@ -67,9 +77,16 @@ def write_synthetic(folder: Path, name: str, seed: int) -> tuple[list[Path], np.
     return [folder / "corpus.0.pkl"], clustered_queries(docs, 300, seed=seed + 2)
 
 
-def load_real(folder: Path) -> tuple[list[Path], np.ndarray]:
+def load_real(folder: Path, split: bool, n_held: int) -> tuple[list[Path], np.ndarray, np.ndarray | None]:
+    """(shards, held-out queries, calibration queries): with ``split``, a seeded random half of the questions is
+    the calibration split (for ``calibrate_index(queries=...)``) and the held-out queries come from the other half
+    only; without it, the first ``n_held`` questions are held out and there is no calibration split."""
     q = np.asarray(read_shard(folder / "queries.pkl")[0], dtype=np.float32)
-    return sorted(folder.glob("corpus.*.pkl")), q[:300]
+    if not split:
+        return sorted(folder.glob("corpus.*.pkl")), q[:n_held], None
+    perm = np.random.default_rng(SPLIT_SEED).permutation(len(q))
+    half = len(q) // 2
+    return sorted(folder.glob("corpus.*.pkl")), q[np.sort(perm[half:])][:n_held], q[np.sort(perm[:half])]
 
 
 def exact_docs(shards: list[Path], q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -93,6 +110,10 @@ def held_out(searcher: MultiVectorSearcher, q: np.ndarray, exact: np.ndarray, k:
     return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, exact.tolist())])), ms
 
 
+def _label(factory: str, doc_factory: str | None) -> str:
+    return factory + (f"+doc:{doc_factory}" if doc_factory else "")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--real", nargs="*", default=[], help="folders from bench/real_vectors.py")
@@ -101,6 +122,14 @@ def main() -> None:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", default="bench/calibration.json")
+    p.add_argument("--samplers", nargs="+", default=[DEFAULT_SAMPLER], choices=SAMPLERS,
+                   help="calibrate each index once per sampler of corpus queries (calibrate_index's sampler)")
+    p.add_argument("--split_queries", action="store_true", help="real sets: calibrate also on a seeded random "
+                   "half of the questions (driver.index --calibration_query_reps); held-out queries come from the "
+                   "other half")
+    p.add_argument("--indexes", nargs="*", default=[], help="only these index types, e.g. HNSW32 "
+                   "'IVF{nlist},SQ8' 'SQfp16+doc:HNSW32' (default: all)")
+    p.add_argument("--held_out", type=int, default=300, help="held-out queries per set")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     faiss.omp_set_num_threads(args.threads)
@@ -111,40 +140,51 @@ def main() -> None:
         for seed, (name, real) in enumerate(sets):
             folder = work / name
             folder.mkdir()
-            shards, q = load_real(real) if real else write_synthetic(folder, name, 1000 + seed)
+            if real:
+                shards, q, calib_q = load_real(real, args.split_queries, args.held_out)
+            else:
+                (shards, q), calib_q = write_synthetic(folder, name, 1000 + seed), None
             exact, _, ntotal = exact_docs(shards, q, args.k)
-            for factory, doc_factory in INDEXES:
+            for factory, doc_factory in [i for i in INDEXES if not args.indexes or _label(*i) in args.indexes]:
                 factory = factory.format(nlist=max(16, 2 ** int(np.log2(max(1, ntotal // 1000)))))
-                label = factory + (f"+doc:{doc_factory}" if doc_factory else "")
+                label = _label(factory, doc_factory)
                 index_dir = folder / label.replace(",", "_").replace(":", "_")
                 start = time.perf_counter()
                 build_index(shards, index_dir, index_factory=factory, doc_index_factory=doc_factory, aggregation="max")
                 build_s = time.perf_counter() - start
                 # before calibrating: a searcher given the old settings would still inherit recorded ones
                 old_rec, old_ms = held_out(MultiVectorSearcher(index_dir, **OLD), q, exact, args.k)
-                start = time.perf_counter()
-                record = calibrate_index(index_dir, args.target, k=args.k)
-                calib_s = time.perf_counter() - start
-                rec, ms = held_out(MultiVectorSearcher(index_dir), q, exact, args.k)
-                row = {"set": name, "index": label, "vectors": ntotal, "build_s": round(build_s, 1),
-                       "calibration_s": round(calib_s, 1), "settings": record["settings"],
-                       "calibration_recall": record["recall"], "calibration_recall_lower95": record["recall_lower95"],
-                       "reached": record["reached"], "held_out_recall": round(rec, 4), "ms_per_query": round(ms, 3),
-                       "before_calibration_recall": round(old_rec, 4), "before_ms_per_query": round(old_ms, 3),
-                       "queries": len(q), "k": args.k}
-                rows.append(row)
-                print(f"{name:22s} {label:22s} {ntotal:7d} vec  calibrated {json.dumps(record['settings']):42s} "
-                      f"sample {record['recall']:.4f} (lb {record['recall_lower95']:.4f})  held-out {rec:.4f} "
-                      f"{ms:7.3f} ms/q | before {old_rec:.4f} {old_ms:7.3f} ms/q | build {build_s:.1f}s "
-                      f"calib {calib_s:.1f}s", flush=True)
+                modes = [(m, None) for m in args.samplers] + ([("query_reps", calib_q)] if calib_q is not None else [])
+                for mode, given in modes:
+                    start = time.perf_counter()
+                    record = calibrate_index(index_dir, args.target, k=args.k, queries=given,
+                                             sampler=mode if given is None else DEFAULT_SAMPLER,
+                                             queries_from="calibration half of queries.pkl" if given is not None
+                                             else None)
+                    calib_s = time.perf_counter() - start
+                    rec, ms = held_out(MultiVectorSearcher(index_dir), q, exact, args.k)
+                    row = {"set": name, "index": label, "vectors": ntotal, "calibrated_on": mode,
+                           "build_s": round(build_s, 1), "calibration_s": round(calib_s, 1),
+                           "settings": record["settings"], "calibration_recall": record["recall"],
+                           "calibration_recall_lower95": record["recall_lower95"], "reached": record["reached"],
+                           "within_doc_cosine": record.get("within_doc_cosine"),
+                           "held_out_recall": round(rec, 4), "ms_per_query": round(ms, 3),
+                           "before_calibration_recall": round(old_rec, 4), "before_ms_per_query": round(old_ms, 3),
+                           "queries": len(q), "k": args.k}
+                    rows.append(row)
+                    print(f"{name:22s} {label:22s} {ntotal:7d} vec  {mode:10s} calibrated "
+                          f"{json.dumps(record['settings']):42s} sample {record['recall']:.4f} "
+                          f"(lb {record['recall_lower95']:.4f})  held-out {rec:.4f} {ms:7.3f} ms/q | before "
+                          f"{old_rec:.4f} {old_ms:7.3f} ms/q | build {build_s:.1f}s calib {calib_s:.1f}s", flush=True)
                 shutil.rmtree(index_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    held = [r["held_out_recall"] for r in rows]
-    print(f"held-out recall@{args.k} with calibrated defaults: min {min(held):.4f}, "
-          f"{sum(h >= args.target for h in held)}/{len(held)} at or above {args.target}")
-    Path(args.json).write_text(json.dumps({"command": "python bench/calibration.py " + (
-        ("--real " + " ".join(args.real)) if args.real else ""), "target": args.target, "rows": rows}, indent=1) + "\n")
+    for mode in dict.fromkeys(r["calibrated_on"] for r in rows):
+        held = [r["held_out_recall"] for r in rows if r["calibrated_on"] == mode]
+        print(f"held-out recall@{args.k}, calibrated on {mode}: min {min(held):.4f}, "
+              f"{sum(h >= args.target for h in held)}/{len(held)} at or above {args.target}")
+    Path(args.json).write_text(json.dumps({"command": "python bench/calibration.py " + " ".join(sys.argv[1:]),
+                                           "target": args.target, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

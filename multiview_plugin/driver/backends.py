@@ -72,7 +72,7 @@ def add_search_backend_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_calibration_flags(p: argparse.ArgumentParser) -> None:
-    from multiview_plugin.search.calibrate import DEFAULT_K, DEFAULT_QUERIES, DEFAULT_TARGET
+    from multiview_plugin.search.calibrate import DEFAULT_K, DEFAULT_QUERIES, DEFAULT_SAMPLER, DEFAULT_TARGET, SAMPLERS
 
     g = p.add_argument_group("Calibration of approximate indexes (HNSW, IVF, PQ/SQ, --doc_index_factory, Qdrant)")
     g.add_argument("--target_recall", type=float, default=DEFAULT_TARGET, help="After building, choose the "
@@ -83,13 +83,18 @@ def add_calibration_flags(p: argparse.ArgumentParser) -> None:
                    "calibration), "
                    f"printed, and used by searchers unless their flags say otherwise. Default {DEFAULT_TARGET}; "
                    "0 skips it. Exact indexes (Flat, Qdrant exact) need none.")
-    g.add_argument("--calibration_queries", type=int, default=DEFAULT_QUERIES, help="Sampled views used as "
+    g.add_argument("--calibration_queries", type=int, default=DEFAULT_QUERIES, help="Queries sampled as "
                    f"calibration queries (default {DEFAULT_QUERIES}).")
     g.add_argument("--calibration_k", type=int, default=DEFAULT_K, help="Documents per query whose recall is "
                    f"calibrated (default {DEFAULT_K}).")
     g.add_argument("--calibration_query_reps", metavar="FILE", help="Encoded queries (a query shard from the "
                    "encode driver, same model) to calibrate on instead of sampled corpus views: real queries can sit "
                    "farther from every view, and need more.")
+    g.add_argument("--calibration_sampler", choices=SAMPLERS, default=DEFAULT_SAMPLER, help="Without "
+                   "--calibration_query_reps, how queries are drawn from the corpus: 'views' (a random view of a "
+                   "sampled document, that document left out), 'midpoints' (the midpoint of that view and a view of "
+                   "another random document: between documents, as real queries are), 'mixed' (half each; "
+                   f"default {DEFAULT_SAMPLER}).")
     g.add_argument("--calibrate", metavar="DIR", help="Only calibrate the existing index folder DIR (its shards "
                    "must still be where they were) and exit.")
 
@@ -114,7 +119,7 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
                                   (str(Path(index_dir) / "multiview.json"), meta.model_fingerprint), meta.dim)[0]
     record = calibrate_index(index_dir, args.target_recall, args.calibration_queries, args.calibration_k,
                              unsafe_pickle=args.allow_unsafe_pickle, queries=queries,
-                             queries_from=args.calibration_query_reps)
+                             queries_from=args.calibration_query_reps, sampler=args.calibration_sampler)
     if record is None:
         print(f"calibration: {index_dir} searches exactly (or aggregates other than max); nothing to calibrate")
         return

@@ -8,10 +8,13 @@ Faiss's auto-tuning (``faiss.ParameterSpace.explore`` and ``OperatingPoints``; J
 tuning"): every setting tried is an *operating point* (recall, time per query), only those no other beats on both
 are kept (the Pareto frontier), and the fastest one that reaches the target is chosen.
 
-* **Queries:** ``n_queries`` documents sampled uniformly, one random view of each used as a query vector. The
-  source document is left out of both rankings (it trivially holds the query), so the check is of the
-  *neighbours* of a realistic vector of the corpus. With real query vectors at hand (encoded dev queries:
-  ``driver.index --calibration_query_reps``), a sample of them is used instead.
+* **Queries:** ``n_queries`` documents sampled uniformly; by default (``mixed``) half of them give one random
+  view as a query vector, with the source document left out of both rankings (it trivially holds the query), and
+  half give the midpoint of a random view and a random view of another random document, which sits between
+  documents as real queries do (where a document's views are near-copies, a sampled view's neighbourhood is far
+  easier to search than a real query's: :func:`sample_calibration_queries`). Each half must reach the aim on its
+  own. With real query vectors at hand (encoded dev queries: ``driver.index --calibration_query_reps``), a sample
+  of them is used instead; without them, views whose mean within-document cosine exceeds 0.99 log a warning.
 * **Ground truth:** exact max over views, computed by streaming the shards the index was built from (memory: one
   chunk of one shard at a time).
 * **Recall:** |approximate top-k documents ∩ exact top-k| / k, averaged over queries (k = 10 by default). A
@@ -73,10 +76,56 @@ def calibration_aim(target: float, views_as_queries: bool = True) -> float:
     return 1 - MISS_SHARE * (1 - target) if views_as_queries else target
 
 
-def sample_view_queries(index_dir: Path, meta: IndexMeta, n_queries: int, seed: int, unsafe_pickle: bool = False
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(query vectors (Q, D), source document of each, docids, view count of each document); read from the
-    shards the index was built from."""
+SAMPLERS = ("views", "midpoints", "mixed")
+DEFAULT_SAMPLER = "mixed"
+# mean cosine of a document's views above which its views are near-copies of each other (mvr-residual SQuAD views:
+# 0.9992; dcsr-mean sentence views: 0.73-0.77): sampled views then calibrate HNSW far too optimistically
+NEAR_DUPLICATE_COSINE = 0.99
+
+
+def _read_rows(meta: IndexMeta, rows: np.ndarray, n_rows: int, unsafe_pickle: bool) -> np.ndarray:
+    """The vectors of the given global rows (any order, repeats allowed), streaming the index's shards."""
+    out = np.empty((len(rows), meta.dim), dtype=np.float32)
+    offset = 0
+    for path in _shards(meta):
+        reps = read_shard(path, unsafe_pickle)[0]
+        mine = (rows >= offset) & (rows < offset + len(reps))
+        out[mine] = np.asarray(reps[rows[mine] - offset], dtype=np.float32)
+        offset += len(reps)
+    if offset != n_rows:
+        raise ConfigError(f"{meta.shards[0] if meta.shards else 'shards'}...: the shards hold {offset} vectors, the "
+                          f"index {n_rows}: calibration needs the shards the index was built from")
+    return out
+
+
+def within_doc_cosine(vectors: np.ndarray, doc: np.ndarray) -> float | None:
+    """Mean cosine between two different views of one document, over the documents with >= 2 views (``doc``: the
+    document of each row); None when none has two."""
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    _, inv = np.unique(doc, return_inverse=True)
+    sums = np.zeros((inv.max() + 1, unit.shape[1]))
+    np.add.at(sums, inv, unit)
+    counts = np.bincount(inv)
+    multi = counts > 1
+    if not multi.any():
+        return None
+    pair = ((sums[multi] ** 2).sum(1) - counts[multi]) / (counts[multi] * (counts[multi] - 1))
+    return float(pair.mean())
+
+
+def sample_calibration_queries(index_dir: Path, meta: IndexMeta, n_queries: int, seed: int,
+                               unsafe_pickle: bool = False, sampler: str = DEFAULT_SAMPLER
+                               ) -> tuple[np.ndarray, np.ndarray, float | None]:
+    """(query vectors (Q, D), the document left out of each query's rankings (-1: none), the sampled documents'
+    mean within-document view cosine), read from the shards the index was built from.
+
+    ``views``: one random view of each of ``n_queries`` sampled documents, its document left out. ``midpoints``:
+    the midpoint of that view and a random view of another random document, which sits between documents, as
+    real queries do (a corpus view sits on top of its document's other views, and where those are near-copies
+    the search for its neighbours is easier than a real query's); nothing left out. ``mixed``: the first half
+    views, the second half midpoints."""
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"calibration sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
     lookup = (index_dir / "docid").read_text(encoding="utf-8").splitlines()
     docids, row_doc = contiguous_docs(split_lookup(lookup, meta.multi_vector), str(index_dir / "docid"))
     counts = np.bincount(row_doc, minlength=len(docids))
@@ -84,17 +133,19 @@ def sample_view_queries(index_dir: Path, meta: IndexMeta, n_queries: int, seed: 
     rng = np.random.default_rng(seed)
     src = np.sort(rng.choice(len(docids), min(n_queries, len(docids)), replace=False))
     rows = starts[src] + rng.integers(0, counts[src])
-    out = np.empty((len(src), meta.dim), dtype=np.float32)
-    offset = 0
-    for path in _shards(meta):
-        reps = read_shard(path, unsafe_pickle)[0]
-        mine = (rows >= offset) & (rows < offset + len(reps))
-        out[mine] = np.asarray(reps[rows[mine] - offset], dtype=np.float32)
-        offset += len(reps)
-    if offset != len(row_doc):
-        raise ConfigError(f"{index_dir}: its shards hold {offset} vectors, the index {len(row_doc)}: calibration "
-                          "needs the shards the index was built from")
-    return out, src, docids, counts
+    other = (src + rng.integers(1, len(docids), len(src))) % len(docids)  # another document, uniformly
+    other_rows = starts[other] + rng.integers(0, counts[other])
+    # every view of (up to 50 of) the sampled documents, for the near-duplicate check
+    check = src[:50]
+    check_rows = np.concatenate([np.arange(starts[d], starts[d] + counts[d]) for d in check])
+    vecs = _read_rows(meta, np.concatenate([rows, other_rows, check_rows]), len(row_doc), unsafe_pickle)
+    q, partner, views = vecs[:len(rows)], vecs[len(rows):2 * len(rows)], vecs[2 * len(rows):]
+    cosine = within_doc_cosine(views, np.repeat(check, counts[check]))
+    first = {"views": len(q), "midpoints": 0, "mixed": len(q) // 2}[sampler]
+    q[first:] = (q[first:] + partner[first:]) / 2  # inner-product rankings ignore the query's scale
+    src = src.copy()
+    src[first:] = -1
+    return np.ascontiguousarray(q), src, cosine
 
 
 def _shards(meta: IndexMeta) -> list[str]:
@@ -181,7 +232,9 @@ def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarra
                     aim: float | None = None) -> dict | None:
     """Explore the store's knob grid (module docstring) for the fastest setting whose recall's lower bound
     reaches ``aim`` (default: ``calibration_aim(target)``); else the highest-recall setting, ``reached`` saying
-    whether its lower bound still reaches ``target``. Returns the calibration record, None when exact."""
+    whether its lower bound still reaches ``target``. Where some queries are views (``src`` >= 0) and others are
+    not (midpoints), the lower bound is the smaller of the two groups' own, so neither dilutes the other's misses.
+    Returns the calibration record, None when exact."""
     aim = calibration_aim(target) if aim is None else aim
     grid = knob_grid(store)
     if grid is None:
@@ -204,7 +257,8 @@ def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarra
             found = np.array([[d for d in row if d != s][:k] + [-1] * max(0, k - len([d for d in row if d != s]))
                               for row, s in zip(found.tolist(), src.tolist())])
             recalls = per_query_recall(found, exact)
-            rec, low = float(recalls.mean()), lower_bound(recalls)
+            # views (src >= 0) and other queries (midpoints, given vectors) must each reach the aim on their own
+            rec, low = float(recalls.mean()), min(lower_bound(recalls[g]) for g in (src >= 0, src < 0) if g.any())
             points.append({"settings": settings, "recall": round(rec, 4), "recall_lower95": round(low, 4),
                            "ms_per_query": round(ms, 3)})
             logger.info("calibration %s: %s recall@%d %.4f (95%% lower bound %.4f), %.3f ms/query", kind,
@@ -239,11 +293,12 @@ def _product(lists: list[Sequence]) -> list[tuple]:
 def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT_TARGET,
                     n_queries: int = DEFAULT_QUERIES, k: int = DEFAULT_K, seed: int = 0,
                     unsafe_pickle: bool = False, queries: np.ndarray | None = None,
-                    queries_from: str | None = None) -> dict | None:
+                    queries_from: str | None = None, sampler: str = DEFAULT_SAMPLER) -> dict | None:
     """Calibrate an index folder's search settings (module docstring) and record them in its ``multiview.json``.
 
     ``queries``: real query vectors (e.g. encoded dev queries, ``queries_from`` names them) to calibrate on
     instead of sampled corpus views (``n_queries`` of them, sampled); nothing is then left out of the rankings.
+    ``sampler``: how queries are drawn from the corpus without them (:func:`sample_calibration_queries`).
     Returns the calibration record (None for exact indexes, which need none)."""
     from multiview_plugin.search._searcher import MultiVectorSearcher
 
@@ -262,6 +317,7 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
     if meta.num_docs <= k + 1:
         logger.info("calibration skipped: %d documents", meta.num_docs)
         return None
+    cosine = None
     if queries is not None:
         queries = np.asarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != meta.dim or not len(queries):
@@ -269,14 +325,20 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
         pick = np.sort(np.random.default_rng(seed).choice(len(queries), min(n_queries, len(queries)), replace=False))
         q, src = np.ascontiguousarray(queries[pick]), np.full(len(pick), -1, dtype=np.int64)
     else:
-        q, src, _, _ = sample_view_queries(index_dir, meta, n_queries, seed, unsafe_pickle)
+        q, src, cosine = sample_calibration_queries(index_dir, meta, n_queries, seed, unsafe_pickle, sampler)
+        if cosine is not None and cosine > NEAR_DUPLICATE_COSINE:
+            logger.warning("calibration: the corpus's views are near-duplicates of each other (mean within-document "
+                           "cosine %.4f > %.2f), so queries drawn from the corpus may calibrate too optimistically; "
+                           "pass encoded real queries with --calibration_query_reps", cosine, NEAR_DUPLICATE_COSINE)
     exact = exact_top_docs(meta, q, src, k, unsafe_pickle)
     record = calibrate_store(searcher.store, q, src, exact, target_recall, k,
                              calibration_aim(target_recall, views_as_queries=queries is None))
     if record is None:
         return None
     record["seed"] = seed
-    record["queries_from"] = queries_from or ("given query vectors" if queries is not None else "corpus views")
+    record["queries_from"] = queries_from or ("given query vectors" if queries is not None else f"corpus {sampler}")
+    if queries is None:
+        record["within_doc_cosine"] = None if cosine is None else round(cosine, 4)
     defaults = {n: v for n, v in record["settings"].items() if v is not None}
     meta.search_defaults, meta.calibration = defaults, record
     tmp = index_dir / f".{META_FILE}.tmp"

@@ -9,9 +9,17 @@ import pytest
 
 from multiview_plugin.driver import index as index_driver
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
-from multiview_plugin.search import MultiVectorSearcher, VectorStore, build_index
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.search import IndexMeta, MultiVectorSearcher, VectorStore, build_index
 from multiview_plugin.search.aggregators import MaxAggregator
-from multiview_plugin.search.calibrate import calibrate_index, calibrate_store, calibration_aim, lower_bound
+from multiview_plugin.search.calibrate import (
+    DEFAULT_SAMPLER,
+    calibrate_index,
+    calibrate_store,
+    calibration_aim,
+    lower_bound,
+    sample_calibration_queries,
+)
 from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
 
 
@@ -188,3 +196,40 @@ def test_calibration_on_given_query_vectors(tmp_path, capsys):
     # query vectors of another dim are a one-line error
     with pytest.raises(Exception, match="expects"):
         calibrate_index(tmp_path / "h", queries=np.zeros((5, 7), np.float32))
+
+
+def test_calibration_samplers_draw_views_and_midpoints(tmp_path):
+    """'views' are corpus rows with their document left out; 'midpoints' average a view with a view of another
+    document and leave nothing out (they sit between documents, as real queries do); 'mixed' (the default) is half
+    each."""
+    docs, mask, paths = synthetic(tmp_path, 400, (1, 5), 16, 1.0, 1.0, 21)
+    build_index(paths, tmp_path / "idx", index_factory="HNSW32")
+    meta = IndexMeta.load(tmp_path / "idx")
+    rows = docs[mask]
+    row_doc = np.repeat(np.arange(len(docs)), mask.sum(1))
+
+    def nearest_row(q):
+        return np.linalg.norm(rows[None] - q[:, None], axis=2).min(1)
+
+    q, src, _ = sample_calibration_queries(tmp_path / "idx", meta, 40, 0, sampler="views")
+    assert (src >= 0).all() and np.allclose(nearest_row(q), 0, atol=1e-5)
+    assert all(row_doc[np.linalg.norm(rows - v, axis=1).argmin()] == s for v, s in zip(q, src))
+    q, src, _ = sample_calibration_queries(tmp_path / "idx", meta, 40, 0, sampler="midpoints")
+    assert (src == -1).all() and (nearest_row(q) > 1e-3).all()
+    q, src, _ = sample_calibration_queries(tmp_path / "idx", meta, 40, 0)
+    assert DEFAULT_SAMPLER == "mixed" and (src[:20] >= 0).all() and (src[20:] == -1).all()
+    with pytest.raises(ConfigError, match="sampler"):
+        sample_calibration_queries(tmp_path / "idx", meta, 40, 0, sampler="means")
+
+
+@pytest.mark.parametrize("view_spread, warned", [(0.005, True), (1.0, False)])
+def test_near_duplicate_views_warn_to_give_query_reps(tmp_path, caplog, view_spread, warned):
+    """A corpus whose views are near-copies of each other (mean within-document cosine > 0.99, as mvr-residual's)
+    calibrates too optimistically on queries drawn from it: build says so and names --calibration_query_reps."""
+    docs, mask, paths = synthetic(tmp_path, 400, (4, 8), 24, 1.0, view_spread, 5)
+    assert index_driver.main(["--passage_reps", str(tmp_path / "c.*.pkl"), "--index_dir", str(tmp_path / "h"),
+                              "--index_factory", "HNSW32", "--calibration_queries", "40"]) == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("near-duplicates" in w and "--calibration_query_reps" in w for w in warnings) == warned
+    cosine = json.loads((tmp_path / "h" / "multiview.json").read_text())["calibration"]["within_doc_cosine"]
+    assert (cosine > 0.99) == warned
