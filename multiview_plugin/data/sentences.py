@@ -8,6 +8,7 @@ or trailing fragment, which becomes a sentence of its own (its marker still sees
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Sequence
@@ -64,6 +65,25 @@ def sentence_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]
         spans.append((start, start + len(sentence)))
         pos = start + len(sentence)
     return spans
+
+
+def token_spans(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Token spans [first, last + 1) of the character ``spans`` (in order, from :func:`sentence_spans`), read from a
+    fast tokenizer's ``offset_mapping`` of the same text: a token belongs to the span its first character falls
+    in; special tokens ((0, 0)) belong to none. A span that holds no token (cut off by truncation, or not found)
+    is left out, so a truncated passage keeps the sentences it still shows, the last one possibly cut short.
+
+    >>> token_spans([(0, 0), (0, 5), (6, 8), (8, 9), (10, 12), (0, 0)], [(0, 9), (10, 20), (21, 30)])
+    [(1, 4), (4, 5)]
+    """
+    starts = [a for a, b in offsets if b > a]
+    index = [t for t, (a, b) in enumerate(offsets) if b > a]
+    out = []
+    for start, end in spans:
+        first, last = bisect.bisect_left(starts, start), bisect.bisect_left(starts, end)
+        if start >= 0 and last > first:
+            out.append((index[first], index[last - 1] + 1))
+    return out
 
 
 def answer_sentences(sentences: Sequence[str], answers: Sequence[str]) -> list[int]:

@@ -185,6 +185,18 @@ class SentenceFormatter(InputFormatter):
         return self.build(plans)
 
 
+def span_means(hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """(B, S, H) means of the token states ``hidden`` (B, L, H) over each span [start, end) of ``starts`` and
+    ``ends`` (B, S), via prefix sums; an empty span (a padded sentence: 0, 1 or start = end) divides by 1.
+    ``--dcsr_sentence_pooling mean``'s sentence vectors, and MVR's sentence teachers
+    (``--mvr_sentence_distill_weight``)."""
+    prefix = torch.nn.functional.pad(hidden.cumsum(1), (0, 0, 1, 0))  # prefix[:, t] = sum of states < t
+    size = hidden.shape[-1]
+    total = (prefix.gather(1, ends.unsqueeze(-1).expand(-1, -1, size))
+             - prefix.gather(1, starts.unsqueeze(-1).expand(-1, -1, size)))
+    return total / (ends - starts).clamp(min=1).unsqueeze(-1).to(total.dtype)
+
+
 @register_encoder("dcsr")
 class DcsrEncoder(MultiViewEncoder):
     """DCSR: one vector per ``<sent>`` marker of the whole-passage encoding; queries pooled like DPR.
@@ -246,11 +258,7 @@ class DcsrEncoder(MultiViewEncoder):
         if "sentence_starts" in batch:  # mean of each sentence's token span, via prefix sums
             starts, ends = batch.pop("sentence_starts"), batch.pop("sentence_ends")
             hidden = self._last_hidden(self.p_encoder, batch)
-            prefix = torch.nn.functional.pad(hidden.cumsum(1), (0, 0, 1, 0))  # prefix[:, t] = sum of states < t
-            size = hidden.shape[-1]
-            total = (prefix.gather(1, ends.unsqueeze(-1).expand(-1, -1, size))
-                     - prefix.gather(1, starts.unsqueeze(-1).expand(-1, -1, size)))
-            reps = total / (ends - starts).clamp(min=1).unsqueeze(-1).to(total.dtype)
+            reps = span_means(hidden, starts, ends)
             return self._with_passage_view(reps, mask, hidden, batch["attention_mask"])
         positions = batch.pop("sentence_positions")
         hidden = self._last_hidden(self.p_encoder, batch)

@@ -15,11 +15,18 @@ start at 0 and train at their own learning rate. An untrained model therefore sc
 the same ``--pooling``, and training moves each view away from the pooled text only as far as it helps.
 With ``mvr_viewer_scope='segments'`` viewer i attends only to the i-th of k contiguous segments of the text
 (:func:`segment_mask`) instead of all of it; the text is encoded as before, so that too starts as dpr.
+With ``mvr_sentence_distill_weight`` w > 0, training adds w · mean_j (1 − max_i cos(v_i, s_j)) over each training
+passage's sentence vectors s_j — the span means of its sentences' text token states from the same forward pass, as
+dcsr's ``--dcsr_sentence_pooling mean`` forms its sentence views, finished like the views and detached
+(:func:`~multiview_plugin.losses.sentence_coverage.sentence_coverage_loss`), logged as ``loss_distill``: every
+sentence should be covered by some view. Only the training collator asks the formatter for the sentence spans,
+so encoding and search are unchanged.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -29,10 +36,13 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from multiview_plugin.bounds import MAX_PER_ITEM
+from multiview_plugin.data.sentences import sentence_spans, split_sentences, token_spans
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.modeling.base import MultiViewEncoder
+from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
+from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
-from multiview_plugin.modeling.formatting import InputFormatter
+from multiview_plugin.modeling.dcsr import span_means
+from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
 from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
@@ -43,6 +53,7 @@ logger = logging.getLogger(__name__)
 QUERY_VIEWER = "[VIE]"
 VIEW_FORMS = ("paper", "residual")
 VIEWER_SCOPES = ("full", "segments")
+SENTENCE_SPAN_KEYS = ("sentence_starts", "sentence_ends", "sentence_mask")  # dcsr's mean-pooling layout
 COLLAPSE_COSINE = 0.99
 DEFAULT_GATE_LEARNING_RATE = 1e-3
 # A few neutral passages to probe the viewer states of a freshly built model (the collapse guard).
@@ -102,6 +113,14 @@ class MvrOptions(MethodOptions):
         "only to its own segment and itself (a passage of fewer than k tokens: a viewer whose segment is empty "
         "attends to the whole text). The text never attends to the viewers either way, so an untrained model "
         "still scores exactly like dpr.")
+    sentence_distill_weight: float = option(
+        0.0,
+        "MVR --mvr_views residual: weight w of a sentence-coverage term distilling the views toward the passage's "
+        "sentence views: w * mean_j (1 - max_i cos(v_i, s_j)) over each training passage, with s_j the mean of "
+        "sentence j's text token states from the same forward pass (as --dcsr_sentence_pooling mean forms its "
+        "sentence views), finished like the views and detached (a teacher). Every sentence should be covered by "
+        "some view, which pushes the views apart toward distinct sentences. Logged as loss_distill; training "
+        "only (encoding is unchanged). Default 0: off.")
 
 
 def viewer_tokens(num_views: int) -> list[str]:
@@ -118,11 +137,12 @@ class ViewerFormatter(InputFormatter):
     """
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, num_views: int = 8, viewer_positions: str = "shared",
-                 views: str = "paper", **kwargs: Any):
+                 views: str = "paper", sentence_spans: bool = False, **kwargs: Any):
         super().__init__(tokenizer, **kwargs)
         self.num_views = num_views
         self.viewer_positions = viewer_positions
         self.views = views
+        self.sentence_spans = sentence_spans  # residual passages also carry their sentences' token spans
         ids = token_ids(tokenizer, [QUERY_VIEWER, *viewer_tokens(num_views)], "mvr")
         self.query_viewer_id, self.viewer_ids = ids[0], ids[1:]
 
@@ -161,7 +181,31 @@ class ViewerFormatter(InputFormatter):
                "num_text_tokens": torch.tensor(text_len)}
         if "token_type_ids" in batch:
             out["token_type_ids"] = torch.cat([batch["token_type_ids"], torch.zeros(size, k, dtype=torch.long)], 1)
+        if self.sentence_spans:
+            out.update(self.sentence_token_spans(texts, batch["attention_mask"]))
         return out
+
+    def sentence_token_spans(self, texts: Sequence[str], attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each passage's sentences (dcsr's segmentation, :func:`split_sentences` of prefix + text) as token spans
+        of its residual text encoding, in dcsr's mean-pooling layout: ``sentence_starts``, ``sentence_ends`` and
+        ``sentence_mask`` (B, S). The spans come from the tokenizer's character offsets of the very tokens the
+        model reads, so a passage cut by ``passage_max_len`` keeps the sentences it still shows."""
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise ConfigError("--mvr_sentence_distill_weight needs a fast tokenizer (its character offsets), "
+                              f"got {type(self.tokenizer).__name__}")
+        full = [self.passage_prefix + t for t in texts]
+        offsets = self.tokenizer(full, max_length=self.passage_max_len, truncation=True,
+                                 return_offsets_mapping=True)["offset_mapping"]
+        spans = []
+        for text, mapping, length in zip(full, offsets, attention_mask.sum(1).tolist()):
+            if len(mapping) != length:
+                raise ValueError(f"sentence spans: {len(mapping)} token offsets for a passage of {length} tokens")
+            spans.append(token_spans(mapping, sentence_spans(text, split_sentences(text))))
+        lengths = torch.tensor([len(s) for s in spans], dtype=torch.long)
+        width = int(lengths.max()) if len(spans) else 0
+        return {"sentence_starts": pad_sequences([[a for a, _ in s] for s in spans], 0),
+                "sentence_ends": pad_sequences([[b for _, b in s] for s in spans], 1),
+                "sentence_mask": torch.arange(width)[None, :] < lengths[:, None]}
 
 
 def read_only_viewer_mask(attention_mask: torch.Tensor, num_text: int, dtype: torch.dtype,
@@ -205,8 +249,10 @@ class MvrEncoder(MultiViewEncoder):
     ``mvr_alpha`` and ``mvr_min_temperature`` (annealing, 0.1 and 0.3), ``mvr_viewer_init`` ('random' as in the
     paper, or 'cls': copies of the [CLS] embedding plus small noise, so views are not identical), ``mvr_views``,
     ``mvr_gate_learning_rate``, ``mvr_viewer_positions``, ``mvr_balance_weight`` (the load-balancing term of
-    :func:`~multiview_plugin.losses.global_local.view_balance_loss`, 0 = off) and ``mvr_viewer_scope`` (residual
-    views: each viewer reads the whole text, 'full', or its own contiguous segment of it, 'segments').
+    :func:`~multiview_plugin.losses.global_local.view_balance_loss`, 0 = off), ``mvr_viewer_scope`` (residual
+    views: each viewer reads the whole text, 'full', or its own contiguous segment of it, 'segments') and
+    ``mvr_sentence_distill_weight`` (residual views: the sentence-coverage term of
+    :func:`~multiview_plugin.losses.sentence_coverage.sentence_coverage_loss`, 0 = off).
     """
 
     default_loss = "mvr_global_local"
@@ -262,6 +308,12 @@ class MvrEncoder(MultiViewEncoder):
         if opts.balance_weight and (config.loss_name or cls.default_loss) != cls.default_loss:
             raise ConfigError(f"--mvr_balance_weight is a term of the {cls.default_loss} loss, not of "
                               f"--loss_name {config.loss_name}: leave one of them out")
+        distill = opts.sentence_distill_weight
+        if not (math.isfinite(distill) and distill >= 0):
+            raise ConfigError(f"--mvr_sentence_distill_weight must be a finite number >= 0, got {distill}")
+        if distill and views != "residual":
+            raise ConfigError(f"--mvr_sentence_distill_weight {distill} applies to --mvr_views residual only (it "
+                              f"distils the residual views toward the passage's sentence vectors): leave it out")
 
     @classmethod
     def prepare_backbone(
@@ -338,19 +390,53 @@ class MvrEncoder(MultiViewEncoder):
     def encode_passage(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         k = self.options.num_views
         if self.residual:
-            batch = dict(batch)
-            num_text = int(batch.pop("num_text_tokens"))
-            text_mask = batch["attention_mask"][:, :num_text]
-            dtype = self.p_encoder.dtype
-            batch["attention_mask"] = read_only_viewer_mask(batch["attention_mask"], num_text, dtype,
-                                                            self.options.viewer_scope)
-            hidden = self._last_hidden(self.p_encoder, batch)
-            text = self._pool(hidden[:, :num_text], text_mask)  # exactly dpr's passage vector, before _finish
-            views = text.unsqueeze(1) + self.view_gates.to(hidden.dtype)[None, :, None] * hidden[:, num_text:]
-            reps = self._finish(views)
+            reps, _ = self._residual_views(batch)
         else:
             reps = self._finish(self._last_hidden(self.p_encoder, batch)[:, :k])
         return reps, torch.ones(reps.shape[:2], dtype=torch.bool, device=reps.device)
+
+    def _residual_views(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The residual views (B, k, D), finished, and the last-layer states of the text tokens (B, L, H)."""
+        batch = dict(batch)
+        num_text = int(batch.pop("num_text_tokens"))
+        text_mask = batch["attention_mask"][:, :num_text]
+        dtype = self.p_encoder.dtype
+        batch["attention_mask"] = read_only_viewer_mask(batch["attention_mask"], num_text, dtype,
+                                                        self.options.viewer_scope)
+        hidden = self._last_hidden(self.p_encoder, batch)
+        text = self._pool(hidden[:, :num_text], text_mask)  # exactly dpr's passage vector, before _finish
+        views = text.unsqueeze(1) + self.view_gates.to(hidden.dtype)[None, :, None] * hidden[:, num_text:]
+        return self._finish(views), hidden[:, :num_text]
+
+    def train_collator(self) -> Any:
+        """With ``mvr_sentence_distill_weight`` > 0 the training passages also carry their sentences' token spans
+        (:meth:`ViewerFormatter.sentence_token_spans`); the model's own formatter, for encoding, never does."""
+        collator = super().train_collator()
+        collator.formatter.sentence_spans = self.options.sentence_distill_weight > 0
+        return collator
+
+    def forward(self, query: dict[str, torch.Tensor] | None = None, passage: dict[str, torch.Tensor] | None = None,
+                passage_keys: torch.Tensor | None = None) -> EncoderOutput:
+        """With sentence spans in ``passage`` (the training collator's, ``mvr_sentence_distill_weight`` > 0), the
+        loss also holds w · the sentence-coverage term of the training passages, logged as ``loss_distill``."""
+        if passage is None or "sentence_starts" not in passage:
+            return super().forward(query, passage, passage_keys)
+        passage = dict(passage)
+        starts, ends, sentence_mask = (passage.pop(key) for key in SENTENCE_SPAN_KEYS)
+        if not self.training:
+            return super().forward(query, passage, passage_keys)
+        if query is None:
+            raise ConfigError("--mvr_sentence_distill_weight needs each batch in one forward pass: not with "
+                              "--grad_cache")
+        q_reps = self.encode_query(query)
+        p_reps, text_hidden = self._residual_views(passage)
+        out = self.loss_from_reps(q_reps, p_reps, torch.ones(p_reps.shape[:2], dtype=torch.bool,
+                                                             device=p_reps.device), passage_keys=passage_keys)
+        teachers = self._finish(span_means(text_hidden, starts, ends))  # detached by the loss
+        loss_distill = sentence_coverage_loss(p_reps, teachers, sentence_mask=sentence_mask)
+        out.loss = out.loss + self.options.sentence_distill_weight * loss_distill.to(out.loss.dtype)
+        out.parts["loss_distill"] = loss_distill.detach()
+        return out
 
     def describe_views(self) -> dict[str, Any]:
         return {"kind": "viewer", "labels": viewer_tokens(self.options.num_views)}

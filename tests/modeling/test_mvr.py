@@ -9,7 +9,9 @@ import torch
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses import GlobalLocalLoss
 from multiview_plugin.losses.global_local import view_balance_loss
+from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
 from multiview_plugin.modeling import load_encoder
+from multiview_plugin.modeling.dcsr import span_means
 from multiview_plugin.modeling.mvr import QUERY_VIEWER, MvrOptions, read_only_viewer_mask, viewer_tokens
 from multiview_plugin.scoring import view_scores
 from tests.losses.test_losses import MASK, P, Q, lse
@@ -395,3 +397,163 @@ def test_segment_viewer_of_a_short_passage_reads_the_whole_text(tiny_bert):
     torch.testing.assert_close(segments[:, empty], full[:, empty], atol=1e-6, rtol=0)
     one_token = [1, 3, 5, 7]
     assert (segments[:, one_token] - full[:, one_token]).abs().amax(-1).min() > 1e-3
+
+
+# ------------------------------------- views distilled toward sentence views (--mvr_sentence_distill_weight, issue 24)
+SENTENCE_TEXTS = ["paris is the capital of france. it was built on the river. the king wrote a book.",
+                  "the moon is small.",
+                  "a cat is a small animal. a dog is a large one."]
+SPAN_KEYS = ("sentence_starts", "sentence_ends", "sentence_mask")
+
+
+def distill_batch(model, texts=SENTENCE_TEXTS):
+    """The training collator's batch: one query per pair of passages (group size 2)."""
+    features = [{"query": q, "passages": texts[i:i + 2]} for i, q in zip((0, 1), ("what is paris", "the moon"))]
+    return model.train_collator()(features)
+
+
+def gradients(model, loss):
+    embeddings = model.query_encoder.get_input_embeddings().weight
+    viewer_rows = model.tokenizer.convert_tokens_to_ids(viewer_tokens(model.options.num_views))
+    gates, emb = torch.autograd.grad(loss, [model.view_gates, embeddings], retain_graph=True)
+    return gates, emb[viewer_rows]
+
+
+@pytest.mark.parametrize("passage_max_len", [128, 14])
+def test_sentence_teachers_are_dcsr_mean_sentence_views_of_the_same_text(tiny_bert, passage_max_len):
+    """The teachers are exactly dcsr's --dcsr_sentence_pooling mean sentence views of the passage (same sentences,
+    same token spans, same vectors), read from the residual model's own text states; a passage cut by
+    --passage_max_len keeps the sentences it shows, the last one cut short, as dcsr's do."""
+    data = {"passage_max_len": passage_max_len}
+    mvr = build("mvr", tiny_bert, data, mvr_views="residual", pooling="mean", normalize=True, mvr_num_views=3,
+                mvr_sentence_distill_weight=0.1).eval()
+    dcsr = build("dcsr", tiny_bert, data, pooling="mean", normalize=True, dcsr_sentence_pooling="mean").eval()
+    spans = mvr.train_collator().formatter.passages(SENTENCE_TEXTS)
+    plain = mvr.formatter.passages(SENTENCE_TEXTS)
+    assert set(spans) == set(plain) | set(SPAN_KEYS) and not set(SPAN_KEYS) & set(plain)  # encoding: no spans
+    assert all(torch.equal(spans[key], plain[key]) for key in plain)  # the text the model reads is unchanged
+    reference = dcsr.formatter.passages(SENTENCE_TEXTS)
+    num_text = int(plain["num_text_tokens"])
+    assert torch.equal(reference["input_ids"], plain["input_ids"][:, :num_text])
+    for key in SPAN_KEYS:
+        assert torch.equal(spans[key], reference[key]), key
+    if passage_max_len == 14:
+        assert spans["sentence_mask"].sum(1).tolist() == [2, 1, 2]  # sentences dropped by truncation
+    with torch.no_grad():
+        _, text_states = mvr._residual_views({k: v for k, v in spans.items() if k not in SPAN_KEYS})
+        teachers = mvr._finish(span_means(text_states, spans["sentence_starts"], spans["sentence_ends"]))
+        expected, mask = dcsr.encode_passage(reference)
+    torch.testing.assert_close(teachers[mask], expected[mask], atol=1e-5, rtol=0)
+
+
+def test_sentence_distill_weight_zero_leaves_the_batch_loss_and_gradients_unchanged(tiny_bert):
+    assert MvrOptions().sentence_distill_weight == 0.0
+    model = residual(tiny_bert, mvr_num_views=3).train()
+    with torch.no_grad():
+        model.view_gates.fill_(0.5)
+    batch = distill_batch(model)
+    plain = model.formatter.passages([p for i in (0, 1) for p in SENTENCE_TEXTS[i:i + 2]])
+    assert set(batch["passage"]) == set(plain) and all(torch.equal(batch["passage"][k], plain[k]) for k in plain)
+    torch.manual_seed(0)
+    out = model(**batch)
+    torch.manual_seed(0)  # the same dropout: the contrastive loss written out from the encoders, as before
+    expected = model.loss_from_reps(model.encode_query(batch["query"]), *model.encode_passage(batch["passage"]))
+    assert set(out.parts) == {"loss_global", "loss_local"}
+    assert torch.equal(out.loss, expected.loss)
+    for got, want in zip(gradients(model, out.loss), gradients(model, expected.loss)):
+        assert torch.equal(got, want)
+
+
+def test_sentence_distill_weight_adds_the_coverage_term_and_moves_gates_and_viewers(tiny_bert):
+    model = residual(tiny_bert, mvr_num_views=3, normalize=True, mvr_sentence_distill_weight=0.5).train()
+    batch = distill_batch(model)
+    assert set(SPAN_KEYS) <= set(batch["passage"]) and not set(SPAN_KEYS) & set(batch["query"])
+    without = {"query": batch["query"], "passage": {k: v for k, v in batch["passage"].items() if k not in SPAN_KEYS}}
+    torch.manual_seed(0)
+    out = model(**batch)
+    torch.manual_seed(0)
+    base = model(**without)
+    distill = out.parts["loss_distill"]
+    assert "loss_distill" not in base.parts and 0 < distill.item() < 2
+    assert out.loss.item() == pytest.approx(base.loss.item() + 0.5 * distill.item(), abs=1e-6)
+    # untrained (gates at 0) every view is the pooled text: the term reaches the gates already, through the view
+    # that wins the max's tie (the first), so views leave the text one at a time
+    gate_grad, _ = gradients(model, out.loss - base.loss)
+    assert gate_grad[0].abs() > 1e-4
+    with torch.no_grad():
+        model.view_gates.fill_(0.5)  # at 0 the viewer embeddings get no gradient at all
+    torch.manual_seed(0)
+    out = model(**batch)
+    torch.manual_seed(0)
+    base = model(**without)
+    with_term, without_term = gradients(model, out.loss), gradients(model, base.loss)
+    assert not torch.allclose(with_term[0], without_term[0])  # the gates
+    assert not torch.allclose(with_term[1], without_term[1])  # the viewer embeddings
+    assert gradients(model, out.loss - base.loss)[1].abs().amax(-1).min() > 0  # every viewer moves
+    # the term is the coverage loss of the batch's passages (all four, never the queries), written out
+    torch.manual_seed(0)  # the forward's dropout: queries first, then passages
+    with torch.no_grad():
+        model.encode_query(batch["query"])
+        views, text_states = model._residual_views(without["passage"])
+    teachers = model._finish(span_means(text_states, batch["passage"]["sentence_starts"],
+                                        batch["passage"]["sentence_ends"]))
+    assert views.shape[0] == 4
+    expected = sentence_coverage_loss(views, teachers, sentence_mask=batch["passage"]["sentence_mask"])
+    assert out.parts["loss_distill"].item() == pytest.approx(expected.item(), abs=1e-6)
+
+
+def test_sentence_distill_weight_round_trips_and_is_validated(tiny_bert, tmp_path):
+    from multiview_plugin.arguments import refuse_foreign_options
+
+    model = residual(tiny_bert, mvr_num_views=2, mvr_sentence_distill_weight=0.25)
+    model.save(tmp_path / "m")
+    saved = json.loads((tmp_path / "m" / "multiview_config.json").read_text())["options"]
+    assert saved["mvr_sentence_distill_weight"] == 0.25
+    loaded = load_encoder(tmp_path / "m")
+    assert loaded.options.sentence_distill_weight == 0.25
+    assert set(SPAN_KEYS) <= set(distill_batch(loaded)["passage"])  # the reloaded model trains with it
+    assert not set(SPAN_KEYS) & set(loaded.formatter.passages(SENTENCE_TEXTS))  # and encodes without it
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="--mvr_sentence_distill_weight must be a finite number >= 0") as err:
+            residual(tiny_bert, mvr_sentence_distill_weight=bad)
+        assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="--mvr_sentence_distill_weight 0.1 applies to --mvr_views residual only"
+                       ) as err:
+        build("mvr", tiny_bert, mvr_sentence_distill_weight=0.1)  # the paper's views
+    assert "\n" not in str(err.value)
+    assert build("mvr", tiny_bert, mvr_sentence_distill_weight=0.0).options.sentence_distill_weight == 0.0
+    with pytest.raises(ConfigError, match="--mvr_sentence_distill_weight belongs to mvr, not --model_name dpr"):
+        refuse_foreign_options(["--model_name", "dpr", "--mvr_sentence_distill_weight", "0.1"], "dpr")
+    # --grad_cache encodes passages without their queries: refused in one line, not silently dropped
+    model.train()
+    with pytest.raises(ConfigError, match="not with --grad_cache"):
+        model(passage=distill_batch(model)["passage"])
+
+
+def test_quickstart_train_flag_sentence_distill_reaches_the_saved_config(tiny_bert, tmp_path, monkeypatch):
+    """`--systems mvr-residual "--train_flags=--mvr_sentence_distill_weight 0.1"`: the quickstart's train command,
+    parsed by the train driver's own parser and built as the train driver builds it (no training run)."""
+    from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
+    from multiview_plugin.cli import parse_dataclasses
+    from multiview_plugin.driver import train
+    from multiview_plugin.quickstart import __main__ as quickstart
+
+    seen = {}
+
+    def fake_train(argv):
+        model_args, data_args, _, training_args = parse_dataclasses(
+            (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv, driver="train")
+        model = train.build_model(model_args, data_args)
+        seen["batch"] = distill_batch(model)
+        model.save(training_args.output_dir)
+        return 0
+
+    monkeypatch.setattr(quickstart, "train_main", fake_train)
+    args = quickstart.build_parser().parse_args(["--backbone", str(tiny_bert), "--systems", "mvr-residual",
+                                                 "--train_flags=--mvr_sentence_distill_weight 0.1",
+                                                 "--tag=-distill0.1"])
+    model_dir, _, _ = quickstart.train_system("mvr-residual", args, {"train": tmp_path / "train.jsonl"}, tmp_path)
+    config = json.loads((model_dir / "multiview_config.json").read_text())
+    assert model_dir.name == "mvr-residual-distill0.1"
+    assert config["options"]["mvr_sentence_distill_weight"] == 0.1 and config["options"]["mvr_views"] == "residual"
+    assert set(SPAN_KEYS) <= set(seen["batch"]["passage"])
