@@ -321,6 +321,8 @@ def significance_table(data: str) -> str | None:
         win = bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0 for t in tested.values())
         summary = "–" if mean is None else f"{mean:.1f}" + (f" ± {sd:.1f}" if sd is not None else "")
         name = SYSTEM_NAMES.get(g["system"], g["system"])
+        if g["setting"][-2]:  # a variant: its train flags
+            name += f", `{g['setting'][-2]}`"
         if g["setting"][-1]:
             name += f", trained on {DATASETS.get(g['setting'][-1], (g['setting'][-1],))[0]} (zero-shot transfer)"
         lines.append("| " + " | ".join([
