@@ -466,10 +466,10 @@ def transfer_summary(data: str = "scifact") -> str:
 # seed of its setting, dpr's mean at the same setting and the paired test against dpr of the same seed.
 HEADLINE = [
     ("dcsr-mean: one vector per sentence, the mean of its token states in the passage encoding",
-     "`--model_name dcsr --dcsr_sentence_pooling mean --pooling mean`", "squad-sel300-dpr-dcsr-mean", "dcsr-mean-300"),
+     "`--model_name dcsr --dcsr_sentence_pooling mean --pooling mean`", "squad-sel300-hybrid", "dcsr-mean-300"),
     ("dcsr-mean at 100 steps", "the same", "squad-sel-p1-dcsr-mean-hybrid", "dcsr-mean"),
-    ("dcsr-mean + BM25: fused with BM25 at search time", "the same, then `driver.search --hybrid bm25`",
-     "squad-sel-p1-dcsr-mean-hybrid", "dcsr-mean+bm25"),
+    ("dcsr-mean + BM25: fused with BM25 at search time (score interpolation, weight chosen on dev)",
+     "the same, then `driver.search --hybrid bm25`", "squad-sel300-hybrid", "dcsr-mean-300+bm25"),
     ("dce: one view per generated query", "`--model_name dce --pooling mean`", "squad-sel-dce", "dce"),
     ("mvr-residual: dpr's text encoding + 8 gated read-only viewers (step 0 = dpr)",
      "`--model_name mvr --mvr_views residual --pooling mean`", "squad-sel-mvr-residual", "mvr-residual"),
