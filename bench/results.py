@@ -290,6 +290,24 @@ def seed_groups(data: str) -> list[dict]:
     return out
 
 
+def seed_summary(g: dict, metric: str) -> str:
+    """A seed group's ``metric`` as "mean ± sample sd" over its seeds ("mean" for one seed, "–" for none)."""
+    values = [r[metric] for r in g["seeds"].values() if r.get(metric) is not None]
+    if not values:
+        return "–"
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else None
+    return f"{mean:.1f}" + (f" ± {sd:.1f}" if sd is not None else "")
+
+
+def tested_win(g: dict) -> tuple[dict, bool]:
+    """A seed group's seeds that carry a paired test against dpr, and whether it is a significant win: p below
+    SIGNIFICANCE_ALPHA and a positive Δ for every tested seed."""
+    tested = {seed: t for seed, t in g["tests"].items() if t.get("p_value") is not None}
+    return tested, bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0
+                                        for t in tested.values())
+
+
 def significance_table(data: str) -> str | None:
     """Seeds and significance: every system run with 2+ seeds, or carrying a paired test against dpr."""
     title, _, metrics = DATASETS[data]
@@ -314,12 +332,8 @@ def significance_table(data: str) -> str | None:
              f" a significant win has p < {SIGNIFICANCE_ALPHA} and a positive Δ for every tested seed (**bold**).",
              "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for g in sorted(shown, key=key):
-        values = [r.get(metric) for r in g["seeds"].values() if r.get(metric) is not None]
-        mean = sum(values) / len(values) if values else None
-        sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else None
-        tested = {seed: t for seed, t in g["tests"].items() if t.get("p_value") is not None}
-        win = bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0 for t in tested.values())
-        summary = "–" if mean is None else f"{mean:.1f}" + (f" ± {sd:.1f}" if sd is not None else "")
+        tested, win = tested_win(g)
+        summary = seed_summary(g, metric)
         name = SYSTEM_NAMES.get(g["system"], g["system"])
         if g["setting"][-2]:  # a variant: its train flags
             name += f", `{g['setting'][-2]}`"
@@ -493,25 +507,18 @@ def headline_table(data: str = "squad") -> str:
     lines = ["| on a mean-pooled backbone | flags | steps | seeds | SQuAD-dev top-1 | dpr, same setting | "
              "Δ vs dpr (per seed) | p vs dpr (per seed) | vectors/doc | record |", "|" + "---|" * 10]
 
-    def mean(g: dict) -> str:
-        values = [r[metric] for r in g["seeds"].values() if r.get(metric) is not None]
-        m = sum(values) / len(values)
-        sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else None
-        return f"{m:.1f}" + (f" ± {sd:.1f}" if sd is not None else "")
-
     for label, flags, record, system in HEADLINE:
         g = found.get((record, system))
         if g is None:
             raise SystemExit(f"bench/results.py HEADLINE: no row {system!r} in record {record!r}")
         row = next(r for r in g["seeds"].values() if r["_record"] == record)
         dpr = by_setting.get(("dpr", g["setting"]))
-        tested = {seed: t for seed, t in g["tests"].items() if t.get("p_value") is not None}
-        win = bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0 for t in tested.values())
+        tested, win = tested_win(g)
         vectors = row.get("views_per_doc", row.get("views"))
-        value = mean(g)
+        value = seed_summary(g, metric)
         lines.append("| " + " | ".join([
             label, flags, str(row.get("steps", "–")), ", ".join(str(s) for s in g["seeds"]),
-            f"**{value}**" if win else value, mean(dpr) if dpr and g["system"] != "dpr" else "–",
+            f"**{value}**" if win else value, seed_summary(dpr, metric) if dpr and g["system"] != "dpr" else "–",
             ", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()) or "–",
             ", ".join(f"{t['p_value']:.2g}" for t in tested.values()) or ("–" if system == "dpr" else "not tested"),
             cell(vectors), ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())]) + " |")
