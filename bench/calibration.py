@@ -54,10 +54,11 @@ SYNTHETIC = {
     "syn-wider-1to10-d96": (5_000, (1, 10), 96, 1.2, 1.2),
     "syn-tight-1to2-d32": (5_000, (1, 2), 32, 0.4, 0.3),
 }
-# the last two are the types the full-scale plans build (recipes/plan.py: IVF+SQ8 for mvr and dcsr, SQfp16 views
-# with document-vector candidates for dce)
-INDEXES = [("HNSW32", None), ("IVF{nlist},SQfp16", None), ("Flat", "HNSW32"), ("IVF{nlist},SQ8", None),
-           ("SQfp16", "HNSW32")]
+# (factory, doc_index factory, re-scoring store); IVF{nlist},SQ8 and SQfp16+doc:HNSW32 are the types the full-scale
+# plans build (recipes/plan.py: IVF+SQ8 for mvr and dcsr, SQfp16 views with document-vector candidates for dce);
+# the last: IVF+SQ8 re-scoring its candidates from an fp16 copy of the views on disk (build_index(rescore_store=))
+INDEXES = [("HNSW32", None, None), ("IVF{nlist},SQfp16", None, None), ("Flat", "HNSW32", None),
+           ("IVF{nlist},SQ8", None, None), ("SQfp16", "HNSW32", None), ("IVF{nlist},SQ8", None, "fp16")]
 # before calibration: overfetch 2, the index's stored efSearch, IVF's probe floor, 200 candidates (searched before
 # the index is calibrated: afterwards unset settings would come from the calibration)
 OLD = {"overfetch": 2.0, "doc_candidates": 2.0}
@@ -110,8 +111,8 @@ def held_out(searcher: MultiVectorSearcher, q: np.ndarray, exact: np.ndarray, k:
     return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, exact.tolist())])), ms
 
 
-def _label(factory: str, doc_factory: str | None) -> str:
-    return factory + (f"+doc:{doc_factory}" if doc_factory else "")
+def _label(factory: str, doc_factory: str | None, store: str | None = None) -> str:
+    return factory + (f"+doc:{doc_factory}" if doc_factory else "") + (f"+store:{store}" if store else "")
 
 
 def main() -> None:
@@ -128,7 +129,7 @@ def main() -> None:
                    "half of the questions (driver.index --calibration_query_reps); held-out queries come from the "
                    "other half")
     p.add_argument("--indexes", nargs="*", default=[], help="only these index types, e.g. HNSW32 "
-                   "'IVF{nlist},SQ8' 'SQfp16+doc:HNSW32' (default: all)")
+                   "'IVF{nlist},SQ8' 'SQfp16+doc:HNSW32' 'IVF{nlist},SQ8+store:fp16' (default: all)")
     p.add_argument("--held_out", type=int, default=300, help="held-out queries per set")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -145,12 +146,13 @@ def main() -> None:
             else:
                 (shards, q), calib_q = write_synthetic(folder, name, 1000 + seed), None
             exact, _, ntotal = exact_docs(shards, q, args.k)
-            for factory, doc_factory in [i for i in INDEXES if not args.indexes or _label(*i) in args.indexes]:
+            for factory, doc_factory, store in [i for i in INDEXES if not args.indexes or _label(*i) in args.indexes]:
                 factory = factory.format(nlist=max(16, 2 ** int(np.log2(max(1, ntotal // 1000)))))
-                label = _label(factory, doc_factory)
+                label = _label(factory, doc_factory, store)
                 index_dir = folder / label.replace(",", "_").replace(":", "_")
                 start = time.perf_counter()
-                build_index(shards, index_dir, index_factory=factory, doc_index_factory=doc_factory, aggregation="max")
+                build_index(shards, index_dir, index_factory=factory, doc_index_factory=doc_factory, aggregation="max",
+                            rescore_store=store or "none")
                 build_s = time.perf_counter() - start
                 # before calibrating: a searcher given the old settings would still inherit recorded ones
                 old_rec, old_ms = held_out(MultiVectorSearcher(index_dir, **OLD), q, exact, args.k)

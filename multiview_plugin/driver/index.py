@@ -1,7 +1,8 @@
 """Build a multi-vector Faiss index folder (Pyserini layout) from encoded passage shards.
 
     python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr \
-        [--index_factory Flat|HNSW32|IVF1024,SQ8|SQfp16] [--doc_index_factory HNSW32] [--use_gpu]
+        [--index_factory Flat|HNSW32|IVF1024,SQ8|SQfp16] [--doc_index_factory HNSW32] [--rescore_store fp16] \
+        [--use_gpu]
 
     python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr-qdrant \
         --backend qdrant [--qdrant_path DIR | --qdrant_url http://host:6333 --qdrant_shards 6 --qdrant_replication 2]
@@ -43,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--doc_index_factory", help="Also index one vector per document (its views' normalised mean) "
                    "with this factory (HNSW32, Flat); searchers take candidates from it and re-score them over all "
                    "views from the main index, which must reconstruct vectors (Flat, SQfp16, SQ8, HNSW32).")
+    p.add_argument("--rescore_store", choices=["none", "fp16", "fp32"], default="none", help="Also write "
+                   "rescore_views.npy, an on-disk copy of every view vector, and re-score candidate documents from "
+                   "it (memory-mapped) instead of the index's own codes: exact (fp32) or near-exact (fp16) "
+                   "max-over-views scores. Costs disk (rows x dim x 2 or 4 bytes), not RAM; useful for SQ8/PQ "
+                   "indexes, whose codes are lossy (IVF...,SQ8 then reaches recall that its codes alone cannot). "
+                   "Searchers re-score by default when it is there. Default none; refused for Flat (exact).")
     p.add_argument("--train_size", type=int, default=262_144, help="Vectors sampled to train IVF/PQ indexes.")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="Aggregation recorded for searchers "
                    "(default: the model's, i.e. max).")

@@ -5,7 +5,10 @@ row order: ``docid#j`` for multi-vector models, the plain docid for single-vecto
 index is exactly Pyserini's) and ``multiview.json`` (dim, counts, views, aggregation, model). Shards are added
 one at a time, so memory is bounded by the largest shard (plus the index itself, the training sample of at most
 ``train_size`` vectors, and ~16 bytes per document for the duplicate-docid check). An IVF index's inverted lists
-are sized before the adds (:class:`PresizedIVFAdds`), so they hold no growth headroom.
+are sized before the adds (:class:`PresizedIVFAdds`), so they hold no growth headroom. With a re-scoring store
+(``rescore_store`` fp16 / fp32) every view vector is also written, in row order, to ``rescore_views.npy``
+(:class:`RescoreStoreWriter`: sequential writes, one chunk in memory), which searchers memory-map to re-score
+candidate documents exactly where the index's own codes are lossy (SQ8, PQ).
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ logger = logging.getLogger(__name__)
 
 INDEX_FILE, DOCID_FILE, META_FILE = "index", "docid", "multiview.json"
 DOC_INDEX_FILE = "doc_index"  # optional: one vector per document (its views' normalised mean), for candidates
+RESCORE_STORE_FILE = "rescore_views.npy"  # optional: every view vector, in row order, for exact re-scoring
+RESCORE_STORES = {"none": None, "fp16": "float16", "fp32": "float32"}  # --rescore_store: the file's dtype
 FORMAT_VERSION = 1
 # everything build_index writes: a folder holding anything else is not replaced by --overwrite
-INDEX_FOLDER_FILES = (INDEX_FILE, DOCID_FILE, META_FILE, DOC_INDEX_FILE, INDEX_VIEWS_FILE)
+INDEX_FOLDER_FILES = (INDEX_FILE, DOCID_FILE, META_FILE, DOC_INDEX_FILE, INDEX_VIEWS_FILE, RESCORE_STORE_FILE)
 ADD_CHUNK = 65_536  # vectors per index.add
 ASSIGN_FILE = ".ivf_lists.int32"  # in the build's temporary folder: each vector's IVF list, from the first pass
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
@@ -75,6 +80,8 @@ class IndexMeta:
     # search settings chosen at build time by search/calibrate.py (searchers use them unless told otherwise)
     search_defaults: dict | None = None
     calibration: dict | None = None  # how search_defaults were chosen: target, measured recall, operating points
+    # the on-disk copy of the views searchers re-score from: {"file", "dtype" (float16/float32), "rows", "dim"}
+    rescore_store: dict | None = None
 
     @property
     def multi_vector(self) -> bool:
@@ -115,6 +122,8 @@ class IndexMeta:
                                    f"{data['views_per_doc']!r}")
         if data.get("backend", "faiss") not in ("faiss", "qdrant"):
             raise ShardFormatError(f"{path}: field 'backend': expected 'faiss' or 'qdrant', got {data['backend']!r}")
+        if data.get("rescore_store") is not None:
+            _check_rescore_record(path, data["rescore_store"])
         if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
             raise ShardFormatError(f"{path}: format_version {data['format_version']} is newer than this version "
                                    f"reads ({FORMAT_VERSION}); upgrade multiview_plugin")
@@ -127,12 +136,26 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "views_per_doc": (int, str), "aggregation": (str,), "model_name": (str,), "index_factory": (str,),
     "metric": (str,), "shards": (list,), "extra": (dict,), "format_version": (int,), "view_ids": (bool, _NONE),
     "model_fingerprint": (dict, _NONE), "doc_index_factory": (str, _NONE), "backend": (str,), "qdrant": (dict, _NONE),
-    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE)}
+    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE), "rescore_store": (dict, _NONE)}
 _META_KIND_NAMES = {name: " or ".join("null" if t is _NONE else {"int": "an integer", "float": "a number",
                                                                   "str": "a string", "list": "a list",
                                                                   "dict": "an object", "bool": "true/false"}[t.__name__]
                                       for t in kinds) for name, kinds in _META_TYPES.items()}
 _META_COUNTS = ("dim", "num_docs", "num_vectors", "max_views", "mean_views")
+
+
+def _check_rescore_record(path: Path, record: dict) -> None:
+    """``rescore_store`` names a file in the folder, a float dtype and non-negative counts (one-line errors)."""
+    expected = {"file": "a file name in the index folder", "dtype": "'float16' or 'float32'",
+                "rows": "a non-negative integer", "dim": "a positive integer"}
+    for key, what in expected.items():
+        value = record.get(key)
+        ok = {"file": isinstance(value, str) and value not in ("", ".", "..") and Path(value).name == value,
+              "dtype": value in ("float16", "float32"),
+              "rows": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+              "dim": isinstance(value, int) and not isinstance(value, bool) and value >= 1}[key]
+        if not ok:
+            raise ShardFormatError(f"{path}: field 'rescore_store.{key}': expected {what}, got {value!r}")
 
 
 _FAISS_WHERE = re.compile(r"Error in .*? at \S+:\d+: (.*)$")
@@ -198,9 +221,14 @@ def contiguous_docs(row_docids: np.ndarray, where: str) -> tuple[np.ndarray, np.
     return docs, np.cumsum(starts) - 1
 
 
+def _shard_sizes(shards: Sequence[Path], infos: list, unsafe_pickle: bool = False) -> list[int]:
+    """Vectors per shard: from the sidecar, else by reading the shard (one at a time)."""
+    return [info.num_vectors if info else read_shard(p, unsafe_pickle)[0].shape[0] for p, info in zip(shards, infos)]
+
+
 def _sample_for_training(shards: list[Path], infos: list, size: int, seed: int, unsafe_pickle: bool = False
                          ) -> np.ndarray:
-    sizes = [info.num_vectors if info else read_shard(p, unsafe_pickle)[0].shape[0] for p, info in zip(shards, infos)]
+    sizes = _shard_sizes(shards, infos, unsafe_pickle)
     total = sum(sizes)
     rng = np.random.default_rng(seed)
     takes = [min(n, math.ceil(size * n / total)) for n in sizes]
@@ -243,6 +271,7 @@ def build_index(
     allow_partial: bool = False,
     unsafe_pickle: bool = False,
     doc_index_factory: str | None = None,
+    rescore_store: str = "none",
 ) -> IndexMeta:
     """Write an index folder from encoded shards (see module docstring).
 
@@ -254,7 +283,14 @@ def build_index(
     ``doc_index_factory`` (``HNSW32``, ``Flat``: no training) also writes ``doc_index``, one vector per document
     (the normalised mean of its views): searchers take candidate documents from it and re-score them over all
     their views from ``index`` (which must reconstruct vectors: ``Flat``, ``SQfp16``, ``SQ8``, ``HNSW32`` ...).
+    ``rescore_store`` (``fp16``, ``fp32``; default ``none``) also writes ``rescore_views.npy``, every view vector in
+    row order at that precision (rows × dim × 2 or 4 bytes of disk): searchers memory-map it and re-score candidate
+    documents from it instead of the index's own (for SQ8 / PQ lossy) codes. Refused for a ``Flat`` index, which
+    already holds the exact vectors.
     """
+    if rescore_store not in RESCORE_STORES:
+        raise ConfigError(f"--rescore_store {rescore_store!r}: expected one of {', '.join(RESCORE_STORES)}")
+    store_dtype = RESCORE_STORES[rescore_store]
     paths = [Path(p) for p in shards]
     if not paths:
         raise ShardFormatError("no shards given")
@@ -279,6 +315,7 @@ def build_index(
     num_docs = num_vectors = 0
     views = _ViewCounts()
     presized: PresizedIVFAdds | None = None
+    store: RescoreStoreWriter | None = None
     try:
         with (tmp_dir / DOCID_FILE).open("w", encoding="utf-8") as docid_out:
             for path in tqdm(paths, desc="index shards", unit="shard"):
@@ -297,6 +334,13 @@ def build_index(
                 if index is None:
                     dim = reps.shape[1]
                     index = make_faiss_index(dim, index_factory)
+                    if store_dtype is not None:
+                        if isinstance(faiss.downcast_index(index), faiss.IndexFlat):
+                            raise ConfigError(f"--rescore_store {rescore_store} with --index_factory "
+                                              f"{index_factory}: a Flat index holds the exact vectors and searches "
+                                              "exactly; the store is for approximate indexes (IVF...,SQ8, PQ, HNSW)")
+                        store = RescoreStoreWriter(tmp_dir / RESCORE_STORE_FILE, store_dtype,
+                                                   sum(_shard_sizes(paths, infos, unsafe_pickle)), dim)
                     if use_gpu:
                         index = _to_gpu(index)
                     if not index.is_trained:
@@ -318,6 +362,8 @@ def build_index(
                         presized.add(chunk)
                     else:
                         index.add(chunk)
+                    if store is not None:
+                        store.add(chunk, path)
                 if doc_index is not None and len(reps):
                     doc_index.add(document_means(reps, row_doc))
                 docid_out.write("\n".join(lookup) + "\n" if lookup else "")
@@ -326,6 +372,7 @@ def build_index(
                 views.add(np.bincount(row_doc))
         if presized is not None:
             presized.close()
+        store_record = store.close() if store is not None else None
         if index is None:
             raise ShardFormatError(f"no vectors: all {len(paths)} shard(s) are empty")
         if use_gpu:
@@ -343,7 +390,7 @@ def build_index(
             aggregation=aggregation or DEFAULT_AGGREGATION.get(model_name, "max"), model_name=model_name,
             index_factory=index_factory, shards=[str(p) for p in paths], extra=extra, view_ids=multi,
             model_fingerprint=next((model_identity(i) for i in infos if i is not None and i.fingerprint), None),
-            doc_index_factory=doc_index_factory if doc_index is not None else None)
+            doc_index_factory=doc_index_factory if doc_index is not None else None, rescore_store=store_record)
         if not multi and meta.max_views > 1:
             raise ShardFormatError(f"{', '.join(map(str, paths))}: single-vector shards hold several rows for one "
                                    "docid")
@@ -355,11 +402,58 @@ def build_index(
     finally:
         if presized is not None:
             presized.close()
+        if store is not None:
+            store.abort()
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir, ignore_errors=True)
-    logger.info("index %s: %d documents, %d vectors (max %d views), %s", index_dir, meta.num_docs,
-                meta.num_vectors, meta.max_views, index_factory)
+    logger.info("index %s: %d documents, %d vectors (max %d views), %s%s", index_dir, meta.num_docs,
+                meta.num_vectors, meta.max_views, index_factory,
+                f", re-scoring store {RESCORE_STORE_FILE} ({store_dtype})" if store_record else "")
     return meta
+
+
+class RescoreStoreWriter:
+    """Writes ``rows`` × ``dim`` vectors, streamed in row order, into a ``.npy`` file (``np.load(mmap_mode="r")``
+    reads it).
+
+    The header is written first, sized from the known row count, then each chunk is appended with a plain
+    sequential write (memory: one chunk; not a memory map, whose dirty pages would count against the builder).
+    The file is written as ``.<name>.partial`` and renamed to its name by :meth:`close` only once every row is
+    there; :meth:`abort` removes an unfinished one. A chunk past float16's range is an error, not silent infs.
+    """
+
+    def __init__(self, path: Path, dtype: str, rows: int, dim: int):
+        self.path, self.dtype, self.rows, self.dim = path, np.dtype(dtype), rows, dim
+        self.partial = path.with_name(f".{path.name}.partial")
+        self.written = 0
+        self._out = self.partial.open("wb")
+        np.lib.format.write_array_header_1_0(self._out, {"descr": np.lib.format.dtype_to_descr(self.dtype),
+                                                         "fortran_order": False, "shape": (rows, dim)})
+
+    def add(self, chunk: np.ndarray, source: Path) -> None:
+        if self.written + len(chunk) > self.rows:
+            raise MultiViewError(f"{source}: the shards hold more than the {self.rows} vectors counted before the "
+                                 "build; did they change while the index was built?")
+        coded = np.ascontiguousarray(chunk, dtype=self.dtype)
+        if self.dtype == np.float16 and not np.isfinite(coded).all():
+            raise ConfigError(f"{source}: vectors past float16's range (|x| > 65504) cannot go in an fp16 "
+                              "re-scoring store; use --rescore_store fp32")
+        self._out.write(coded.tobytes())
+        self.written += len(chunk)
+
+    def close(self) -> dict:
+        """Finish the file (its rows must all be there) and return its ``multiview.json`` record."""
+        if self.written != self.rows:
+            raise MultiViewError(f"{self.path}: {self.written} vectors written, {self.rows} counted before the "
+                                 "build; did the shards change while the index was built?")
+        self._out.close()
+        os.replace(self.partial, self.path)
+        return {"file": self.path.name, "dtype": self.dtype.name, "rows": self.rows, "dim": self.dim}
+
+    def abort(self) -> None:
+        """Close and remove an unfinished file (nothing after :meth:`close`)."""
+        self._out.close()
+        self.partial.unlink(missing_ok=True)
 
 
 class _ViewCounts:

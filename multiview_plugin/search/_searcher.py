@@ -12,7 +12,9 @@ missed is silently demoted, or lost when all its views were. For max aggregation
 (1) over-fetches ``overfetch ×`` that depth (its search beam, HNSW ``efSearch``, is at least the depth, and IVF
 probes at least ``nprobe_floor(depth)`` lists), (2) takes every distinct document among the fetched vectors as a
 candidate and (3) re-scores each candidate with *all* its views, reconstructed from the index (exact for
-``HNSW32``/``Flat`` storage, the quantised vectors for ``SQ8``/``SQfp16``/``PQ``), then ranks by that score.
+``HNSW32``/``Flat`` storage, the quantised vectors for ``SQ8``/``SQfp16``/``PQ``) or, where the folder has a
+re-scoring store (``build_index(rescore_store=)``), read from its memory-mapped float16/float32 copy of the views
+(exact, or within float16 rounding, whatever the index's coding), then ranks by that score.
 Failure mode: a document none of whose views is among the fetched vectors is missed; ``bench/ann.py`` measures
 how often (document recall against exact max-sim), and raising ``--overfetch`` / ``--ef_search`` /
 ``--nprobe`` trades latency for it.
@@ -51,6 +53,7 @@ from multiview_plugin.search._index import (
     DOCID_FILE,
     INDEX_FILE,
     META_FILE,
+    RESCORE_STORE_FILE,
     IndexMeta,
     contiguous_docs,
     read_faiss_index,
@@ -82,11 +85,11 @@ class ApproximateSearch:
     ``doc_candidates``: with a document index (one vector per document, ``build_index(doc_index_factory=)``),
     candidates are its top ``max(doc_candidates × k, min_doc_candidates)`` documents instead of the documents of
     the fetched vectors (the floor: small k needs relatively more candidates).
-    ``rescore``: re-score candidate documents over all their views (needs an index that can reconstruct);
-    None: on for IVF indexes, off otherwise. Measured (5,000 clustered documents × 8 views × 64 dims,
-    recall@10 of exact max-sim): it recovers views in unprobed IVF lists (IVF64,SQ8 0.905 → 0.931) but
-    hardly changes HNSW (0.9725 → 0.973) at 2–3× its latency there.
-    """
+    ``rescore``: re-score candidate documents over all their views (needs a re-scoring store or an index that can
+    reconstruct); None: on for IVF indexes and wherever the folder has a re-scoring store, off otherwise.
+    Measured (5,000 clustered documents × 8 views × 64 dims, recall@10 of exact max-sim): it recovers views in
+    unprobed IVF lists (IVF64,SQ8 0.905 → 0.931) but hardly changes HNSW (0.9725 → 0.973) at 2–3× its latency
+    there."""
 
     overfetch: float = 2.0
     ef_search: int | None = None
@@ -100,7 +103,9 @@ class ApproximateSearch:
     _hnsw: Any = field(default=None, init=False, repr=False)
     _ivf: Any = field(default=None, init=False, repr=False)
 
-    def attach(self, index: faiss.Index) -> None:
+    def attach(self, index: faiss.Index, stored_views: bool = False) -> None:
+        """Find the index's knobs; ``stored_views``: candidates can be re-scored from a re-scoring store (no
+        reconstruction, so no IVF direct map either)."""
         if self.overfetch <= 0:
             raise ConfigError(f"overfetch must be > 0, got {self.overfetch}")
         self.active = not isinstance(faiss.downcast_index(index), faiss.IndexFlat)
@@ -111,14 +116,14 @@ class ApproximateSearch:
             self._ivf = faiss.extract_index_ivf(index)
         except RuntimeError:
             self._ivf = None
-        if self._ivf is not None:
+        if self._ivf is not None and not stored_views:
             self._ivf.make_direct_map()  # reconstruct() by row id (8 bytes per vector)
         if self.ef_search is None and self._hnsw is not None:
             self.ef_search = int(self._hnsw.efSearch)
         if self.nprobe is None and self._ivf is not None:
             self.nprobe = int(self._ivf.nprobe)
-        wanted = self._ivf is not None if self.rescore is None else self.rescore
-        self.can_rescore = wanted and _reconstructs(index)
+        wanted = (self._ivf is not None or stored_views) if self.rescore is None else self.rescore
+        self.can_rescore = wanted and (stored_views or _reconstructs(index))
         if wanted and not self.can_rescore:
             logger.warning("%s cannot reconstruct vectors: documents are ranked by their fetched views only",
                            type(faiss.downcast_index(index)).__name__)
@@ -174,37 +179,47 @@ def _reconstructs(index: faiss.Index) -> bool:
 
 
 class VectorStore:
-    """A Faiss index whose rows are document views, plus the row → document map."""
+    """A Faiss index whose rows are document views, plus the row → document map.
+
+    ``rescore_views``: the views as an (ntotal, dim) array in row order (a memory-mapped re-scoring store,
+    :func:`open_rescore_store`); candidate documents are then re-scored from it instead of from the index."""
 
     def __init__(self, index: faiss.Index, docids: np.ndarray, row_doc: np.ndarray, mean_views: float,
-                 approximate: ApproximateSearch | None = None, doc_index: faiss.Index | None = None):
+                 approximate: ApproximateSearch | None = None, doc_index: faiss.Index | None = None,
+                 rescore_views: np.ndarray | None = None):
         if index.ntotal != len(row_doc):
             raise ConfigError(f"index has {index.ntotal} rows but {len(row_doc)} docid lines")
+        if rescore_views is not None and rescore_views.shape != (index.ntotal, index.d):
+            raise ConfigError(f"the re-scoring views have shape {rescore_views.shape}, the index "
+                              f"({index.ntotal}, {index.d})")
         self.index = index
         self.docids = docids
         self.row_doc = row_doc.astype(np.int64)
         self.mean_views = max(1.0, mean_views)
         self.approximate = approximate if approximate is not None else ApproximateSearch()
-        self.approximate.attach(index)
+        self.approximate.attach(index, stored_views=rescore_views is not None)
         counts = np.bincount(self.row_doc, minlength=len(docids))
         self.doc_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.doc_views = counts.astype(np.int64)
         self.doc_index = doc_index
-        self._storage: np.ndarray | bool | None = None  # the index's vectors as an array (False: reconstruct)
+        self.rescore_views = rescore_views
+        # the vectors re-scored from, as an array (None: not looked up yet; False: reconstruct from the index)
+        self._storage: np.ndarray | bool | None = rescore_views
         self._flat_ip: faiss.IndexFlat | None = None
         if doc_index is not None:
             if doc_index.ntotal != len(docids):
                 raise ConfigError(f"doc_index has {doc_index.ntotal} rows for {len(docids)} documents")
-            if not _reconstructs(index):
+            if rescore_views is None and not _reconstructs(index):
                 raise ConfigError("a doc_index needs a main index that can reconstruct vectors (Flat, SQfp16, "
-                                  "SQ8, HNSW32 ...)")
+                                  "SQ8, HNSW32 ...) or a re-scoring store (--rescore_store)")
 
     @classmethod
     def from_lookup(cls, index: faiss.Index, lookup: Sequence[str], multi_vector: bool, where: str,
-                    approximate: ApproximateSearch | None = None, doc_index: faiss.Index | None = None
-                    ) -> VectorStore:
+                    approximate: ApproximateSearch | None = None, doc_index: faiss.Index | None = None,
+                    rescore_views: np.ndarray | None = None) -> VectorStore:
         docids, row_doc = contiguous_docs(split_lookup(list(lookup), multi_vector), where)
-        return cls(index, docids, row_doc, len(row_doc) / max(1, len(docids)), approximate, doc_index)
+        return cls(index, docids, row_doc, len(row_doc) / max(1, len(docids)), approximate, doc_index,
+                   rescore_views)
 
     @classmethod
     def from_shards(cls, paths: Sequence[str | os.PathLike], unsafe_pickle: bool = False) -> VectorStore:
@@ -320,8 +335,9 @@ class VectorStore:
     def rescore_docs(self, q: np.ndarray, cand: np.ndarray, max_floats: int = 1 << 24) -> np.ndarray:
         """Max-sim of each query with each candidate document (Q, C) over all its views; -inf where cand is -1.
 
-        Views are read straight from the index's storage where it is a plain array (Flat, SQfp16), else
-        reconstructed (each needed row once per chunk); queries go in chunks so the gathered
+        Views are read from the re-scoring store where there is one (each needed row once per chunk, in file
+        order; float16 cast to float32), else straight from the index's storage where it is a plain array (Flat,
+        SQfp16), else reconstructed (each needed row once per chunk); queries go in chunks so the gathered
         (chunk, C, views, dim) block stays under ``max_floats`` floats.
         """
         valid_doc = cand >= 0
@@ -348,11 +364,14 @@ class VectorStore:
                                                       faiss.swig_ptr(sims), faiss.swig_ptr(flat_rows))
                 out[i:i + step] = np.where(valid[i:i + step], sims.reshape(chunk.shape), -np.inf).max(axis=2)
                 continue
-            if self._storage is not False:
+            if self._storage is not False and self.rescore_views is None:
                 block = self._storage[chunk.reshape(len(chunk), -1)]
             else:
                 uniq, inverse = np.unique(chunk, return_inverse=True)
-                block = np.asarray(self.index.reconstruct_batch(uniq.astype(np.int64)), dtype=np.float32)
+                if self.rescore_views is not None:  # on disk: sorted rows read once (pages in order)
+                    block = np.asarray(self.rescore_views[uniq], dtype=np.float32)
+                else:
+                    block = np.asarray(self.index.reconstruct_batch(uniq.astype(np.int64)), dtype=np.float32)
                 block = block.reshape(len(uniq), self.dim)[inverse.reshape(len(chunk), -1)]
             sims = np.matmul(block.astype(np.float32, copy=False), q[i:i + step, :, None])[..., 0]
             sims = sims.reshape(chunk.shape)
@@ -464,13 +483,14 @@ class MultiVectorSearcher:
             raise ShardFormatError(f"{index_dir / INDEX_FILE}: holds {index.d}-dim vectors, {META_FILE} says "
                                    f"{self.meta.dim}")
         lookup = _read_docids(index_dir, index.ntotal, self.meta)
+        views = open_rescore_store(index_dir, self.meta, index.ntotal) if self.meta.rescore_store else None
         doc_index = (read_faiss_index(index_dir / DOC_INDEX_FILE) if (index_dir / DOC_INDEX_FILE).is_file()
                      else None)
         if doc_index is not None and (doc_index.ntotal != self.meta.num_docs or doc_index.d != index.d):
             raise ShardFormatError(f"{index_dir / DOC_INDEX_FILE}: {doc_index.ntotal} vectors of dim {doc_index.d}, "
                                    f"for {self.meta.num_docs} documents of dim {index.d}")
         store = VectorStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE),
-                                        approximate, doc_index)
+                                        approximate, doc_index, views)
         if len(store.docids) != self.meta.num_docs:
             raise ShardFormatError(f"{index_dir / DOCID_FILE}: names {len(store.docids)} documents, "
                                    f"{META_FILE} says {self.meta.num_docs}")
@@ -525,6 +545,30 @@ class MultiVectorSearcher:
         explanations = self.explain(q_reps, docids) if explain else [[None] * docids.shape[1]] * len(docids)
         return [[Hit(d, float(s), explanation=e) for d, s, e in zip(row_d, row_s, row_e) if d is not None]
                 for row_d, row_s, row_e in zip(docids.tolist(), scores.tolist(), explanations)]
+
+
+def open_rescore_store(index_dir: Path, meta: IndexMeta, ntotal: int) -> np.ndarray:
+    """The folder's re-scoring store (``multiview.json`` ``rescore_store``), memory-mapped read-only; missing,
+    unreadable (truncated) or of another shape or dtype than recorded is a one-line error naming the file and
+    what was expected."""
+    record = meta.rescore_store or {}
+    rows, dim, dtype = record["rows"], record["dim"], record["dtype"]
+    path = index_dir / record.get("file", RESCORE_STORE_FILE)
+    expected = f"expected {rows} rows x {dim} {dtype}"
+    if rows != ntotal or dim != meta.dim:
+        raise ShardFormatError(f"{index_dir / META_FILE}: rescore_store records {rows} rows x {dim}, the index holds "
+                               f"{ntotal} x {meta.dim}")
+    if not path.is_file():
+        raise ConfigError(f"{path}: the re-scoring store {META_FILE} records is missing ({expected}); rebuild the "
+                          "index with --rescore_store")
+    try:
+        views = np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as err:
+        why = " ".join(str(err).split())
+        raise ShardFormatError(f"{path}: not a readable .npy (truncated or corrupt?): {why}; {expected}") from None
+    if views.shape != (rows, dim) or views.dtype != np.dtype(dtype):
+        raise ShardFormatError(f"{path}: holds {' x '.join(map(str, views.shape))} {views.dtype}, {expected}")
+    return views
 
 
 def _read_docids(index_dir: Path, ntotal: int, meta: IndexMeta) -> list[str]:

@@ -76,11 +76,14 @@ class ViewExplainer:
         return self._doc_index[docid]
 
     def doc_vectors(self, doc: int) -> np.ndarray:
-        """The vectors of document ``doc`` as the index stores them (reconstructed)."""
+        """The vectors of document ``doc`` as the index stores them (reconstructed), or from its re-scoring store."""
         index = getattr(self.store, "index", None)
         if index is None:  # another backend (Qdrant): it returns a document's views itself
             return self.store.doc_vectors(doc)
         start, count = int(self.store.doc_start[doc]), int(self.store.doc_views[doc])
+        stored = getattr(self.store, "rescore_views", None)
+        if stored is not None:  # the re-scoring store: the vectors the search scored with
+            return np.asarray(stored[start:start + count], dtype=np.float32)
         try:
             return index.reconstruct_n(start, count)
         except RuntimeError:

@@ -106,6 +106,10 @@ def index_report(index_dir: str | os.PathLike) -> str:
                      + (", vectors on disk" if q.get("on_disk") else ""))
     else:
         lines.append(f"faiss            {meta.index_factory}: {_faiss_summary(folder / INDEX_FILE)}")
+    if meta.rescore_store:
+        r = meta.rescore_store
+        lines.append(f"rescore store    {r['file']}: {r['rows']:,} x {r['dim']} {r['dtype']} (candidates re-scored "
+                     "from it, memory-mapped)")
     if meta.search_defaults:
         cal = meta.calibration or {}
         lines.append("search defaults  " + ", ".join(f"{k}={v}" for k, v in sorted(meta.search_defaults.items()))

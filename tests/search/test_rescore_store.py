@@ -1,0 +1,196 @@
+"""The on-disk re-scoring store (``build_index(rescore_store=)``, ``driver.index --rescore_store``): an IVF,SQ8
+index whose candidates are re-scored from an fp32 copy of the views ranks exactly as the Flat searcher, where the
+SQ8 codes alone do not; fp16 stays within 1e-3; the file, its meta record and its errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+
+from multiview_plugin.driver import index as index_driver
+from multiview_plugin.driver import search as search_driver
+from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
+from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.search import IndexMeta, MultiVectorSearcher, _index, build_index
+from multiview_plugin.search._index import INDEX_FOLDER_FILES, RESCORE_STORE_FILE
+from multiview_plugin.search.calibrate import calibrate_index
+from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+
+N_DOCS, MAX_VIEWS, DIM, NLIST = 300, 6, 16, 4
+
+
+def write_shards(folder: Path) -> tuple[np.ndarray, np.ndarray, list[Path]]:
+    """300 documents with 1-6 views (two shards) in 20 tight clusters: many near-tied views, where SQ8's 8-bit
+    codes reorder the top 10."""
+    docs = clustered_documents(N_DOCS, MAX_VIEWS, DIM, clusters=20, seed=3, doc_spread=1.0, view_spread=1.0)
+    counts = np.random.default_rng(4).integers(1, MAX_VIEWS + 1, N_DOCS)
+    mask = np.arange(MAX_VIEWS)[None] < counts[:, None]
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                     num_shards=2)
+    paths = []
+    for s, (a, b) in enumerate(((0, N_DOCS // 2), (N_DOCS // 2, N_DOCS))):
+        info.shard_index = s
+        w = ShardWriter(folder / f"c.{s}.pkl", info, multi_vector=True)
+        w.add([f"d{i}" for i in range(a, b)], docs[a:b], mask[a:b])
+        w.close()
+        paths.append(folder / f"c.{s}.pkl")
+    return docs, mask, paths
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("store")
+    docs, mask, paths = write_shards(root)
+    for name, factory, store in (("flat", "Flat", "none"), ("sq8", f"IVF{NLIST},SQ8", "none"),
+                                 ("fp32", f"IVF{NLIST},SQ8", "fp32"), ("fp16", f"IVF{NLIST},SQ8", "fp16")):
+        build_index(paths, root / name, index_factory=factory, rescore_store=store)
+    return {"root": root, "docs": docs, "mask": mask, "paths": paths,
+            "queries": clustered_queries(docs, 50, seed=5)}
+
+
+def max_sim(built, ids: np.ndarray) -> np.ndarray:
+    """Exact max over each returned document's views (brute force)."""
+    docs, mask, q = built["docs"], built["mask"], built["queries"]
+    doc = np.vectorize(lambda d: int(d[1:]))(ids)
+    sims = np.einsum("qd,qkvd->qkv", q, docs[doc])
+    return np.where(mask[doc], sims, -np.inf).max(-1)
+
+
+def test_fp32_store_ranks_exactly_as_flat_where_sq8_codes_do_not(built):
+    root, q = built["root"], built["queries"]
+    exact_ids, exact_scores = MultiVectorSearcher(root / "flat").search_vectors(q, 10)
+    stored = MultiVectorSearcher(root / "fp32", nprobe=NLIST)  # every list probed
+    assert stored.store.approximate.can_rescore  # on by default with a store
+    ids, scores = stored.search_vectors(q, 10)
+    assert (ids == exact_ids).all()
+    np.testing.assert_allclose(scores, exact_scores, rtol=0, atol=1e-5)
+    # the same index re-scored from its SQ8 codes: other documents, and scores off by the quantisation
+    codes_ids, codes_scores = MultiVectorSearcher(root / "sq8", nprobe=NLIST).search_vectors(q, 10)
+    assert (codes_ids != exact_ids).any(axis=1).mean() > 0.2
+    assert np.abs(codes_scores - exact_scores).max() > 1e-3
+
+
+def test_fp16_store_scores_within_1e_3_of_exact(built):
+    root, q = built["root"], built["queries"]
+    exact_ids, exact_scores = MultiVectorSearcher(root / "flat").search_vectors(q, 10)
+    ids, scores = MultiVectorSearcher(root / "fp16", nprobe=NLIST).search_vectors(q, 10)
+    np.testing.assert_allclose(scores, max_sim(built, ids), rtol=0, atol=1e-3)
+    np.testing.assert_allclose(scores, exact_scores, rtol=0, atol=1e-3)
+
+
+def test_store_file_and_meta(built):
+    root, docs, mask = built["root"], built["docs"], built["mask"]
+    for name, dtype in (("fp32", np.float32), ("fp16", np.float16)):
+        meta = IndexMeta.load(root / name)
+        views = np.load(root / name / RESCORE_STORE_FILE, mmap_mode="r")
+        assert views.shape == (meta.num_vectors, DIM) == (int(mask.sum()), DIM) and views.dtype == dtype
+        np.testing.assert_array_equal(views, docs[mask].astype(dtype))  # every view, in index row order
+        assert meta.rescore_store == {"file": RESCORE_STORE_FILE, "dtype": np.dtype(dtype).name,
+                                      "rows": meta.num_vectors, "dim": DIM}
+        assert json.loads((root / name / "multiview.json").read_text())["rescore_store"] == meta.rescore_store
+        assert not [p for p in os.listdir(root / name) if p.startswith(".")]  # no partial file left
+    # none: no file, nothing recorded
+    assert sorted(os.listdir(root / "sq8")) == ["docid", "index", "multiview.json"]
+    assert IndexMeta.load(root / "sq8").rescore_store is None
+    assert RESCORE_STORE_FILE in INDEX_FOLDER_FILES
+    # re-scoring no longer needs reconstruction: no IVF direct map (8 bytes per vector) is made
+    stored = MultiVectorSearcher(root / "fp32")
+    assert faiss.extract_index_ivf(stored.store.index).direct_map.type == faiss.DirectMap.NoMap
+    # explanations read the views the search scored with
+    np.testing.assert_array_equal(stored.explainer.doc_vectors(0), docs[0][mask[0]])
+
+
+def test_store_is_written_chunk_by_chunk_and_overwrite_replaces_it(built, tmp_path, monkeypatch):
+    monkeypatch.setattr(_index, "ADD_CHUNK", 100)
+    sizes = []
+    real_add = _index.RescoreStoreWriter.add
+    monkeypatch.setattr(_index.RescoreStoreWriter, "add",
+                        lambda self, chunk, source: (sizes.append(len(chunk)), real_add(self, chunk, source)))
+    out = tmp_path / "idx"
+    build_index(built["paths"], out, index_factory="HNSW16", rescore_store="fp16")
+    assert max(sizes) <= 100 and sum(sizes) == int(built["mask"].sum())
+    assert MultiVectorSearcher(out).store.approximate.can_rescore  # HNSW too, once it has a store
+    # --overwrite replaces a folder holding a store (it is one of the folder's own files)
+    build_index(built["paths"], out, index_factory=f"IVF{NLIST},SQ8", overwrite=True)
+    assert not (out / RESCORE_STORE_FILE).exists()
+
+
+def test_flat_and_unknown_store_are_refused(built, tmp_path):
+    with pytest.raises(ConfigError, match="Flat index holds the exact vectors"):
+        build_index(built["paths"], tmp_path / "flat", rescore_store="fp16")
+    with pytest.raises(ConfigError, match="expected one of none, fp16, fp32"):
+        build_index(built["paths"], tmp_path / "x", index_factory="HNSW16", rescore_store="bf16")
+    assert not list(tmp_path.iterdir())  # nothing left behind, not even the build's temporary folder
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "other shape"])
+def test_damaged_store_is_a_one_line_error(built, tmp_path, damage):
+    index = tmp_path / "idx"
+    shutil.copytree(built["root"] / "fp16", index)
+    path = index / RESCORE_STORE_FILE
+    if damage == "missing":
+        path.unlink()
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-100])
+    else:
+        np.save(path, np.zeros((7, DIM), np.float16))
+    rows = IndexMeta.load(index).num_vectors
+    with pytest.raises(MultiViewError) as err:
+        MultiVectorSearcher(index)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message and f"expected {rows} rows x {DIM} float16" in message
+
+
+def test_driver_flag_reaches_build_and_search(built, tmp_path, capsys):
+    glob_ = str(built["root"] / "c.*.pkl")
+    assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "h"), "--index_factory",
+                              f"IVF{NLIST},SQ8", "--rescore_store", "fp32", "--target_recall", "0"]) == 0
+    meta = IndexMeta.load(tmp_path / "h")
+    assert meta.rescore_store["dtype"] == "float32" and (tmp_path / "h" / RESCORE_STORE_FILE).is_file()
+    assert "rescore store" in index_driver.index_report(tmp_path / "h")
+    # without the flag: none
+    assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "n"), "--index_factory",
+                              f"IVF{NLIST},SQ8", "--target_recall", "0"]) == 0
+    assert IndexMeta.load(tmp_path / "n").rescore_store is None
+    # pointless for Flat, and a Faiss flag: one-line errors
+    capsys.readouterr()
+    assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "f"),
+                              "--rescore_store", "fp16"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--rescore_store fp16" in err and "Traceback" not in err
+    assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "q"), "--backend", "qdrant",
+                              "--rescore_store", "fp16"]) == 2
+    assert "--rescore_store" in capsys.readouterr().err
+    # a truncated store: the search driver says so in one line
+    store = tmp_path / "h" / RESCORE_STORE_FILE
+    store.write_bytes(store.read_bytes()[:200])
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                     is_query=True)
+    w = ShardWriter(tmp_path / "queries.pkl", info, multi_vector=False)
+    w.add([f"q{i}" for i in range(5)], built["queries"][:5])
+    w.close()
+    assert search_driver.main(["--index", str(tmp_path / "h"), "--encoded_queries", str(tmp_path / "queries.pkl"),
+                               "--output", str(tmp_path / "run.trec")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(store) in err and "Traceback" not in err
+
+
+def test_doc_index_candidates_and_calibration_use_the_store(built, tmp_path):
+    exact_ids, exact_scores = MultiVectorSearcher(built["root"] / "flat").search_vectors(built["queries"], 10)
+    build_index(built["paths"], tmp_path / "d", index_factory=f"IVF{NLIST},SQ8", doc_index_factory="Flat",
+                rescore_store="fp32")
+    searcher = MultiVectorSearcher(tmp_path / "d")
+    searcher.store.approximate.min_doc_candidates = N_DOCS  # every document a candidate: exact
+    ids, scores = searcher.search_vectors(built["queries"], 10)
+    assert (ids == exact_ids).all()
+    np.testing.assert_allclose(scores, exact_scores, rtol=0, atol=1e-5)
+    # the build-time calibration searches through the searcher, so it measures the store's recall
+    shutil.copytree(built["root"] / "fp32", tmp_path / "c")  # calibration rewrites the meta: not the shared one
+    record = calibrate_index(tmp_path / "c", target_recall=0.98, n_queries=60)
+    assert record["kind"] == "ivf" and record["aim_reached"] and record["recall"] == 1.0
