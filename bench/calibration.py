@@ -18,6 +18,13 @@ records ``--aggregation max`` (dcsr's default, HasAns, is not what the calibrati
 (the third folder: the SQuAD paragraphs' 8 mvr-residual views, as ``driver.encode`` wrote them for the run
 ``squad-sel-mvr-residual-seed7``; any folder with ``corpus.*.pkl`` and ``queries.pkl`` shards serves)
 
+``IVF{nlist},SQ8+store:fp16`` is IVF+SQ8 whose candidates are re-scored from an fp16 copy of the views on disk
+(``build_index(rescore_store="fp16")``, ``driver.index --rescore_store fp16``), beside plain IVF+SQ8::
+
+    PYTHONPATH=$PWD TQDM_DISABLE=1 OMP_NUM_THREADS=1 python bench/calibration.py --indexes 'IVF{nlist},SQ8' \
+        'IVF{nlist},SQ8+store:fp16' --samplers mixed --threads 1 --json bench/calibration_rescore_store.json \
+        > bench/calibration_rescore_store.log 2>&1
+
 ``--samplers`` calibrates each index once per corpus-query sampler (``views``, ``midpoints``, ``mixed``); with
 ``--split_queries`` each real set is also calibrated on a seeded random half of its questions (what
 ``driver.index --calibration_query_reps`` does) and held out on the other half::

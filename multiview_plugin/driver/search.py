@@ -96,8 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "Default: the value calibrated at build time, else 2 (bench/ann.py: 0.995 of exact "
                      "recall@100).")
     pys.add_argument("--rescore", action=argparse.BooleanOptionalAction, default=None, help="Approximate "
-                     "indexes: re-score candidate documents over all their views, reconstructed from the index "
-                     "(default: on for IVF indexes, off for HNSW, where it was measured not to help).")
+                     "indexes: re-score candidate documents over all their views, reconstructed from the index or "
+                     "read from its re-scoring store (driver.index --rescore_store) (default: on for IVF indexes "
+                     "and wherever there is a store, off for HNSW, where it was measured not to help).")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="How a document's vector scores combine "
                    "(default: the index's recorded aggregation, else max).")
     add_shard_safety_flags(p)

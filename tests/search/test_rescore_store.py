@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 
 import faiss
 import numpy as np
@@ -20,33 +19,18 @@ from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.search import IndexMeta, MultiVectorSearcher, _index, build_index
 from multiview_plugin.search._index import INDEX_FOLDER_FILES, RESCORE_STORE_FILE
 from multiview_plugin.search.calibrate import calibrate_index
-from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+from multiview_plugin.synthetic_vectors import clustered_queries
+from tests.search.test_calibrate import synthetic
 
 N_DOCS, MAX_VIEWS, DIM, NLIST = 300, 6, 16, 4
-
-
-def write_shards(folder: Path) -> tuple[np.ndarray, np.ndarray, list[Path]]:
-    """300 documents with 1-6 views (two shards) in 20 tight clusters: many near-tied views, where SQ8's 8-bit
-    codes reorder the top 10."""
-    docs = clustered_documents(N_DOCS, MAX_VIEWS, DIM, clusters=20, seed=3, doc_spread=1.0, view_spread=1.0)
-    counts = np.random.default_rng(4).integers(1, MAX_VIEWS + 1, N_DOCS)
-    mask = np.arange(MAX_VIEWS)[None] < counts[:, None]
-    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
-                     num_shards=2)
-    paths = []
-    for s, (a, b) in enumerate(((0, N_DOCS // 2), (N_DOCS // 2, N_DOCS))):
-        info.shard_index = s
-        w = ShardWriter(folder / f"c.{s}.pkl", info, multi_vector=True)
-        w.add([f"d{i}" for i in range(a, b)], docs[a:b], mask[a:b])
-        w.close()
-        paths.append(folder / f"c.{s}.pkl")
-    return docs, mask, paths
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("store")
-    docs, mask, paths = write_shards(root)
+    # 300 clustered documents with 1-6 views (two shards): near-tied views, where SQ8's 8-bit codes reorder the
+    # top 10 (of 22 of the 50 queries when this was written)
+    docs, mask, paths = synthetic(root, N_DOCS, (1, MAX_VIEWS), DIM, 1.0, 1.0, 3)
     for name, factory, store in (("flat", "Flat", "none"), ("sq8", f"IVF{NLIST},SQ8", "none"),
                                  ("fp32", f"IVF{NLIST},SQ8", "fp32"), ("fp16", f"IVF{NLIST},SQ8", "fp16")):
         build_index(paths, root / name, index_factory=factory, rescore_store=store)
