@@ -87,8 +87,14 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
                                    min(options, key=lambda o: o["ram"]))
     main, _, doc = pick["index"].partition("+doc:")
     row = pick["measured"]
+    # lossy codes (SQ8, PQ) re-score their candidates from an fp16 copy of the views on disk (driver.index
+    # --rescore_store): RAM unchanged, disk + rows x dim x 2 bytes (bench/calibration_rescore_store.log)
+    store = "fp16" if _lossy_codes(main) else None
+    store_bytes = n_vectors * DIM * 2 if store else 0
     return {"index": pick["index"], "index_factory": main, "doc_index_factory": doc or None,
-            "ram_gb": pick["ram"] / 1e9, "disk_gb": pick["disk"] / 1e9, "build_h": pick["build"] / 3600,
+            "rescore_store": store, "store_gb": store_bytes / 1e9,
+            "ram_gb": pick["ram"] / 1e9, "disk_gb": (pick["disk"] + store_bytes) / 1e9,
+            "build_h": pick["build"] / 3600,
             "ms_per_query": pick["latency_ms"], "recall": row["recall"], "recall_k": margs["k"],
             "index_ram_gb": pick["index_ram"] / 1e9, "docid_map_gb": n_vectors * DOCID_MAP_BYTES_PER_ROW / 1e9,
             "train_size": pick["train_size"], "train_gb": pick["train_bytes"] / 1e9,
@@ -96,6 +102,11 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
             f"{row['param']} {row['value']:g}", "measured_vectors": row["vectors"],
             "fits_budget": pick["ram"] <= budget_gb * 1e9, "budget_gb": budget_gb, "docs": n_docs,
             "views": views, "vectors": n_vectors}
+
+
+def _lossy_codes(factory: str) -> bool:
+    """Whether an index factory stores its vectors in lossy codes (8-bit scalar or product quantisation)."""
+    return any(part.startswith(("SQ8", "SQ4", "PQ")) for part in factory.split(","))
 
 
 def plan_line(plan: dict | None) -> str:
@@ -109,6 +120,8 @@ def plan_line(plan: dict | None) -> str:
                 "vectors")
     if plan["index"] != "Flat":
         measured += "; driver.index's calibration sets the real index's search settings"
+    if plan.get("rescore_store"):
+        index += f", re-scoring store {plan['rescore_store']} on disk {plan['store_gb']:.0f} GB"
     return (f"plan: RAM {plan['ram_gb']:.0f} GB, disk {plan['disk_gb']:.0f} GB, build {plan['build_h']:.1f} h, "
             f"search {plan['ms_per_query']:.1f} ms/query ({index}; RAM {ram} GB; {measured}; {plan['docs']:,} "
             f"passages x {plan['views']:g} views x {DIM} dims; 1 CPU core)")

@@ -372,6 +372,8 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
                     index_flags += ["--doc_index_factory", plan["doc_index_factory"]]
                 if plan["train_size"]:  # enough vectors per IVF list (recipes/plan.py MIN_TRAIN_PER_LIST)
                     index_flags += ["--train_size", str(plan["train_size"])]
+                if plan.get("rescore_store"):  # lossy codes: re-score candidates from views on disk
+                    index_flags += ["--rescore_store", plan["rescore_store"]]
             run("multiview_plugin.driver.index", index_flags)
         for ev in prepared["evals"]:
             if str(ev.get("corpus", prepared.get("corpus"))) != corpus:

@@ -50,6 +50,19 @@ def test_ivf_plan_trains_39_per_list_and_counts_sample_and_docid_map(tmp_path, c
                             str(tmp_path / "dry")]) == 0
     index_cmd = next(c for c in capsys.readouterr().out.splitlines() if "driver.index " in c)
     assert f"--index_factory {plan['index_factory']} --train_size {plan['train_size']}" in index_cmd
+    # SQ8's lossy codes: candidates re-scored from an fp16 copy of the views on disk (RAM unchanged)
+    assert plan["rescore_store"] == "fp16" and "--rescore_store fp16" in index_cmd
+    assert plan["store_gb"] == pytest.approx(plan["vectors"] * plan_mod.DIM * 2 / 1e9)
+    assert f"re-scoring store fp16 on disk {plan['store_gb']:.0f} GB" in line
+    assert plan["disk_gb"] > plan["store_gb"]
+
+
+def test_only_lossy_codes_get_a_rescoring_store():
+    """The msmarco dce plan (SQfp16 views, document-index candidates) needs no store; its index command has none."""
+    assert plan_mod._lossy_codes("IVF131072,SQ8") and plan_mod._lossy_codes("IVF4096,PQ64")
+    assert not plan_mod._lossy_codes("SQfp16") and not plan_mod._lossy_codes("HNSW32")
+    plan = plan_mod.make_plan("msmarco", "dce", json.loads((RECIPES / "msmarco" / "dce.json").read_text()))
+    assert plan["rescore_store"] is None and plan["store_gb"] == 0
 
 
 def test_budget_changes_the_choice():
