@@ -484,7 +484,7 @@ HEADLINE = [
     ("dcsr-mean at 100 steps", "the same", "squad-sel-p1-dcsr-mean-hybrid", "dcsr-mean"),
     ("dcsr-mean + BM25: fused with BM25 at search time (score interpolation, weight chosen on dev)",
      "the same, then `driver.search --hybrid bm25`", "squad-sel300-hybrid", "dcsr-mean-300+bm25"),
-    ("dce: one view per generated query", "`--model_name dce --pooling mean`", "squad-sel-dce", "dce"),
+    ("dce: one view per generated query", "`--model_name dce --pooling mean`", "squad-sel-dce-rerun", "dce"),
     ("mvr-residual: dpr's text encoding + 8 gated read-only viewers (step 0 = dpr)",
      "`--model_name mvr --mvr_views residual --pooling mean`", "squad-sel-mvr-residual-rerun", "mvr-residual"),
     ("mvr-residual at 600 steps", "the same", "squad-sel600-mvr-residual", "mvr-residual-600"),
