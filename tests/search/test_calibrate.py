@@ -75,7 +75,8 @@ def test_calibrated_defaults_hold_recall_on_unseen_distributions(tmp_path, case)
     assert meta["calibration"]["aim_reached"] == (meta["calibration"]["recall_lower95"] >= 0.99)
     assert held_out_recall(MultiVectorSearcher(tmp_path / "idx"), docs, mask, seed) >= 0.98
     if factory.startswith("HNSW") and vs > 1:  # cheaper settings lose recall here: the choice matters
-        assert min(p["recall"] for p in record["operating_points"]) < 0.98
+        # (not read from record["operating_points"]: that Pareto frontier is ranked by measured time, so under
+        # load a slow cheap point drops off it and the test would depend on the machine's load)
         cheap = MultiVectorSearcher(tmp_path / "idx", overfetch=0.25, ef_search=8)
         assert held_out_recall(cheap, docs, mask, seed) < 0.98
 
