@@ -286,7 +286,8 @@ def seed_groups(data: str) -> list[dict]:
     for (system, setting), by_seed in groups.items():
         dpr = {seed: baseline_row(groups, setting, seed) for seed in by_seed}
         tests = {seed: paired_p(row, dpr[seed]) for seed, row in by_seed.items()} if system != "dpr" else {}
-        out.append({"system": system, "setting": setting, "seeds": dict(sorted(by_seed.items())), "tests": tests})
+        out.append({"system": system, "setting": setting, "seeds": dict(sorted(by_seed.items())),
+                    "tests": dict(sorted(tests.items()))})  # both in seed order: tables list them side by side
     return out
 
 
@@ -303,7 +304,7 @@ def seed_summary(g: dict, metric: str) -> str:
 def tested_win(g: dict) -> tuple[dict, bool]:
     """A seed group's seeds that carry a paired test against dpr, and whether it is a significant win: p below
     SIGNIFICANCE_ALPHA and a positive Δ for every tested seed."""
-    tested = {seed: t for seed, t in g["tests"].items() if t.get("p_value") is not None}
+    tested = {seed: t for seed, t in sorted(g["tests"].items()) if t.get("p_value") is not None}  # seed order
     return tested, bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0
                                         for t in tested.values())
 

@@ -79,3 +79,18 @@ def test_transfer_runs_are_their_own_setting_and_table(tmp_path, monkeypatch):
     assert transfer.startswith("**Zero-shot transfer to SciFact (BEIR): models trained on SQuAD-dev")
     assert "`tr-dpr`" in transfer and "`tr-dcsr`" in transfer and "`in`" not in transfer
     assert "(zero-shot transfer)" in results.significance_table("scifact")
+
+
+def test_per_seed_tests_are_listed_in_the_seeds_order(tmp_path, monkeypatch):
+    """The README lists seeds "7, 42" beside Δ and p per seed: each list in seed order, whatever order the records
+    came in (seed 42's record first here; the tables once printed its Δ first, beside seed 7)."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    base = [0] * 50 + [-1] * 50
+    write(tmp_path / "squad", "a", CMD, [row("dpr", base), row("dcsr-mean", [0] * 90 + [-1] * 10)],
+          "2026-01-01 00:00:00")
+    write(tmp_path / "squad", "b", CMD + " '--train_flags=--seed 7' --tag=-seed7",
+          [row("dpr-seed7", base), row("dcsr-mean-seed7", [0] * 60 + [-1] * 40)], "2026-01-02 00:00:00")
+    g = next(g for g in results.seed_groups("squad") if g["system"] == "dcsr-mean")
+    assert list(g["seeds"]) == [7, 42] and list(g["tests"]) == [7, 42]
+    tested, _ = results.tested_win(g)
+    assert [round(t["p_delta"]) for t in tested.values()] == [10, 40]
