@@ -89,7 +89,8 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     row = pick["measured"]
     # lossy codes (SQ8, PQ) re-score their candidates from an fp16 copy of the views on disk (driver.index
     # --rescore_store): RAM unchanged, disk + rows x dim x 2 bytes (bench/calibration_rescore_store.log)
-    store = "fp16" if _lossy_codes(main) else None
+    # (max aggregation only: the searcher re-scores for max, never for dcsr's HasAns)
+    store = "fp16" if _lossy_codes(main) and max_aggregation else None
     store_bytes = n_vectors * DIM * 2 if store else 0
     return {"index": pick["index"], "index_factory": main, "doc_index_factory": doc or None,
             "rescore_store": store, "store_gb": store_bytes / 1e9,

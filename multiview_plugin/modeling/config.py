@@ -93,10 +93,13 @@ class EncoderConfig:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}: not valid JSON ({err})") from err
-        if data.get("format_version", 0) > FORMAT_VERSION:
-            raise ConfigError(f"{path}: written by a newer multiview_plugin (format {data['format_version']})")
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: not a JSON object")
+        version = data.get("format_version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ConfigError(f"{path}: field 'format_version': expected an integer, got {version!r}")
+        if version > FORMAT_VERSION:
+            raise ConfigError(f"{path}: written by a newer multiview_plugin (format {version})")
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:

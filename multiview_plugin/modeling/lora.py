@@ -119,8 +119,13 @@ def check_adapter_config(folder: str | os.PathLike) -> None:
         raise ConfigError(f"{path}: not a readable JSON adapter config ({err})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: not a JSON object")
+    pattern = data.get("rank_pattern") or {}
+    if not isinstance(pattern, dict):
+        raise ConfigError(f"{path}: field 'rank_pattern': expected an object of module -> rank, got {pattern!r}")
     try:
         check_value("r", data.get("r"), (1, MAX_LORA_RANK))
+        for module, rank in pattern.items():  # peft gives these modules their own rank
+            check_value(f"rank_pattern.{module}", rank, (1, MAX_LORA_RANK))
     except OutOfBoundsError as err:
         raise err.located(path) from None
 

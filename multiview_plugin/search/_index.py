@@ -333,6 +333,7 @@ def build_index(
                     continue  # an empty shard: nothing to add (its dim may be unknown)
                 if index is None:
                     dim = reps.shape[1]
+                    del reps  # the set-up below may read every shard again: hold one shard at a time, not two
                     index = make_faiss_index(dim, index_factory)
                     if store_dtype is not None:
                         if isinstance(faiss.downcast_index(index), faiss.IndexFlat):
@@ -354,6 +355,7 @@ def build_index(
                         if not doc_index.is_trained:
                             raise ConfigError(f"--doc_index_factory {doc_index_factory} needs training; use one "
                                               "that does not (HNSW32, Flat)")
+                    reps = read_shard(path, unsafe_pickle)[0]
                 elif reps.shape[1] != index.d:
                     raise ShardFormatError(f"{path}: dim {reps.shape[1]} differs from {index.d}")
                 for start in range(0, len(reps), ADD_CHUNK):  # bounded float32 copies of float16 shards
@@ -371,6 +373,7 @@ def build_index(
                 num_vectors += len(lookup)
                 views.add(np.bincount(row_doc))
         if presized is not None:
+            presized.finish()
             presized.close()
         store_record = store.close() if store is not None else None
         if index is None:
@@ -406,6 +409,10 @@ def build_index(
             store.abort()
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir, ignore_errors=True)
+    if store_record and meta.aggregation != "max":
+        logger.warning("%s: the re-scoring store serves max aggregation; this index searches with %s by default, "
+                       "which does not re-score: search with --aggregation max to use it", index_dir,
+                       meta.aggregation)
     logger.info("index %s: %d documents, %d vectors (max %d views), %s%s", index_dir, meta.num_docs,
                 meta.num_vectors, meta.max_views, index_factory,
                 f", re-scoring store {RESCORE_STORE_FILE} ({store_dtype})" if store_record else "")
@@ -517,6 +524,13 @@ class PresizedIVFAdds:
         if len(assigned) != len(chunk):
             raise MultiViewError(f"{self.path}: the shards changed while the index was built")
         self.index.add_core(len(chunk), faiss.swig_ptr(chunk), None, faiss.swig_ptr(assigned))
+
+    def finish(self) -> None:
+        """After the last add: every assignment of the first pass must have been used (a shard that shrank between
+        the passes would otherwise have put each later vector in another vector's list)."""
+        if self._in.read(1):
+            raise MultiViewError(f"{self.path}: the shards hold fewer vectors than the first pass assigned; did "
+                                 "they change while the index was built?")
 
     def close(self) -> None:
         """Close and delete the assignments file (it must not end up in the index folder)."""

@@ -58,11 +58,14 @@ def test_ivf_plan_trains_39_per_list_and_counts_sample_and_docid_map(tmp_path, c
 
 
 def test_only_lossy_codes_get_a_rescoring_store():
-    """The msmarco dce plan (SQfp16 views, document-index candidates) needs no store; its index command has none."""
+    """The msmarco dce plan (SQfp16 views, document-index candidates) and the dcsr plans (HasAns) get no store."""
     assert plan_mod._lossy_codes("IVF131072,SQ8") and plan_mod._lossy_codes("IVF4096,PQ64")
     assert not plan_mod._lossy_codes("SQfp16") and not plan_mod._lossy_codes("HNSW32")
     plan = plan_mod.make_plan("msmarco", "dce", json.loads((RECIPES / "msmarco" / "dce.json").read_text()))
     assert plan["rescore_store"] is None and plan["store_gb"] == 0
+    # dcsr's IVF,SQ8 plan neither: it ranks by HasAns, which never re-scores, so a store would be dead weight
+    plan = plan_mod.make_plan("nq", "dcsr", json.loads((RECIPES / "nq" / "dcsr.json").read_text()))
+    assert plan["index_factory"].endswith("SQ8") and plan["rescore_store"] is None
 
 
 def test_budget_changes_the_choice():

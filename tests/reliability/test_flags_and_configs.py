@@ -365,3 +365,29 @@ def test_fp16_on_cpu_is_logged_as_ignored(tiny_bert, train_file, tmp_path, caplo
     assert train_main(_train_args(tiny_bert, train_file, tmp_path / "out2", "--max_steps", "1",
                                   "--save_strategy", "no")) == 0
     assert "--fp16" not in caplog.text
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("[1, 2]", "not a JSON object"),
+    ('{"format_version": "2"}', "field 'format_version': expected an integer, got '2'"),
+    ('{"format_version": true}', "field 'format_version': expected an integer, got True"),
+])
+def test_a_malformed_config_is_one_line_not_a_traceback(tmp_path, content, needle):
+    """The object check comes before any field is read (a JSON list once raised AttributeError)."""
+    (tmp_path / "multiview_config.json").write_text(content)
+    with pytest.raises(ConfigError) as err:
+        EncoderConfig.load(tmp_path)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_adapter_rank_pattern_is_bounded_too(tmp_path):
+    """peft gives the modules of ``rank_pattern`` their own rank: each is bounded like ``r``."""
+    from multiview_plugin.modeling.lora import check_adapter_config
+
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 8,
+                                                              "rank_pattern": {"query": 10 ** 9}}))
+    with pytest.raises(ConfigError, match="field 'rank_pattern.query' must be >= 1 and <= 8192"):
+        check_adapter_config(tmp_path)
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 8,
+                                                              "rank_pattern": {"query": 16}}))
+    check_adapter_config(tmp_path)

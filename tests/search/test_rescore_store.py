@@ -14,7 +14,7 @@ import pytest
 
 from multiview_plugin.driver import index as index_driver
 from multiview_plugin.driver import search as search_driver
-from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
+from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.search import IndexMeta, MultiVectorSearcher, _index, build_index
 from multiview_plugin.search._index import INDEX_FOLDER_FILES, RESCORE_STORE_FILE
@@ -183,3 +183,26 @@ def test_doc_index_candidates_and_calibration_use_the_store(built, tmp_path):
 def _error_lines(err: str) -> list[str]:
     """The lines of stderr that report an error (progress bars, drawn unless TQDM_DISABLE is set, are not)."""
     return [line for line in err.splitlines() if "error" in line.lower()]
+
+
+def test_a_shard_that_shrank_between_the_ivf_passes_is_an_error(built, tmp_path):
+    """The first pass assigned every vector to a list; adds that leave assignments unused would have put each later
+    vector in another vector's list, so finishing with assignments left over is an error."""
+    index = faiss.index_factory(DIM, f"IVF{NLIST},SQ8", faiss.METRIC_INNER_PRODUCT)
+    sample = np.concatenate([read_shard(p)[0] for p in built["paths"]]).astype(np.float32)
+    index.train(sample)
+    presized = _index.PresizedIVFAdds.prepare(index, built["paths"], tmp_path / "assign", False)
+    try:
+        presized.add(np.ascontiguousarray(sample[:10]))
+        with pytest.raises(MultiViewError, match="fewer vectors than the first pass assigned"):
+            presized.finish()
+    finally:
+        presized.close()
+
+
+def test_a_store_beside_hasans_aggregation_warns(built, tmp_path, caplog):
+    """dcsr's HasAns does not re-score, so a store it would never read is named at build time."""
+    with caplog.at_level("WARNING"):
+        build_index(built["paths"], tmp_path / "h", index_factory=f"IVF{NLIST},SQ8", aggregation="hasans",
+                    rescore_store="fp16")
+    assert any("serves max aggregation" in r.message for r in caplog.records)
