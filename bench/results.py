@@ -490,7 +490,7 @@ HEADLINE = [
      "`--model_name mvr --mvr_views residual --pooling mean`", "squad-sel-mvr-residual-rerun", "mvr-residual"),
     ("mvr-residual at 600 steps", "the same", "squad-sel600-mvr-residual", "mvr-residual-600"),
     ("mlr-sc-mean: self-contrastive MLR on mean-pooled layers, dpr's index size",
-     "`--model_name mlr --mlr_pooling self_contrastive --mlr_layer_pooling mean`", "squad-sel300-mlr-sc-mean",
+     "`--model_name mlr --mlr_pooling self_contrastive --mlr_layer_pooling mean`", "squad-sel300-mlr-sc-mean-rerun",
      "mlr-sc-mean-300"),
     ("the peer: ColBERT trained with PyLate, one vector per token", "`bench/colbert_peer.py`",
      "squad-sel-colbert-pylate", "colbert-pylate"),
