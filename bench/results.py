@@ -488,7 +488,7 @@ HEADLINE = [
     ("dce: one view per generated query", "`--model_name dce --pooling mean`", "squad-sel-dce-rerun", "dce"),
     ("mvr-residual: dpr's text encoding + 8 gated read-only viewers (step 0 = dpr)",
      "`--model_name mvr --mvr_views residual --pooling mean`", "squad-sel-mvr-residual-rerun", "mvr-residual"),
-    ("mvr-residual at 600 steps", "the same", "squad-sel600-mvr-residual", "mvr-residual-600"),
+    ("mvr-residual at 300 steps", "the same", "squad-sel300-mvr-residual-rerun", "mvr-residual-300"),
     ("mlr-sc-mean: self-contrastive MLR on mean-pooled layers, dpr's index size",
      "`--model_name mlr --mlr_pooling self_contrastive --mlr_layer_pooling mean`", "squad-sel300-mlr-sc-mean-rerun",
      "mlr-sc-mean-300"),
