@@ -79,6 +79,16 @@ def test_transfer_runs_are_their_own_setting_and_table(tmp_path, monkeypatch):
     assert transfer.startswith("**Zero-shot transfer to SciFact (BEIR): models trained on SQuAD-dev")
     assert "`tr-dpr`" in transfer and "`tr-dcsr`" in transfer and "`in`" not in transfer
     assert "(zero-shot transfer)" in results.significance_table("scifact")
+    # the README's summary: one row per system and source budget, seeds aggregated, tests per seed
+    write(tmp_path / "scifact", "tr-7", sci + " --models_from runs/squad-c '--train_flags=--seed 7' "
+          "--tag=-seed7-from-squad", [row("dpr-seed7-from-squad", base, transfer_from="runs/squad-c/models/dpr/best",
+                                          **{"nDCG@10": 62.0}),
+                                      row("dcsr-mean-seed7-from-squad", better, **{"nDCG@10": 67.0},
+                                          transfer_from="runs/squad-c/models/dcsr-mean/best")], "2026-01-04 00:00:00")
+    summary = results.transfer_summary("scifact").splitlines()
+    dcsr_line = next(x for x in summary if "`tr-dcsr`" in x)
+    assert "| 100 | 7, 42 | 66.0 ± 1.4 | +40.0, +40.0 |" in dcsr_line and "`tr-7`, `tr-dcsr`" in dcsr_line
+    assert dcsr_line.startswith("| **") and sum("`tr-7`" in x for x in summary) == 2  # one row per system
 
 
 def test_per_seed_tests_are_listed_in_the_seeds_order(tmp_path, monkeypatch):
