@@ -226,9 +226,9 @@ def _shard_sizes(shards: Sequence[Path], infos: list, unsafe_pickle: bool = Fals
     return [info.num_vectors if info else read_shard(p, unsafe_pickle)[0].shape[0] for p, info in zip(shards, infos)]
 
 
-def _sample_for_training(shards: list[Path], infos: list, size: int, seed: int, unsafe_pickle: bool = False
+def _sample_for_training(shards: list[Path], sizes: list[int], size: int, seed: int, unsafe_pickle: bool = False
                          ) -> np.ndarray:
-    sizes = _shard_sizes(shards, infos, unsafe_pickle)
+    """``size`` vectors drawn across ``shards`` in proportion to their ``sizes`` (:func:`_shard_sizes`)."""
     total = sum(sizes)
     rng = np.random.default_rng(seed)
     takes = [min(n, math.ceil(size * n / total)) for n in sizes]
@@ -335,17 +335,19 @@ def build_index(
                     dim = reps.shape[1]
                     del reps  # the set-up below may read every shard again: hold one shard at a time, not two
                     index = make_faiss_index(dim, index_factory)
+                    if store_dtype is not None and isinstance(faiss.downcast_index(index), faiss.IndexFlat):
+                        raise ConfigError(f"--rescore_store {rescore_store} with --index_factory {index_factory}: "
+                                          "a Flat index holds the exact vectors and searches exactly; the store is "
+                                          "for approximate indexes (IVF...,SQ8, PQ, HNSW)")
+                    # vectors per shard, once, for the store's size and the training sample's proportions
+                    sizes = (_shard_sizes(paths, infos, unsafe_pickle)
+                             if store_dtype is not None or not index.is_trained else [])
                     if store_dtype is not None:
-                        if isinstance(faiss.downcast_index(index), faiss.IndexFlat):
-                            raise ConfigError(f"--rescore_store {rescore_store} with --index_factory "
-                                              f"{index_factory}: a Flat index holds the exact vectors and searches "
-                                              "exactly; the store is for approximate indexes (IVF...,SQ8, PQ, HNSW)")
-                        store = RescoreStoreWriter(tmp_dir / RESCORE_STORE_FILE, store_dtype,
-                                                   sum(_shard_sizes(paths, infos, unsafe_pickle)), dim)
+                        store = RescoreStoreWriter(tmp_dir / RESCORE_STORE_FILE, store_dtype, sum(sizes), dim)
                     if use_gpu:
                         index = _to_gpu(index)
                     if not index.is_trained:
-                        sample = _sample_for_training(paths, infos, train_size, seed, unsafe_pickle)
+                        sample = _sample_for_training(paths, sizes, train_size, seed, unsafe_pickle)
                         logger.info("training %s on %d vectors", index_factory, len(sample))
                         train_faiss_index(index, sample, index_factory)
                         del sample

@@ -203,8 +203,7 @@ class VectorStore:
         self.doc_views = counts.astype(np.int64)
         self.doc_index = doc_index
         self.rescore_views = rescore_views
-        # the vectors re-scored from, as an array (None: not looked up yet; False: reconstruct from the index)
-        self._storage: np.ndarray | bool | None = rescore_views
+        self._storage: np.ndarray | bool | None = None  # the index's vectors as an array (False: reconstruct)
         self._flat_ip: faiss.IndexFlat | None = None
         if doc_index is not None:
             if doc_index.ntotal != len(docids):
@@ -347,7 +346,7 @@ class VectorStore:
         rows = self.doc_start[safe][..., None] + offs  # (Q, C, V)
         valid = valid_doc[..., None] & (offs < self.doc_views[safe][..., None])
         rows = np.where(valid, rows, 0)
-        if self._storage is None:
+        if self._storage is None and self.rescore_views is None:  # with a store the index's own codes go unread
             self._storage = _storage_view(self.index)
             flat = faiss.downcast_index(self.index)
             self._flat_ip = flat if (isinstance(flat, faiss.IndexFlat)
@@ -364,14 +363,12 @@ class VectorStore:
                                                       faiss.swig_ptr(sims), faiss.swig_ptr(flat_rows))
                 out[i:i + step] = np.where(valid[i:i + step], sims.reshape(chunk.shape), -np.inf).max(axis=2)
                 continue
-            if self._storage is not False and self.rescore_views is None:
+            if self.rescore_views is None and self._storage is not False:
                 block = self._storage[chunk.reshape(len(chunk), -1)]
-            else:
+            else:  # each needed row once: from the store on disk (sorted, pages in order), else reconstructed
                 uniq, inverse = np.unique(chunk, return_inverse=True)
-                if self.rescore_views is not None:  # on disk: sorted rows read once (pages in order)
-                    block = np.asarray(self.rescore_views[uniq], dtype=np.float32)
-                else:
-                    block = np.asarray(self.index.reconstruct_batch(uniq.astype(np.int64)), dtype=np.float32)
+                block = np.asarray(self.rescore_views[uniq] if self.rescore_views is not None
+                                   else self.index.reconstruct_batch(uniq.astype(np.int64)), dtype=np.float32)
                 block = block.reshape(len(uniq), self.dim)[inverse.reshape(len(chunk), -1)]
             sims = np.matmul(block.astype(np.float32, copy=False), q[i:i + step, :, None])[..., 0]
             sims = sims.reshape(chunk.shape)
