@@ -304,9 +304,15 @@ def seed_summary(g: dict, metric: str) -> str:
 def tested_win(g: dict) -> tuple[dict, bool]:
     """A seed group's seeds that carry a paired test against dpr, and whether it is a significant win: p below
     SIGNIFICANCE_ALPHA and a positive Δ for every tested seed."""
-    tested = {seed: t for seed, t in sorted(g["tests"].items()) if t.get("p_value") is not None}  # seed order
+    tested = {seed: t for seed, t in g["tests"].items() if t.get("p_value") is not None}
     return tested, bool(tested) and all(t["p_value"] < SIGNIFICANCE_ALPHA and t["p_delta"] > 0
                                         for t in tested.values())
+
+
+def tested_cells(tested: dict) -> tuple[str, str]:
+    """The per-seed Δ and p cells of :func:`tested_win`'s tested seeds, in seed order ("" where none is tested)."""
+    return (", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()),
+            ", ".join(f"{t['p_value']:.2g}" for t in tested.values()))
 
 
 def significance_table(data: str) -> str | None:
@@ -345,8 +351,7 @@ def significance_table(data: str) -> str | None:
             ", ".join(str(s) for s in g["seeds"]) + f" (n = {len(g['seeds'])})",
             f"**{summary}**" if win else summary,
             ", ".join(cell(r.get(metric)) for r in g["seeds"].values()),
-            ", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()) or "–",
-            ", ".join(f"{t['p_value']:.2g}" for t in tested.values()) or "–",
+            *(c or "–" for c in tested_cells(tested)),
             "yes" if win else ("no" if tested else "–"),
             ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())]) + " |")
     return "\n".join(lines)
@@ -470,11 +475,11 @@ def transfer_summary(data: str = "scifact") -> str:
     for g in sorted((g for g in seed_groups(data) if g["setting"][-1]),
                     key=lambda g: (g["setting"][steps_at] or 0, g["system"] != "dpr", g["system"])):
         tested, win = tested_win(g)
+        deltas, p_values = tested_cells(tested)
         name = SYSTEM_NAMES.get(g["system"], g["system"])
         lines.append("| " + " | ".join([
             f"**{name}**" if win else name, str(g["setting"][steps_at] or "–"), ", ".join(map(str, g["seeds"])),
-            seed_summary(g, metric), ", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()) or "–",
-            ", ".join(f"{t['p_value']:.2g}" for t in tested.values()) or "–",
+            seed_summary(g, metric), deltas or "–", p_values or "–",
             ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())]) + " |")
     return "\n".join(lines)
 
@@ -517,13 +522,13 @@ def headline_table(data: str = "squad") -> str:
         row = next(r for r in g["seeds"].values() if r["_record"] == record)
         dpr = by_setting.get(("dpr", g["setting"]))
         tested, win = tested_win(g)
+        deltas, p_values = tested_cells(tested)
         vectors = row.get("views_per_doc", row.get("views"))
         value = seed_summary(g, metric)
         lines.append("| " + " | ".join([
             label, flags, str(row.get("steps", "–")), ", ".join(str(s) for s in g["seeds"]),
             f"**{value}**" if win else value, seed_summary(dpr, metric) if dpr and g["system"] != "dpr" else "–",
-            ", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()) or "–",
-            ", ".join(f"{t['p_value']:.2g}" for t in tested.values()) or ("–" if system == "dpr" else "not tested"),
+            deltas or "–", p_values or ("–" if system == "dpr" else "not tested"),
             cell(vectors), ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())]) + " |")
     return "\n".join(lines)
 
