@@ -390,6 +390,11 @@ def dumps_rows(obj) -> str:
                          json.dumps(obj, indent=2))
 
 
+def run_device() -> str:
+    """Where the run trained and encoded (recorded with every row): the CUDA device's name, else "cpu"."""
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
 def train_seed(train_flags: str) -> int:
     """The training seed of a run: the last ``--seed`` in --train_flags (they come after the default 42)."""
     argv = shlex.split(train_flags)
@@ -492,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     setting = {"data": args.data, "backbone": Path(args.backbone).name, "batch_size": args.batch_size,
                "learning_rate": args.learning_rate, "passage_max_len": args.passage_max_len,
-               "train_queries": n_train, "eval_queries": n_eval, "corpus": n_corpus}
+               "train_queries": n_train, "eval_queries": n_eval, "corpus": n_corpus, "device": run_device()}
     hybrid = None
     if args.hybrid:
         from multiview_plugin.search.hybrid import check_fusion

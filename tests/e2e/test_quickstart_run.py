@@ -30,6 +30,11 @@ def test_quickstart_runs_and_reports(tiny_bert, tmp_path, capsys):
         assert 0.0 <= r["R@1"] <= r["R@5"] <= r["R@20"] <= 100.0
         assert 0.0 <= r["answer_Top1"] <= r["answer_Top20"] <= 100.0
     assert (out / "runs" / "mvr.trec").is_file() and (out / "indexes" / "mvr" / "multiview.json").is_file()
+    # every row says where it ran (CI: no GPU)
+    import torch
+
+    expected = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    assert {r["device"] for r in rows.values()} == {expected}
 
 
 def test_quickstart_defaults_are_the_mean_pooled_multiview_forms(tiny_bert, tmp_path):
