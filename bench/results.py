@@ -199,8 +199,14 @@ def table(data: str, selected: bool = False, base: Path = RESULTS_PAGE.parent, w
         lines += ["", SELECTED_NOTE.format(groups=s.dev_groups, every=every,
                                               plot=Path(os.path.relpath(plot, base)).as_posix())]
     lines += ["", "Runs (`results/" + data + "/<run>.json`):", ""]
-    lines += [f"- `{r['name']}`: `{r['command']}`" for r in sorted(chosen, key=lambda r: r["name"])]
+    lines += [f"- `{r['name']}`: `{r['command']}`{ran_on(r)}" for r in sorted(chosen, key=lambda r: r["name"])]
     return "\n".join(lines)
+
+
+def ran_on(record: dict) -> str:
+    """The suffix " (on <GPU>)" for a record whose rows ran on a CUDA device (rows record `device`; older: CPU)."""
+    gpus = sorted({str(r["device"]) for r in record["rows"] if r.get("device", "cpu") != "cpu"})
+    return f" (on {', '.join(gpus)})" if gpus else ""
 
 
 SIGNIFICANCE_ALPHA = 0.05
@@ -257,6 +263,16 @@ def baseline_row(groups: dict, setting: tuple, seed: int) -> dict | None:
     """dpr's row to test a run against: dpr with the same budget, seed and train flags; else with the run's flags
     minus the other methods' own options (``--mvr_*`` … never apply to dpr); else plain dpr of that budget and seed
     (an ablation of a shared flag, e.g. another temperature, is tested against the baseline as users train it)."""
+    for candidate in baseline_settings(setting):
+        row = groups.get(("dpr", candidate), {}).get(seed)
+        if row is not None and "per_query" in row:
+            return row
+    return groups.get(("dpr", setting), {}).get(seed)
+
+
+def baseline_settings(setting: tuple) -> list[tuple]:
+    """The dpr settings a run is compared with, in order: its own; its train flags minus the other methods' own
+    options; no train flags."""
     flags = shlex.split(setting[-2])
     kept, skip = [], False
     for a in flags:
@@ -267,11 +283,7 @@ def baseline_row(groups: dict, setting: tuple, seed: int) -> dict | None:
             skip = "=" not in a
             continue
         kept.append(a)
-    for candidate in (setting, (*setting[:-2], " ".join(kept), setting[-1]), (*setting[:-2], "", setting[-1])):
-        row = groups.get(("dpr", candidate), {}).get(seed)
-        if row is not None and "per_query" in row:
-            return row
-    return groups.get(("dpr", setting), {}).get(seed)
+    return [setting, (*setting[:-2], " ".join(kept), setting[-1]), (*setting[:-2], "", setting[-1])]
 
 
 def seed_groups(data: str) -> list[dict]:
@@ -496,6 +508,11 @@ HEADLINE = [
     ("mvr-residual: dpr's text encoding + 8 gated read-only viewers (step 0 = dpr)",
      "`--model_name mvr --mvr_views residual --pooling mean`", "squad-sel-mvr-residual-rerun", "mvr-residual"),
     ("mvr-residual at 300 steps", "the same", "squad-sel300-mvr-residual-rerun", "mvr-residual-300"),
+    ("mvr-residual, 20 epochs at batch 64 (on a GPU)", "the same, `--per_device_train_batch_size 64`",
+     "squad-gpu20-mvr-residual", "mvr-residual-20ep"),
+    ("mvr-residual, 20 epochs, the MVR paper's annealed τ", "the same + `--temperature_schedule annealed "
+     "--temperature 0.1 --mvr_alpha 1.0 --mvr_min_temperature 0.03`", "squad-gpu20-mvr-residual-annealed",
+     "mvr-residual-20ep-annealed"),
     ("mlr-sc-mean: self-contrastive MLR on mean-pooled layers, dpr's index size",
      "`--model_name mlr --mlr_pooling self_contrastive --mlr_layer_pooling mean`", "squad-sel300-mlr-sc-mean-rerun",
      "mlr-sc-mean-300"),
@@ -520,7 +537,8 @@ def headline_table(data: str = "squad") -> str:
         if g is None:
             raise SystemExit(f"bench/results.py HEADLINE: no row {system!r} in record {record!r}")
         row = next(r for r in g["seeds"].values() if r["_record"] == record)
-        dpr = by_setting.get(("dpr", g["setting"]))
+        dpr = next((by_setting[("dpr", c)] for c in baseline_settings(g["setting"]) if ("dpr", c) in by_setting),
+                   None)  # the dpr the row is tested against (its own setting first)
         tested, win = tested_win(g)
         deltas, p_values = tested_cells(tested)
         vectors = row.get("views_per_doc", row.get("views"))

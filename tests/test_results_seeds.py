@@ -104,3 +104,19 @@ def test_per_seed_tests_are_listed_in_the_seeds_order(tmp_path, monkeypatch):
     assert list(g["seeds"]) == [7, 42] and list(g["tests"]) == [7, 42]
     tested, _ = results.tested_win(g)
     assert [round(t["p_delta"]) for t in tested.values()] == [10, 40]
+
+
+def test_a_shared_flag_ablation_is_shown_beside_the_dpr_it_is_tested_against():
+    """An ablation of a shared train flag (e.g. the annealed temperature) has no dpr of its own setting: the
+    headline's dpr column shows the dpr its test used (the plain one of that budget), not "–"."""
+    setting = ("squad", 100, "28-31", 25, 0, 192, 16, 2e-05, "all-MiniLM-L6-v2", 10,
+               "--temperature_schedule annealed --mvr_alpha 1.0", "")
+    candidates = results.baseline_settings(setting)
+    assert candidates[0] == setting
+    assert candidates[1][-2] == "--temperature_schedule annealed"  # --mvr_* never applies to dpr
+    assert candidates[2][-2] == ""
+
+
+def test_records_say_which_gpu_they_ran_on():
+    assert results.ran_on({"rows": [{"device": "NVIDIA H100 80GB HBM3"}]}) == " (on NVIDIA H100 80GB HBM3)"
+    assert results.ran_on({"rows": [{"device": "cpu"}, {}]}) == ""
