@@ -537,8 +537,9 @@ def headline_table(data: str = "squad") -> str:
         if g is None:
             raise SystemExit(f"bench/results.py HEADLINE: no row {system!r} in record {record!r}")
         row = next(r for r in g["seeds"].values() if r["_record"] == record)
+        # dpr of the first of baseline_settings() that was run: its own setting, else baseline_row's fallbacks
         dpr = next((by_setting[("dpr", c)] for c in baseline_settings(g["setting"]) if ("dpr", c) in by_setting),
-                   None)  # the dpr the row is tested against (its own setting first)
+                   None)
         tested, win = tested_win(g)
         deltas, p_values = tested_cells(tested)
         vectors = row.get("views_per_doc", row.get("views"))
