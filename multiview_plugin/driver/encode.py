@@ -101,6 +101,24 @@ class EncodeArguments:
                             "shard and input; and an existing file that encode did not write (no sidecar of ours, "
                             "e.g. a plain Tevatron pickle) is refused, not replaced."})
     checkpoint_every: int = field(default=50, metadata={"help": "Flush to disk every N batches (resume point)."})
+    ray_address: str | None = field(
+        default=None, metadata={"help": "Encode every shard of --dataset_number_of_shards on a Ray cluster "
+                                "(pip install 'multiview-plugin[ray]'): 'auto' (the cluster this machine joined with "
+                                "`ray start`), host:port of its head, ray://host:10001 (Ray Client) or 'local' (a "
+                                "one-machine Ray instance). One model per worker; shard i goes to <encode_output_path "
+                                "stem>.<i><suffix>, byte-identical to a sequential --dataset_shard_index i run, "
+                                "resumable the same way. Paths must be the same on every node (shared file system). "
+                                "See docs/scaling.md."})
+    ray_workers: int = field(default=0, metadata={"help": "Ray encode workers (models) to start; 0: as many as the "
+                             "cluster's GPUs (or CPUs, for CPU workers) hold, at most one per shard."})
+    ray_cpus_per_worker: float = field(default=1.0, metadata={"help": "CPUs each Ray encode worker reserves."})
+    ray_gpus_per_worker: float | None = field(default=None, metadata={"help": "GPUs each Ray encode worker "
+                                              "reserves (default: 1 when the cluster has GPUs, else 0)."})
+    ray_max_restarts: int = field(default=3, metadata={"help": "A lost Ray worker (process killed, node lost) is "
+                                  "restarted and its shard encoded again (resuming) at most this many times; then "
+                                  "the run stops with one error line naming the shard."})
+    ray_timeout: float = field(default=3600.0, metadata={"help": "Seconds to wait for a shard (or a restarting "
+                               "worker) before the Ray encode stops naming the shard (no node can hold the worker?)."})
     pseudo_queries: str | None = field(
         default=None, metadata={"help": "dce: the documents' pseudo-queries, one view each: jsonl {docid, queries} "
                                 "(from multiview_plugin.driver.generate_queries) or docTTTTTquery-style .txt "
@@ -167,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ConfigError(f"--dataset_split {args.dataset_split}: local json files have only the 'train' split")
     if args.fp16 and args.bf16:
         raise ConfigError("--fp16 and --bf16 exclude each other")
+    if args.ray_address:
+        return encode_ray(args)
     model = load_model(args)
     launch = launch_rank()
     if launch.parallel:
@@ -179,17 +199,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.info("process %d of %d encodes shards %s", launch.rank, launch.world_size, [i for i, _ in jobs])
     else:
         jobs = [(args.dataset_shard_index, args.encode_output_path)]
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model.to(device).eval()
+    model = ready_model(args, args.device, model)
+    for shard_index, output in jobs:
+        encode_to_shard(model, output=output, shard_index=shard_index, **shard_options(args))
+    return 0
+
+
+def ready_model(args: EncodeArguments, device: str | None, model: MultiViewEncoder | None = None) -> MultiViewEncoder:
+    """The model (loaded from ``args`` unless given) on ``device`` (default: cuda if any), in eval mode and the
+    --bf16 dtype: what every encode process, local or a Ray worker, encodes with."""
+    model = load_model(args) if model is None else model
+    model.to(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))).eval()
     if args.bf16:
         model.to(torch.bfloat16)
-    for shard_index, output in jobs:
-        encode_to_shard(model, args.dataset_path, output, is_query=args.encode_is_query,
-                        num_shards=args.dataset_number_of_shards, shard_index=shard_index,
-                        batch_size=args.per_device_eval_batch_size, fp16=args.fp16,
-                        separator=args.passage_field_separator, overwrite=args.overwrite,
-                        checkpoint_every=args.checkpoint_every, pseudo_queries=args.pseudo_queries,
-                        model_path=args.model_name_or_path)
+    return model
+
+
+def shard_options(args: EncodeArguments) -> dict:
+    """The keyword arguments of ``encode_to_shard`` that are the same for every shard of a run."""
+    return {"path": args.dataset_path, "is_query": args.encode_is_query, "num_shards": args.dataset_number_of_shards,
+            "batch_size": args.per_device_eval_batch_size, "fp16": args.fp16,
+            "separator": args.passage_field_separator, "overwrite": args.overwrite,
+            "checkpoint_every": args.checkpoint_every, "pseudo_queries": args.pseudo_queries,
+            "model_path": args.model_name_or_path}
+
+
+def encode_ray(args: EncodeArguments) -> int:
+    """--ray_address: every shard on a Ray cluster (multiview_plugin.encoding.ray_encode)."""
+    from functools import partial
+
+    from multiview_plugin.encoding.ray_encode import RayEncodeOptions, check_ray_jobs, encode_on_ray
+    from multiview_plugin.ray_runtime import ray_session
+
+    if launch_rank().parallel:
+        raise ConfigError("--ray_address starts its own workers: run it once, not under torchrun")
+    options = RayEncodeOptions(workers=args.ray_workers, cpus_per_worker=args.ray_cpus_per_worker,
+                               gpus_per_worker=args.ray_gpus_per_worker, max_restarts=args.ray_max_restarts,
+                               timeout=args.ray_timeout)
+    jobs = check_ray_jobs(args.dataset_number_of_shards, args.dataset_shard_index, args.encode_output_path)
+    with ray_session(args.ray_address):
+        done = encode_on_ray(partial(ready_model, args), jobs, shard_options(args), options, args.device)
+    logger.info("Ray encode: %d shards complete (%d items)", len(done), sum(i.num_items for i in done.values()))
     return 0
 
 

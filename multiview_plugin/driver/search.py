@@ -73,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     tev.add_argument("--gpu_float32", action="store_true", help="Keep float32 vectors on GPU (vectors are always "
                      "searched in float32 here: accepted for Tevatron's commands).")
     pys = p.add_argument_group("Pyserini style")
-    pys.add_argument("--index", help="Index folder (index, docid, multiview.json).")
+    pys.add_argument("--index", help="Index folder (index, docid, multiview.json); or several shard index folders "
+                     "searched as one (a,b,c or @FILE listing one per line; see --ray_address): each built by "
+                     "driver.index from part of the encoded shards, merged rank for rank as one index over the "
+                     "shards in the order given.")
     pys.add_argument("--topics", help="Queries: jsonl {query_id, query}, BEIR queries.jsonl, qid<TAB>text, or a "
                      "DPR QA file (qids = 0-based line numbers, as Pyserini).")
     pys.add_argument("--encoder", help="Saved model folder used to encode --topics.")
@@ -103,6 +106,22 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the index's recorded aggregation, else max).")
     add_shard_safety_flags(p)
     add_search_backend_flags(p)
+    ray = p.add_argument_group("Sharded search on a Ray cluster (several --index shards; pip install "
+                               "'multiview-plugin[ray]'; see docs/scaling.md)")
+    ray.add_argument("--ray_address", help="Serve the --index shards as Ray actors spread over a cluster's nodes and "
+                     "fan each query batch out to them: 'auto' (the cluster this machine joined with `ray start`), "
+                     "host:port of its head, ray://host:10001 (Ray Client) or 'local' (a one-machine Ray instance). "
+                     "Without it several --index shards are searched in this process, one after another. The shard "
+                     "folders must be at the same paths on every node.")
+    ray.add_argument("--ray_shards_per_actor", type=int, default=1, help="Shard indexes each Ray actor holds "
+                     "(default 1).")
+    ray.add_argument("--ray_cpus_per_actor", type=float, default=1.0, help="CPUs each Ray actor reserves "
+                     "(default 1; its Faiss threads: --threads).")
+    ray.add_argument("--ray_max_restarts", type=int, default=3, help="A lost actor (process killed, node lost) is "
+                     "restarted and its call retried at most this many times; then the search stops with one error "
+                     "line naming the lost shard (default 3).")
+    ray.add_argument("--ray_timeout", type=float, default=600.0, help="Seconds a shard may take to answer a batch, "
+                     "or a lost actor to come back, before the search stops naming the shard (default 600).")
     has = p.add_argument_group("HasAns aggregation (dcsr; DCSR paper eq. 2)")
     has.add_argument("--hasans_temperature", type=float, help="Softmax temperature over the fetched sentence "
                      "scores (default: the model's training temperature recorded with the index or shards, else 1, "
@@ -210,6 +229,8 @@ def search_pyserini(args: argparse.Namespace) -> None:
     if not args.output:
         raise ConfigError("--index needs --output")
     require_positive(args.hits, "--hits")
+    if sharded(args):
+        return search_sharded(args)
     inputs = {"--topics": args.topics, "--encoded_queries": args.encoded_queries, "--index": index_files(args.index),
               "--corpus": args.corpus, "--pseudo_queries": (args.pseudo_queries or "").split(",")}
     refuse_output_over_input({"--output": args.output, "--explain": args.explain}, inputs)
@@ -243,6 +264,51 @@ def search_pyserini(args: argparse.Namespace) -> None:
     if args.explain:
         n = write_explanations(args.explain, q_ids, ids, scores, searcher.explain(q_reps, ids))
         logger.info("wrote %s (%d explained hits)", args.explain, n)
+
+
+def sharded(args: argparse.Namespace) -> bool:
+    """Several --index shards (a,b,c or @FILE), or --ray_address: the sharded searcher."""
+    return bool(args.ray_address) or "," in args.index or args.index.startswith("@")
+
+
+def search_sharded(args: argparse.Namespace) -> None:
+    """--index a,b,c [--ray_address ...]: the shards searched as one (multiview_plugin.search.sharded)."""
+    from multiview_plugin.search.sharded import ShardedSearcher, parse_index_list
+
+    if args.explain:
+        raise ConfigError("--explain reads one index folder's view records; it is not defined for several --index "
+                          "shards")
+    if args.qdrant_exact or args.qdrant_url:
+        raise ConfigError("--qdrant_exact / --qdrant_url: sharded search serves Faiss index folders")
+    dirs = parse_index_list(args.index)
+    inputs = {"--topics": args.topics, "--encoded_queries": args.encoded_queries,
+              "--index": [f for d in dirs for f in index_files(d)]}
+    refuse_output_over_input({"--output": args.output}, inputs)
+    if args.hasans_temperature is not None or args.hasans_mean_sentences is not None:
+        raise ConfigError("--hasans_*: sharded search merges max-aggregated per-shard top-k lists (HasAns is not "
+                          "decomposable over shards)")
+    with ShardedSearcher(dirs, args.encoder, ray_address=args.ray_address, shards_per_actor=args.ray_shards_per_actor,
+                         cpus_per_actor=args.ray_cpus_per_actor, threads=args.threads,
+                         max_restarts=args.ray_max_restarts, timeout=args.ray_timeout, aggregation=args.aggregation,
+                         nprobe=args.nprobe, ef_search=args.ef_search, overfetch=args.overfetch, rescore=args.rescore,
+                         doc_candidates=args.doc_candidates, allow_partial=args.allow_partial) as searcher:
+        if args.encoded_queries:
+            index_model = (str(Path(dirs[0]) / "multiview.json"), searcher.meta.model_fingerprint)
+            q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model, searcher.dim)
+        elif args.topics and args.encoder:
+            topics = load_topics(args.topics)
+            q_ids = list(topics)
+            q_reps = searcher.encode(list(topics.values()))
+            check_finite_rows(q_reps, q_ids, f"{args.topics} encoded by {args.encoder}", "query")
+        else:
+            raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
+        depth = max(args.hits, args.hybrid_depth) if args.hybrid else args.hits
+        ids, scores = searcher.search_batched(q_reps, depth, args.batch_size, progress=not args.quiet)
+    run = to_run(q_ids, ids, scores)
+    if args.hybrid:
+        run = hybrid_run(args, run, q_ids, depth)
+    write_run(run, args.output, fmt=args.output_format, tag=args.run_tag)
+    logger.info("wrote %s (%d queries, %d hits each, %d shards)", args.output, len(run), args.hits, len(dirs))
 
 
 def check_hybrid(args: argparse.Namespace) -> None:

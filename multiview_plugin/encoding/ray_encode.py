@@ -1,0 +1,195 @@
+"""Encoding over a Ray cluster: a pool of actors, one model each (a GPU or a set of CPUs), one shard at a time.
+
+``python -m multiview_plugin.driver.encode ... --dataset_number_of_shards N --encode_output_path emb/corpus.pkl
+--ray_address auto`` encodes shards 0..N-1 into ``emb/corpus.<i>.pkl`` (the names the ``torchrun`` launch of
+:mod:`multiview_plugin.encoding.parallel` uses). Each shard goes through :func:`encode_to_shard`, the loop the
+sequential encode runs, so every shard and sidecar is byte for byte the one ``--dataset_shard_index i`` writes;
+it is resumable the same way (a complete shard is skipped, an interrupted one resumes after its last checkpoint)
+and guarded the same way (``<shard>.lock``, fingerprints). The outputs, the input and the model must be reachable
+at the same paths from every node (a shared file system).
+
+Faults: a worker that dies (its process killed, its node lost) is restarted by Ray (``max_restarts``) and its
+shard is handed out again, to it or to another worker; the shard's encode then resumes from its last checkpoint.
+A shard whose worker is lost more than ``max_restarts`` times, or that no worker answers within ``timeout``
+seconds, stops the run with one line naming the shard (:class:`~multiview_plugin.ray_runtime.WorkerLostError`);
+the shards already written stay and a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from multiview_plugin.encoding.shards import ShardInfo
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.ray_runtime import (
+    WorkerLostError,
+    actor_options,
+    one_line,
+    require_ray,
+    unwrap_task_error,
+    wait_alive,
+)
+
+logger = logging.getLogger("multiview_plugin.encode")
+
+
+@dataclass(frozen=True)
+class RayEncodeOptions:
+    """How the Ray encode places its workers.
+
+    ``workers``: actors (models) to start; 0: as many as the cluster's GPUs (``gpus_per_worker`` > 0) or CPUs
+    hold, at most one per shard. ``cpus_per_worker`` / ``gpus_per_worker``: what each reserves (None GPUs: 1 when
+    the cluster has GPUs, else 0). ``max_restarts``: how often a lost worker is restarted and its shard handed out
+    again. ``timeout``: seconds to wait for a shard (or a restarted worker) before the run stops.
+    """
+
+    workers: int = 0
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float | None = None
+    max_restarts: int = 3
+    timeout: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.workers < 0:
+            raise ConfigError(f"--ray_workers must be >= 0, got {self.workers}")
+        if self.timeout <= 0:
+            raise ConfigError(f"--ray_timeout must be > 0 seconds, got {self.timeout}")
+
+
+class EncodeWorker:
+    """A Ray actor holding one model; :meth:`encode` runs :func:`encode_to_shard` for one shard.
+
+    ``load_model`` builds the model on the worker (the device Ray assigned: ``cuda`` when it gave this actor a
+    GPU). An error while loading is kept and raised by every call, so it reaches the driver as itself."""
+
+    def __init__(self, load_model: Callable[[str | None], Any], device: str | None):
+        self.error: BaseException | None = None
+        try:
+            import torch
+
+            dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self.model = load_model(dev)
+        except Exception as err:  # noqa: BLE001 - re-raised by every call, see ping/encode
+            self.error = err
+
+    def ping(self) -> bool:
+        if self.error is not None:
+            raise self.error
+        return True
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def encode(self, kwargs: dict[str, Any]) -> ShardInfo:
+        from multiview_plugin.encoding.encode import encode_to_shard
+
+        self.ping()
+        return encode_to_shard(self.model, **kwargs)
+
+
+def default_workers(ray: Any, options: RayEncodeOptions, num_shards: int, gpus: float) -> int:
+    """Workers the cluster's resources hold (GPUs when the workers take GPUs, else CPUs), at most one per shard."""
+    resources = ray.cluster_resources()
+    if gpus > 0:
+        fits = int(resources.get("GPU", 0) // gpus)
+    else:
+        fits = int(resources.get("CPU", 0) // options.cpus_per_worker) if options.cpus_per_worker > 0 else num_shards
+    if fits < 1:
+        raise ConfigError(f"the Ray cluster has {resources.get('CPU', 0):g} CPUs and {resources.get('GPU', 0):g} "
+                          f"GPUs: not enough for one encode worker ({options.cpus_per_worker:g} CPUs, {gpus:g} GPUs); "
+                          "lower --ray_cpus_per_worker / --ray_gpus_per_worker or add nodes")
+    return max(1, min(num_shards, fits))
+
+
+def encode_on_ray(load_model: Callable[[str | None], Any], jobs: Sequence[tuple[int, str | os.PathLike]],
+                  shard_kwargs: dict[str, Any], options: RayEncodeOptions, device: str | None = None
+                  ) -> dict[int, ShardInfo]:
+    """Encode ``jobs`` (shard index, output path) on the connected Ray cluster; returns each shard's sidecar info.
+
+    ``load_model(device)`` builds the model (run once per worker, on its node); ``shard_kwargs``: the other
+    keyword arguments of :func:`encode_to_shard` (path, num_shards, batch_size, ...), the same for every shard.
+    """
+    ray = require_ray()
+    if not jobs:
+        return {}
+    gpus = options.gpus_per_worker
+    if gpus is None:
+        gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    n_workers = options.workers or default_workers(ray, options, len(jobs), gpus)
+    n_workers = min(n_workers, len(jobs))
+    remote = ray.remote(EncodeWorker).options(**actor_options(num_cpus=options.cpus_per_worker, num_gpus=gpus,
+                                                               max_restarts=options.max_restarts))
+    actors = [remote.remote(load_model, device) for _ in range(n_workers)]
+    logger.info("Ray encode: %d shards on %d workers (%g CPUs, %g GPUs each)", len(jobs), n_workers,
+                options.cpus_per_worker, gpus)
+    try:
+        return _run_pool(ray, actors, list(jobs), shard_kwargs, options)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+
+
+def _run_pool(ray: Any, actors: list[Any], jobs: list[tuple[int, str | os.PathLike]], shard_kwargs: dict[str, Any],
+              options: RayEncodeOptions) -> dict[int, ShardInfo]:
+    """Hand shards to idle workers until all are done; a lost worker's shard is handed out again."""
+    pending = deque(jobs)
+    idle = deque(actors)
+    inflight: dict[Any, tuple[Any, int, str]] = {}
+    losses: dict[int, int] = {}
+    done: dict[int, ShardInfo] = {}
+    while pending or inflight:
+        while pending and idle:
+            actor = idle.popleft()
+            shard, output = pending.popleft()
+            ref = actor.encode.remote({**shard_kwargs, "shard_index": shard, "output": str(output)})
+            inflight[ref] = (actor, shard, str(output))
+        if not inflight:
+            raise WorkerLostError(f"shard(s) {', '.join(str(s) for s, _ in pending)}: every Ray encode worker was "
+                                  "lost; the shards written so far stay, rerun to resume")
+        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=options.timeout)
+        if not ready:
+            running = ", ".join(f"{shard} ({output})" for _, shard, output in inflight.values())
+            raise WorkerLostError(f"shard(s) {running}: no answer from their Ray workers in {options.timeout:g} s "
+                                  "(--ray_timeout); the shards written so far stay, rerun to resume")
+        ref = ready[0]
+        actor, shard, output = inflight.pop(ref)
+        try:
+            done[shard] = ray.get(ref)
+            idle.append(actor)
+            logger.info("shard %d done (%s): %d of %d", shard, output, len(done), len(jobs))
+        except ray.exceptions.RayTaskError as err:
+            raise unwrap_task_error(err) from None
+        except ray.exceptions.RayActorError as err:
+            losses[shard] = losses.get(shard, 0) + 1
+            if losses[shard] > options.max_restarts:
+                raise WorkerLostError(f"shard {shard} ({output}): its Ray encode worker was lost {losses[shard]} "
+                                      f"times ({type(err).__name__}: {one_line(err, 160)}); the shards written so far "
+                                      "stay, rerun to resume") from None
+            logger.warning("shard %d (%s): its Ray encode worker was lost (%s); encoding it again (it resumes from "
+                           "its last checkpoint)", shard, output, type(err).__name__)
+            pending.appendleft((shard, output))
+            started = time.monotonic()
+            if wait_alive(actor, min(options.timeout, 600.0)):
+                logger.info("the worker is back after %.1f s", time.monotonic() - started)
+                idle.appendleft(actor)
+            else:
+                logger.warning("the worker did not come back; %d workers left", len(idle) + len(inflight))
+    return done
+
+
+def check_ray_jobs(num_shards: int, shard_index: int, output: str | os.PathLike) -> list[tuple[int, Path]]:
+    """The (shard, output path) pairs of a Ray encode of all ``num_shards`` shards."""
+    from multiview_plugin.encoding.parallel import shard_output_path
+
+    if shard_index:
+        raise ConfigError("--ray_address encodes every shard of --dataset_number_of_shards: drop --dataset_shard_index")
+    return [(i, shard_output_path(output, i)) for i in range(num_shards)]

@@ -1,0 +1,335 @@
+"""Sharded search: K index folders searched as one, in this process or as Ray actors spread over a cluster.
+
+Each shard is an index folder that ``multiview_plugin.driver.index`` built from part of the encoded shards
+(e.g. ``--passage_reps 'emb/corpus.0.pkl' --allow_partial``). :class:`ShardedSearcher` sends every query batch
+to all shards, each returns its top-k documents, and the per-shard lists are merged by score into the top-k.
+
+Exactness. A document's views never span shards, so for max aggregation the merge of the per-shard top-k is the
+top-k of one index over all shards. For exact (Flat) shards the ranking is that of one Flat index built from the
+shards in the order given, rank for rank and score for score, ties included: Faiss puts the higher row first
+among equal scores, so the merge does the same (a later shard's document before an earlier shard's).
+Approximate shards (HNSW, IVF, PQ/SQ) are each searched with their own calibrated settings
+(``multiview.json`` ``search_defaults``); each shard keeps its calibrated recall, and a document of the merged
+top-k is missed only where its own shard missed it. Aggregations that normalise over the whole collection's top
+vectors (``hasans``) are not decomposable over shards and are refused, as is the Qdrant backend (a Qdrant
+cluster shards by itself).
+
+Ray (``ray_address``): the shards are served by actors (``shards_per_actor`` each) spread over the nodes
+(``SPREAD``), each holding its shards' indexes in memory; the index folders must be reachable at the same paths
+from every node. A lost actor (process killed, node lost) is restarted by Ray and the call retried
+(:func:`~multiview_plugin.ray_runtime.call_with_retries`): results are identical; when it cannot come back the
+search stops with one line naming the lost shard, never returning fewer hits.
+
+Also the shard set is checked: every index was made by the same model (fingerprint), with the same dim, and the
+encoded shards they were built from (``multiview.json`` ``shards``, where their sidecars are still readable)
+form complete sets without duplicates (:func:`~multiview_plugin.encoding.shard_sets.check_shard_set`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from multiview_plugin.encoding.fingerprint import model_fingerprint
+from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._index import META_FILE, IndexMeta
+from multiview_plugin.search._searcher import Hit, MultiVectorSearcher
+from multiview_plugin.search.aggregators import AGGREGATORS, get_aggregator
+
+logger = logging.getLogger(__name__)
+
+
+def parse_index_list(value: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+    """Index folders from a comma-separated string (``a,b,c``), ``@FILE`` (one folder per line, relative to the
+    file's folder) or a sequence."""
+    if isinstance(value, (str, os.PathLike)):
+        text = str(value)
+        if text.startswith("@"):
+            listing = Path(text[1:])
+            try:
+                lines = listing.read_text(encoding="utf-8").splitlines()
+            except OSError as err:
+                raise ConfigError(f"--index {text}: cannot read the index list ({err.strerror})") from None
+            dirs = [str(listing.parent / line.strip()) for line in lines if line.strip() and not line.startswith("#")]
+        else:
+            dirs = [part.strip() for part in text.split(",") if part.strip()]
+    else:
+        dirs = [str(v) for v in value]
+    if not dirs:
+        raise ConfigError(f"--index {value!r}: no index folders given")
+    duplicates = sorted({d for d in dirs if dirs.count(d) > 1})
+    if duplicates:
+        raise ConfigError(f"--index: {duplicates[0]} is given twice (its documents would be counted twice)")
+    return dirs
+
+
+def merge_topk(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Merge per-shard (docids (Q, k) None-padded, scores (Q, k) -inf-padded), given in shard order, into the
+    top-k: by score, ties to the later shard (one Faiss index over the shards in this order puts the higher row,
+    i.e. the later shard's, first)."""
+    if not parts:
+        raise ConfigError("no shards to merge")
+    ids = np.concatenate([p[0] for p in reversed(parts)], axis=1)
+    scores = np.concatenate([p[1] for p in reversed(parts)], axis=1).astype(np.float32, copy=False)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    out_ids = np.take_along_axis(ids, order, axis=1)
+    out_scores = np.take_along_axis(scores, order, axis=1)
+    if out_ids.shape[1] < k:  # fewer than k columns in all (k larger than every shard's answer width)
+        pad = k - out_ids.shape[1]
+        out_ids = np.concatenate([out_ids, np.full((len(out_ids), pad), None, dtype=object)], axis=1)
+        out_scores = np.concatenate([out_scores, np.full((len(out_ids), pad), -np.inf, np.float32)], axis=1)
+    return out_ids, out_scores
+
+
+class ShardServer:
+    """A Ray actor serving some shard index folders (each a :class:`MultiVectorSearcher` without encoder).
+
+    An error while opening them is kept and raised by every call, so it reaches the caller as itself."""
+
+    def __init__(self, index_dirs: Sequence[str], options: dict[str, Any], threads: int):
+        self.error: BaseException | None = None
+        try:
+            import faiss
+
+            if threads > 0:
+                faiss.omp_set_num_threads(threads)
+            self.searchers = [MultiVectorSearcher(d, None, **options) for d in index_dirs]
+        except Exception as err:  # noqa: BLE001 - re-raised by every call
+            self.error = err
+
+    def ping(self) -> bool:
+        if self.error is not None:
+            raise self.error
+        return True
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def search(self, q_reps: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        self.ping()
+        return [s.search_vectors(q_reps, k) for s in self.searchers]
+
+
+class ShardedSearcher:
+    """Search K shard index folders as one index, Pyserini style (``search`` / ``batch_search``).
+
+    Parameters
+    ----------
+    index_dirs : the shard folders, in the order one index over all of them would hold them (a list, ``a,b,c``
+        or ``@FILE``).
+    query_encoder : a saved model folder or loaded encoder for query strings (run in this process); None to
+        search with vectors only.
+    ray_address : None: the shards are searched in this process, one after another. Else a Ray address
+        (``auto``, ``host:port``, ``ray://host:10001``, ``local``; see :func:`multiview_plugin.ray_runtime.ray_session`):
+        the shards are served by Ray actors spread over the cluster's nodes.
+    shards_per_actor, cpus_per_actor, threads : Ray: shard folders per actor, CPUs each actor reserves, Faiss
+        threads in each actor.
+    max_restarts, timeout : Ray: how often a lost actor is restarted (and its call retried), and the seconds a
+        call may take (or a lost actor may take to come back) before the search stops naming the lost shard.
+    aggregation, nprobe, ef_search, overfetch, rescore, doc_candidates : as :class:`MultiVectorSearcher`, applied
+        to every shard (None: each shard's own recorded/calibrated setting).
+    allow_partial : accept shard indexes whose encoded shards do not form complete sets.
+
+    Examples
+    --------
+    >>> with ShardedSearcher("idx/s0,idx/s1,idx/s2", "runs/mvr", ray_address="auto") as searcher:  # doctest: +SKIP
+    ...     hits = searcher.search("who won super bowl 50?", k=10)
+    """
+
+    def __init__(self, index_dirs: str | os.PathLike | Sequence[str | os.PathLike], query_encoder: Any = None, *,
+                 ray_address: str | None = None, shards_per_actor: int = 1, cpus_per_actor: float = 1.0,
+                 threads: int = 1, max_restarts: int = 3, timeout: float = 600.0, aggregation: str | None = None,
+                 nprobe: int | None = None, ef_search: int | None = None, overfetch: float | None = None,
+                 rescore: bool | None = None, doc_candidates: float | None = None, allow_partial: bool = False,
+                 device: str | None = None, query_batch_size: int = 64):
+        self.index_dirs = parse_index_list(index_dirs)
+        if shards_per_actor < 1:
+            raise ConfigError(f"--ray_shards_per_actor must be >= 1, got {shards_per_actor}")
+        if timeout <= 0:
+            raise ConfigError(f"--ray_timeout must be > 0 seconds, got {timeout}")
+        self.metas = [IndexMeta.load(d) for d in self.index_dirs]
+        self.meta = self.metas[0]
+        self.aggregation = self._check_shards(aggregation, allow_partial)
+        self.aggregator = get_aggregator(self.aggregation)
+        self.options = {"aggregation": aggregation, "nprobe": nprobe, "ef_search": ef_search,
+                        "overfetch": overfetch, "rescore": rescore, "doc_candidates": doc_candidates}
+        self.ray_address = ray_address
+        self.max_restarts, self.timeout = max_restarts, timeout
+        self.query_batch_size = query_batch_size
+        self._stack = ExitStack()
+        self._local: list[MultiVectorSearcher] = []
+        self.actors: list[Any] = []
+        self.actor_shards: list[list[str]] = []
+        try:
+            if ray_address is None:
+                self._local = [MultiVectorSearcher(d, None, **self.options) for d in self.index_dirs]
+            else:
+                self._start_actors(ray_address, shards_per_actor, cpus_per_actor, threads)
+            self.encoder = self._load_encoder(query_encoder, device)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- set-up -------------------------------------------------------------------------------------------------
+    def _check_shards(self, aggregation: str | None, allow_partial: bool) -> str:
+        where = [str(Path(d) / META_FILE) for d in self.index_dirs]
+        for path, meta in zip(where, self.metas):
+            if meta.backend != "faiss":
+                raise ConfigError(f"{path}: a {meta.backend} index; sharded search serves Faiss index folders (a "
+                                  "Qdrant collection is sharded by its own cluster: search it as one --index)")
+            if meta.dim != self.meta.dim:
+                raise ConfigError(f"{path}: {meta.dim}-dim vectors, but {where[0]} holds {self.meta.dim}-dim ones")
+            if meta.model_fingerprint is not None and self.meta.model_fingerprint is not None:
+                check_same_model((where[0], self.meta.model_fingerprint), (path, meta.model_fingerprint))
+            elif meta.model_fingerprint is None:
+                logger.warning("%s records no model fingerprint: cannot check that the other shards' model made it",
+                               path)
+            chosen = aggregation or meta.aggregation
+            if chosen not in AGGREGATORS:
+                raise ConfigError(f"{path}: unknown aggregation {chosen!r}; known: {', '.join(sorted(AGGREGATORS))}")
+            if not get_aggregator(chosen).exact_with_distinct_k:
+                raise ConfigError(f"{path}: {chosen} aggregation normalises over the whole collection's top vectors, "
+                                  "so per-shard top-k lists cannot be merged; search shards with --aggregation max "
+                                  "or build one index")
+        encoded = [s for meta in self.metas for s in meta.shards]
+        missing = [s for s in encoded if not Path(s).is_file()]
+        if encoded and not missing:
+            check_shard_set(encoded, allow_partial)  # foreign, duplicate or missing encoded shards
+        else:
+            logger.warning("cannot check that the shard indexes cover their corpus exactly once: %s",
+                           f"{missing[0]} (recorded in an index's {META_FILE}) is not readable from here" if missing
+                           else f"no encoded shards are recorded in {META_FILE}")
+        return aggregation or self.meta.aggregation
+
+    def _start_actors(self, address: str, shards_per_actor: int, cpus_per_actor: float, threads: int) -> None:
+        from multiview_plugin.ray_runtime import actor_options, call_with_retries, ray_session
+
+        ray = self._stack.enter_context(ray_session(address))
+        remote = ray.remote(ShardServer).options(**actor_options(num_cpus=cpus_per_actor, num_gpus=0,
+                                                                  max_restarts=self.max_restarts))
+        absolute = [os.path.abspath(d) for d in self.index_dirs]  # actors run elsewhere: no relative paths
+        self.actor_shards = [absolute[i:i + shards_per_actor] for i in range(0, len(absolute), shards_per_actor)]
+        self.actors = [remote.remote(group, self.options, threads) for group in self.actor_shards]
+        for i, actor in enumerate(self.actors):  # every shard is open (or its error is raised) before searching
+            call_with_retries(lambda a=actor: a.ping.remote(), lambda a=actor: a, self._what(i),
+                              retries=self.max_restarts, timeout=self.timeout)
+        logger.info("sharded search: %d shards on %d Ray actors", len(self.index_dirs), len(self.actors))
+
+    def _load_encoder(self, query_encoder: Any, device: str | None) -> Any:
+        if query_encoder is None:
+            return None
+        import torch
+
+        from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+
+        encoder = query_encoder if isinstance(query_encoder, MultiViewEncoder) else load_encoder(query_encoder)
+        if self.meta.model_fingerprint is not None:
+            check_same_model((str(Path(self.index_dirs[0]) / META_FILE), self.meta.model_fingerprint),
+                             (str(query_encoder) if encoder is not query_encoder else "the query encoder",
+                              model_fingerprint(encoder)))
+        return encoder.to(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))).eval()
+
+    def _what(self, actor: int) -> str:
+        shards = self.actor_shards[actor]
+        return f"shard index {shards[0]}" if len(shards) == 1 else f"shard indexes {', '.join(shards)}"
+
+    # -- searching ----------------------------------------------------------------------------------------------
+    @property
+    def num_docs(self) -> int:
+        return sum(m.num_docs for m in self.metas)
+
+    @property
+    def dim(self) -> int:
+        return self.meta.dim
+
+    def placement(self) -> dict[str, str]:
+        """Ray: each shard folder's node id (where its actor runs now)."""
+        from multiview_plugin.ray_runtime import call_with_retries
+
+        out = {}
+        for i, actor in enumerate(self.actors):
+            node = call_with_retries(lambda a=actor: a.node.remote(), lambda a=actor: a, self._what(i),
+                                     retries=self.max_restarts, timeout=self.timeout)
+            out.update(dict.fromkeys(self.actor_shards[i], node))
+        return out
+
+    def search_vectors(self, q_reps: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """(docids (Q, k) object array, None padded; scores (Q, k)), merged over all shards."""
+        if k < 1:
+            raise ConfigError(f"k must be a positive number of documents per query, got {k}")
+        q_reps = np.ascontiguousarray(q_reps, dtype=np.float32)
+        if q_reps.ndim != 2 or q_reps.shape[1] != self.dim:
+            raise ConfigError(f"query vectors have shape {q_reps.shape}, the shard indexes expect (N, {self.dim})")
+        if not self.actors:
+            return merge_topk([s.search_vectors(q_reps, k) for s in self._local], k)
+        from multiview_plugin.ray_runtime import call_with_retries, require_ray
+
+        ray = require_ray()
+        q_ref = ray.put(q_reps)
+        refs = [actor.search.remote(q_ref, k) for actor in self.actors]  # fan out first, then collect
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
+        for i, (actor, ref) in enumerate(zip(self.actors, refs)):
+            parts.extend(call_with_retries(lambda a=actor: a.search.remote(q_ref, k), lambda a=actor: a,
+                                           self._what(i), retries=self.max_restarts, timeout=self.timeout, first=ref))
+        return merge_topk(parts, k)
+
+    def search_batched(self, q_reps: np.ndarray, k: int, batch_size: int | None = None,
+                       progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search_vectors` over ``batch_size`` queries at a time (None / <= 0: all at once)."""
+        step = batch_size if batch_size and batch_size > 0 else max(1, len(q_reps))
+        starts = tqdm(range(0, len(q_reps), step), desc="search", unit="batch", disable=not progress)
+        parts = [self.search_vectors(q_reps[i:i + step], k) for i in starts]
+        if not parts:
+            return np.empty((0, k), dtype=object), np.empty((0, k), dtype=np.float32)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def encode(self, queries: Sequence[str]) -> np.ndarray:
+        if self.encoder is None:
+            raise ConfigError("this searcher has no query encoder: pass query_encoder= or search with vectors")
+        return self.encoder.encode_queries(list(queries), self.query_batch_size)
+
+    def search(self, query: str | np.ndarray, k: int = 10) -> list[Hit]:
+        """Top-k documents over all shards (Pyserini's ``search``)."""
+        q = self.encode([query]) if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
+        return _hits(*self.search_vectors(q, k))[0]
+
+    def batch_search(self, queries: Sequence[str] | np.ndarray, q_ids: Sequence[str], k: int = 10,
+                     threads: int = 1) -> dict[str, list[Hit]]:
+        """Pyserini's ``batch_search``: {qid: hits}. ``threads`` is accepted for its signature (each shard
+        searches with the threads it was given)."""
+        if len(queries) != len(q_ids):
+            raise ConfigError(f"{len(queries)} queries but {len(q_ids)} query ids")
+        q = queries if isinstance(queries, np.ndarray) else self.encode(list(queries))
+        return dict(zip(q_ids, _hits(*self.search_vectors(q, k))))
+
+    def close(self) -> None:
+        """Stop the actors (and the Ray connection this searcher opened)."""
+        if self.actors:
+            from multiview_plugin.ray_runtime import require_ray
+
+            ray = require_ray()
+            for actor in self.actors:
+                ray.kill(actor)
+            self.actors = []
+        self._stack.close()
+
+    def __enter__(self) -> ShardedSearcher:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _hits(docids: np.ndarray, scores: np.ndarray) -> list[list[Hit]]:
+    return [[Hit(d, float(s)) for d, s in zip(row_d, row_s) if d is not None]
+            for row_d, row_s in zip(docids.tolist(), scores.tolist())]
