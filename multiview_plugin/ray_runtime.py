@@ -86,21 +86,29 @@ def actor_options(*, num_cpus: float, num_gpus: float, max_restarts: int) -> dic
 
 
 def wait_alive(actor: Any, timeout: float) -> bool:
-    """Whether ``actor`` answers a ping within ``timeout`` seconds (a restarting actor answers once restarted;
-    a dead one, or one no node can hold, does not)."""
+    """Whether ``actor`` answers a ping within ``timeout`` seconds. A restarting actor is pinged until it answers
+    (calls to it fail with ``ActorUnavailableError`` meanwhile); a dead one (``ActorDiedError``: restarts used up)
+    or one that no node can hold does not answer."""
     ray = require_ray()
-    ref = actor.ping.remote()
-    ready, _ = ray.wait([ref], timeout=timeout)
-    if not ready:
-        ray.cancel(ref, force=False)
-        return False
-    try:
-        ray.get(ref)
-        return True
-    except ray.exceptions.RayActorError:
-        return False
-    except ray.exceptions.RayTaskError as err:  # the actor's constructor failed: its own error
-        raise unwrap_task_error(err) from None
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        ref = actor.ping.remote()
+        ready, _ = ray.wait([ref], timeout=left)
+        if not ready:
+            ray.cancel(ref, force=False)
+            return False
+        try:
+            ray.get(ref)
+            return True
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        except ray.exceptions.RayActorError:
+            return False
+        except ray.exceptions.RayTaskError as err:  # the actor's constructor failed: its own error
+            raise unwrap_task_error(err) from None
 
 
 def unwrap_task_error(err: BaseException) -> BaseException:

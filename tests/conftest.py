@@ -89,3 +89,21 @@ def bert_no_dropout(tmp_path_factory) -> Path:
     config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray cluster on loopback: a head node without CPUs (nothing is placed on it) and two worker nodes
+    with 2 logical CPUs each; this process is connected to it. Started once per session (~10 s). Tests that
+    remove a node add one back. Skips when Ray is not installed."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'multiview-plugin[ray]')")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    for _ in range(2):
+        cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, configure_logging=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()

@@ -130,8 +130,9 @@ class ShardedSearcher:
     query_encoder : a saved model folder or loaded encoder for query strings (run in this process); None to
         search with vectors only.
     ray_address : None: the shards are searched in this process, one after another. Else a Ray address
-        (``auto``, ``host:port``, ``ray://host:10001``, ``local``; see :func:`multiview_plugin.ray_runtime.ray_session`):
-        the shards are served by Ray actors spread over the cluster's nodes.
+        (``auto``, ``host:port``, ``ray://host:10001``, ``local``; see
+        :func:`multiview_plugin.ray_runtime.ray_session`): the shards are served by Ray actors spread over the
+        cluster's nodes.
     shards_per_actor, cpus_per_actor, threads : Ray: shard folders per actor, CPUs each actor reserves, Faiss
         threads in each actor.
     max_restarts, timeout : Ray: how often a lost actor is restarted (and its call retried), and the seconds a
