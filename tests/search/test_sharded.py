@@ -1,0 +1,159 @@
+"""Sharded search (multiview_plugin.search.sharded): K shard indexes built by driver.index, searched as one, in
+process or as Ray actors on a loopback cluster; ranks identical to one Flat index over all shards (ties
+included), also after an actor is killed and after a worker node is lost, or one line naming the lost shard."""
+
+import numpy as np
+import pytest
+
+from multiview_plugin.driver import index as index_driver
+from multiview_plugin.driver import search as search_driver
+from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, ShardWriter
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.search import MultiVectorSearcher
+from multiview_plugin.search.sharded import ShardedSearcher, merge_topk
+
+DIM, N_DOCS, SHARDS = 16, 240, 4
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """4 encoded shards (1-4 views per document; documents 200..219 are copies of 0..19 under other docids, so
+    their scores tie exactly), one Flat index over all, one Flat index per shard, and 30 encoded queries."""
+    root = tmp_path_factory.mktemp("sharded")
+    rng = np.random.default_rng(3)
+    counts = rng.integers(1, 5, N_DOCS)
+    reps = rng.standard_normal((N_DOCS, 4, DIM)).astype(np.float32)
+    reps[200:220], counts[200:220] = reps[0:20], counts[0:20]
+    mask = np.arange(4)[None, :] < counts[:, None]
+    bounds = np.linspace(0, N_DOCS, SHARDS + 1).astype(int)
+    for s in range(SHARDS):
+        info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                         shard_index=s, num_shards=SHARDS, source="corpus.jsonl")
+        w = ShardWriter(root / f"corpus.{s}.pkl", info, multi_vector=True)
+        a, b = bounds[s], bounds[s + 1]
+        w.add([f"doc{i}" for i in range(a, b)], reps[a:b], mask[a:b])
+        w.close()
+    q = rng.standard_normal((30, DIM)).astype(np.float32)
+    q[:5] = reps[:5, 0]  # queries equal to a view of a duplicated document: a certain tie at the top
+    info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                     is_query=True)
+    w = ShardWriter(root / "queries.pkl", info, multi_vector=False)
+    w.add([f"q{i}" for i in range(len(q))], q)
+    w.close()
+    assert index_driver.main(["--passage_reps", str(root / "corpus.*.pkl"), "--index_dir", str(root / "all")]) == 0
+    for s in range(SHARDS):
+        assert index_driver.main(["--passage_reps", str(root / f"corpus.{s}.pkl"), "--index_dir",
+                                  str(root / f"shard{s}"), "--allow_partial"]) == 0
+    return root, q, [str(root / f"shard{s}") for s in range(SHARDS)]
+
+
+def single(root, q, k):
+    return MultiVectorSearcher(root / "all").search_vectors(q, k)
+
+
+def run_lines(path):
+    return [line.split() for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("k", [10, 60])
+def test_in_process_merge_equals_one_flat_index_ties_included(built, k):
+    root, q, dirs = built
+    ids, scores = single(root, q, k)
+    assert (scores[:, :-1] == scores[:, 1:]).any(), "the data must hold exact ties for this test to mean anything"
+    got_ids, got_scores = ShardedSearcher(dirs).search_vectors(q, k)
+    np.testing.assert_array_equal(got_scores, scores)
+    assert got_ids.tolist() == ids.tolist()
+    # the tie-break matters: merging with ties to the earlier shard gives another order than the single index
+    parts = [MultiVectorSearcher(d).search_vectors(q, k) for d in dirs]
+    ids_fwd = np.concatenate([p[0] for p in parts], axis=1)
+    sc_fwd = np.concatenate([p[1] for p in parts], axis=1)
+    order = np.argsort(-sc_fwd, axis=1, kind="stable")[:, :k]
+    assert np.take_along_axis(ids_fwd, order, axis=1).tolist() != ids.tolist()
+    assert merge_topk(parts, k)[0].tolist() == ids.tolist()
+
+
+def test_python_api_hits_equal_the_single_searcher(built):
+    root, q, dirs = built
+    ref = MultiVectorSearcher(root / "all").batch_search(q, [f"q{i}" for i in range(len(q))], k=5)
+    sharded = ShardedSearcher(",".join(dirs))
+    assert sharded.batch_search(q, [f"q{i}" for i in range(len(q))], k=5) == ref
+    assert sharded.search(q[3], k=5) == ref["q3"]
+    assert sharded.num_docs == N_DOCS
+
+
+def test_driver_in_process_equals_single_index(built, tmp_path):
+    root, _, dirs = built
+    common = ["--encoded_queries", str(root / "queries.pkl"), "--hits", "20"]
+    assert search_driver.main(["--index", str(root / "all"), "--output", str(tmp_path / "one.trec"), *common]) == 0
+    listing = tmp_path / "shards.txt"
+    listing.write_text("".join(f"{d}\n" for d in dirs))
+    for name, index in (("comma", ",".join(dirs)), ("file", f"@{listing}")):
+        assert search_driver.main(["--index", index, "--output", str(tmp_path / f"{name}.trec"), *common]) == 0
+        assert run_lines(tmp_path / f"{name}.trec") == run_lines(tmp_path / "one.trec")
+
+
+def test_refusals(built, capsys):
+    root, _, dirs = built
+    with pytest.raises(ShardFormatError, match="shard.s. 3 of 4"):
+        ShardedSearcher(dirs[:3])  # one shard index missing: the corpus would be searched in part
+    assert ShardedSearcher(dirs[:3], allow_partial=True).num_docs == 180
+    with pytest.raises(ConfigError, match="given twice"):
+        ShardedSearcher([dirs[0], dirs[0]])
+    with pytest.raises(ConfigError, match="hasans aggregation"):
+        ShardedSearcher(dirs, aggregation="hasans")
+    rc = search_driver.main(["--index", ",".join(dirs), "--encoded_queries", str(root / "queries.pkl"),
+                             "--output", str(root / "x.trec"), "--explain", str(root / "x.jsonl")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: --explain")
+
+
+# -- on a Ray cluster -----------------------------------------------------------------------------------------
+
+
+def test_ray_driver_equals_single_index(built, ray_cluster, tmp_path):
+    root, _, dirs = built
+    common = ["--encoded_queries", str(root / "queries.pkl"), "--hits", "20", "--batch_size", "7"]
+    assert search_driver.main(["--index", str(root / "all"), "--output", str(tmp_path / "one.trec"), *common]) == 0
+    assert search_driver.main(["--index", ",".join(dirs), "--output", str(tmp_path / "ray.trec"), *common,
+                               "--ray_address", ray_cluster.address, "--ray_shards_per_actor", "2"]) == 0
+    assert run_lines(tmp_path / "ray.trec") == run_lines(tmp_path / "one.trec")
+
+
+def test_ray_actor_killed_and_node_lost_give_identical_results(built, ray_cluster):
+    import ray
+
+    root, q, dirs = built
+    ids, scores = single(root, q, 15)
+    with ShardedSearcher(dirs, ray_address=ray_cluster.address, shards_per_actor=2, timeout=120) as searcher:
+        placement = searcher.placement()
+        assert len(set(placement.values())) == 2, placement  # spread: one actor per worker node
+        got = searcher.search_vectors(q, 15)
+        assert got[0].tolist() == ids.tolist() and np.array_equal(got[1], scores)
+        ray.kill(searcher.actors[0], no_restart=False)  # the process dies; Ray restarts it
+        got = searcher.search_vectors(q, 15)
+        assert got[0].tolist() == ids.tolist() and np.array_equal(got[1], scores)
+        lost = placement[searcher.actor_shards[0][0]]
+        node = next(n for n in ray_cluster.worker_nodes if n.node_id == lost)
+        ray_cluster.remove_node(node, allow_graceful=False)
+        try:
+            got = searcher.search_vectors(q, 15)  # the actor is rescheduled on the surviving node
+            assert got[0].tolist() == ids.tolist() and np.array_equal(got[1], scores)
+            assert lost not in searcher.placement().values()
+        finally:
+            ray_cluster.add_node(num_cpus=2)
+            ray_cluster.wait_for_nodes()
+
+
+def test_ray_lost_shard_is_one_line_naming_it(built, ray_cluster):
+    import ray
+
+    from multiview_plugin.ray_runtime import WorkerLostError
+
+    _, q, dirs = built
+    with ShardedSearcher(dirs[:2], ray_address=ray_cluster.address, max_restarts=0, timeout=60,
+                         allow_partial=True) as searcher:
+        ray.kill(searcher.actors[1], no_restart=True)
+        with pytest.raises(WorkerLostError) as err:
+            searcher.search_vectors(q, 5)
+    message = str(err.value)
+    assert dirs[1] in message and "\n" not in message
