@@ -192,9 +192,6 @@ class ShardedSearcher:
                 raise ConfigError(f"{path}: {meta.dim}-dim vectors, but {where[0]} holds {self.meta.dim}-dim ones")
             if meta.model_fingerprint is not None and self.meta.model_fingerprint is not None:
                 check_same_model((where[0], self.meta.model_fingerprint), (path, meta.model_fingerprint))
-            elif meta.model_fingerprint is None:
-                logger.warning("%s records no model fingerprint: cannot check that the other shards' model made it",
-                               path)
             chosen = aggregation or meta.aggregation
             if chosen not in AGGREGATORS:
                 raise ConfigError(f"{path}: unknown aggregation {chosen!r}; known: {', '.join(sorted(AGGREGATORS))}")
@@ -202,6 +199,10 @@ class ShardedSearcher:
                 raise ConfigError(f"{path}: {chosen} aggregation normalises over the whole collection's top vectors, "
                                   "so per-shard top-k lists cannot be merged; search shards with --aggregation max "
                                   "or build one index")
+        unknown = [path for path, meta in zip(where, self.metas) if meta.model_fingerprint is None]
+        if unknown:
+            logger.warning("%d shard indexes record no model fingerprint (e.g. %s): cannot check that one model made "
+                           "them all", len(unknown), unknown[0])
         encoded = [s for meta in self.metas for s in meta.shards]
         missing = [s for s in encoded if not Path(s).is_file()]
         if encoded and not missing:
