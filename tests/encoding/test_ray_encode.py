@@ -4,6 +4,7 @@ resumable, and still identical after a worker is killed or a worker node is lost
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -14,9 +15,6 @@ from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.registry import get_encoder_class
 from tests.conftest import TOPICS
-
-pytest.importorskip("ray", reason="Ray is not installed (pip install 'multiview-plugin[ray]')")
-psutil = pytest.importorskip("psutil")
 
 SHARDS = 4
 
@@ -69,15 +67,25 @@ def test_ray_encode_equals_sequential_and_resumes(setup, ray_cluster, tmp_path):
     assert [(tmp_path / f"corpus.{i}.pkl").stat().st_mtime_ns for i in (0, 1, 3)] == [mtimes[i] for i in (0, 1, 3)]
 
 
+def test_ray_address_without_ray_is_one_error_line(setup, tmp_path, monkeypatch, capsys):
+    _, common = setup
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    assert encode_main([*common, "--encode_output_path", str(tmp_path / "corpus.pkl"), "--ray_address", "auto"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs Ray" in err[0] and "pip install" in err[0]
+    assert not list(tmp_path.iterdir())
+
+
 def encode_workers():
     """The Ray encode worker processes of this test session that are encoding a shard now: pid -> the raylet
     (node) they run under."""
+    psutil = pytest.importorskip("psutil")
     out = {}
     for proc in psutil.Process(os.getpid()).children(recursive=True):
         try:
             if proc.cmdline()[:1] == ["ray::EncodeWorker.encode"]:
                 out[proc.pid] = proc.parent().pid
-        except psutil.Error:
+        except Exception:  # noqa: BLE001 - the process ended meanwhile (psutil.Error)
             continue
     return out
 

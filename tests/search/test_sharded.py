@@ -107,6 +107,15 @@ def test_refusals(built, capsys):
     assert rc == 2 and len(err) == 1 and err[0].startswith("error: --explain")
 
 
+def test_ray_address_without_ray_is_a_config_error(built, monkeypatch):
+    import sys
+
+    _, _, dirs = built
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    with pytest.raises(ConfigError, match="needs Ray, which is not installed"):
+        ShardedSearcher(dirs, ray_address="auto")
+
+
 # -- on a Ray cluster -----------------------------------------------------------------------------------------
 
 
@@ -125,6 +134,8 @@ def test_ray_actor_killed_and_node_lost_give_identical_results(built, ray_cluste
     root, q, dirs = built
     ids, scores = single(root, q, 15)
     with ShardedSearcher(dirs, ray_address=ray_cluster.address, shards_per_actor=2, timeout=120) as searcher:
+        assert len(searcher.actors) == 2 and searcher.actor_shards[1] == [str(__import__("os").path.abspath(d))
+                                                                          for d in dirs[2:]]
         placement = searcher.placement()
         assert len(set(placement.values())) == 2, placement  # spread: one actor per worker node
         got = searcher.search_vectors(q, 15)
