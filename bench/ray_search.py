@@ -5,7 +5,9 @@ one Flat index over all of them and one Flat index per shard (``build_index``, a
 searches the same query batches (a) with one ``MultiVectorSearcher`` over the whole index in this process
 (Faiss with ``--threads`` threads) and (b) with a ``ShardedSearcher`` whose K shards are Ray actors (one Faiss
 thread each) on a one-machine Ray instance with K logical CPUs; checks that (b) returns exactly (a)'s ranking,
-and prints queries per second, per-batch latency (median, p95) and the ratios sharded / single, from one run.
+and prints queries per second, per-batch latency (median, p95) and the ratios sharded / single, from one run;
+also the single process with one Faiss thread (a control: OpenMP threads that wait on each other at every
+barrier lose most on a machine shared with other jobs).
 
 One machine, not a cluster: on a 2-core box the K actors share those cores with each other, the driver and the
 object store, so the ratio measures the fan-out's overhead (serialising queries and hits, K searches and a merge
@@ -71,6 +73,9 @@ def summary(times: list[float], n_queries: int) -> dict:
             "total_s": round(sum(times), 2)}
 
 
+LOAD = os.getloadavg()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--docs", type=int, default=250_000, help="documents")
@@ -88,8 +93,8 @@ def main() -> None:
     import ray
 
     print(f"$ {' '.join([sys.executable.rsplit('/', 1)[-1], *sys.argv])}", flush=True)
-    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; {os.cpu_count()} CPU cores (load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}); ray {ray.__version__}, faiss {faiss.__version__}",
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; {os.cpu_count()} CPU cores shared with other "
+          f"jobs (load average {' '.join(f'{x:.2f}' for x in LOAD)}); ray {ray.__version__}, faiss {faiss.__version__}",
           flush=True)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         root = Path(tmp)
@@ -106,10 +111,13 @@ def main() -> None:
         print(f"{args.docs} docs x {args.views} views = {args.docs * args.views} vectors, dim {args.dim}, "
               f"{args.shards} Flat shards; built in {time.perf_counter() - start:.1f} s", flush=True)
 
-        faiss.omp_set_num_threads(args.threads)
         single = MultiVectorSearcher(root / "all")
         single.search_vectors(queries[:args.batch], args.k)  # warm-up
+        faiss.omp_set_num_threads(args.threads)
         t_single, res_single = timed_batches(lambda q: single.search_vectors(q, args.k), queries, args.batch)
+        # control: one Faiss thread (OpenMP's threads wait on each other, which costs most on a loaded machine)
+        faiss.omp_set_num_threads(1)
+        t_one, res_one = timed_batches(lambda q: single.search_vectors(q, args.k), queries, args.batch)
         single = None  # free the whole index before the actors load the shards
 
         ray.init(num_cpus=args.shards, include_dashboard=False, configure_logging=False, log_to_driver=False)
@@ -119,24 +127,31 @@ def main() -> None:
             sharded.search_vectors(queries[:args.batch], args.k)  # warm-up
             t_ray, res_ray = timed_batches(lambda q: sharded.search_vectors(q, args.k), queries, args.batch)
         ray.shutdown()
-    identical = res_ray[0].tolist() == res_single[0].tolist() and np.array_equal(res_ray[1], res_single[1])
+    identical = all(r[0].tolist() == res_single[0].tolist() and np.array_equal(r[1], res_single[1])
+                    for r in (res_ray, res_one))
     one, ray_row = summary(t_single, args.queries), summary(t_ray, args.queries)
+    one_thread = summary(t_one, args.queries)
     ratios = {"qps_ray_over_single": round(ray_row["qps"] / one["qps"], 3),
-              "median_latency_ray_over_single": round(ray_row["batch_ms_median"] / one["batch_ms_median"], 3)}
-    print(f"single process Faiss Flat ({args.threads} threads): {one['qps']:9.1f} queries/s, batch of {args.batch}: "
-          f"median {one['batch_ms_median']:.1f} ms, p95 {one['batch_ms_p95']:.1f} ms", flush=True)
+              "median_latency_ray_over_single": round(ray_row["batch_ms_median"] / one["batch_ms_median"], 3),
+              "qps_ray_over_single_1_thread": round(ray_row["qps"] / one_thread["qps"], 3)}
+    for row, threads in ((one, args.threads), (one_thread, 1)):
+        name = f"single process Faiss Flat ({threads} thread{'s' if threads > 1 else ''}):"
+        print(f"{name:43s}{row['qps']:9.1f} queries/s, batch of {args.batch}: "
+              f"median {row['batch_ms_median']:.1f} ms, p95 {row['batch_ms_p95']:.1f} ms", flush=True)
     print(f"Ray, {args.shards} shard actors (1 thread each):  {ray_row['qps']:9.1f} queries/s, batch of {args.batch}: "
           f"median {ray_row['batch_ms_median']:.1f} ms, p95 {ray_row['batch_ms_p95']:.1f} ms "
           f"(actors ready in {ready_s:.1f} s)", flush=True)
-    print(f"ratio Ray / single: throughput {ratios['qps_ray_over_single']:.3f}x, median batch latency "
-          f"{ratios['median_latency_ray_over_single']:.3f}x; rankings identical: {identical}", flush=True)
+    print(f"ratio Ray / single ({args.threads} threads): throughput {ratios['qps_ray_over_single']:.3f}x, median batch "
+          f"latency {ratios['median_latency_ray_over_single']:.3f}x; Ray / single (1 thread): throughput "
+          f"{ratios['qps_ray_over_single_1_thread']:.3f}x; rankings identical: {identical}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({
             "command": "python bench/ray_search.py " + " ".join(sys.argv[1:]), "docs": args.docs,
             "views": args.views, "vectors": args.docs * args.views, "dim": args.dim, "shards": args.shards,
             "queries": args.queries, "batch": args.batch, "k": args.k, "cpu_cores": os.cpu_count(),
-            "single": {"threads": args.threads, **one}, "ray": {"actors": args.shards, "threads_per_actor": 1,
-                                                                 "actors_ready_s": round(ready_s, 1), **ray_row},
+            "load_average_at_start": [round(x, 2) for x in LOAD],
+            "single": {"threads": args.threads, **one}, "single_1_thread": {"threads": 1, **one_thread},
+            "ray": {"actors": args.shards, "threads_per_actor": 1, "actors_ready_s": round(ready_s, 1), **ray_row},
             "ratios": ratios, "identical_rankings": identical}, indent=1) + "\n")
     if not identical:
         raise SystemExit("error: the Ray-sharded ranking differs from the single index's")
