@@ -99,7 +99,10 @@ def ray_cluster():
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'multiview-plugin[ray]')")
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    # a lost node is declared dead after ~3 missed 1 s health checks (Ray's default waits longer)
+    fast_failure = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                            "_system_config": fast_failure})
     for _ in range(2):
         cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()

@@ -119,12 +119,37 @@ def test_ray_address_without_ray_is_a_config_error(built, monkeypatch):
 # -- on a Ray cluster -----------------------------------------------------------------------------------------
 
 
-def test_ray_driver_equals_single_index(built, ray_cluster, tmp_path):
+def test_ray_driver_with_an_actor_killed_mid_run_equals_single_index(built, ray_cluster, tmp_path):
+    """driver.search over Ray (4 shard actors), one query per batch; a shard actor's process is killed while the
+    run goes on: Ray restarts it, the batch is retried, and the run file equals the single index's."""
+    import os
+    import signal
+    import threading
+    import time
+
+    psutil = pytest.importorskip("psutil")
     root, _, dirs = built
-    common = ["--encoded_queries", str(root / "queries.pkl"), "--hits", "20", "--batch_size", "7"]
+    common = ["--encoded_queries", str(root / "queries.pkl"), "--hits", "20", "--batch_size", "1"]
     assert search_driver.main(["--index", str(root / "all"), "--output", str(tmp_path / "one.trec"), *common]) == 0
-    assert search_driver.main(["--index", ",".join(dirs), "--output", str(tmp_path / "ray.trec"), *common,
-                               "--ray_address", ray_cluster.address, "--ray_shards_per_actor", "2"]) == 0
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("rc", search_driver.main([
+        "--index", ",".join(dirs), "--output", str(tmp_path / "ray.trec"), *common,
+        "--ray_address", ray_cluster.address])))
+    thread.start()
+    killed, end = None, time.monotonic() + 120
+    while killed is None and thread.is_alive() and time.monotonic() < end:
+        for proc in psutil.Process(os.getpid()).children(recursive=True):
+            try:
+                if proc.cmdline()[:1] == ["ray::ShardServer.search"]:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    killed = proc.pid
+                    break
+            except psutil.Error:
+                continue
+        time.sleep(0.01)
+    thread.join(180)
+    assert killed is not None, "no shard actor was seen searching"
+    assert result.get("rc") == 0
     assert run_lines(tmp_path / "ray.trec") == run_lines(tmp_path / "one.trec")
 
 
