@@ -92,6 +92,27 @@ def test_driver_in_process_equals_single_index(built, tmp_path):
         assert run_lines(tmp_path / f"{name}.trec") == run_lines(tmp_path / "one.trec")
 
 
+def test_ann_shards_search_with_their_own_calibrated_settings(built, tmp_path):
+    """HNSW shard indexes, each calibrated by driver.index at build time: each shard is searched with its own
+    recorded settings, and the merged top-10 keeps >= 0.98 of one exact index's documents."""
+    root, q, _ = built
+    dirs = []
+    for s in range(SHARDS):
+        dirs.append(str(tmp_path / f"hnsw{s}"))
+        assert index_driver.main(["--passage_reps", str(root / f"corpus.{s}.pkl"), "--index_dir", dirs[-1],
+                                  "--allow_partial", "--index_factory", "HNSW8"]) == 0
+    sharded = ShardedSearcher(dirs)
+    for searcher, meta in zip(sharded._local, sharded.metas):
+        assert meta.search_defaults, "driver.index calibrated each shard"
+        # the calibrated values (here overfetch 0.5, efSearch 1024), not the class defaults (2.0, the index's 16)
+        assert searcher.store.approximate.overfetch == meta.search_defaults["overfetch"] != 2.0
+        assert searcher.store.approximate.ef_search == meta.search_defaults["ef_search"] != 16
+    exact, _ = single(root, q, 10)
+    got, _ = sharded.search_vectors(q, 10)
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact.tolist(), got.tolist())])
+    assert recall >= 0.98
+
+
 def test_refusals(built, capsys):
     root, _, dirs = built
     with pytest.raises(ShardFormatError, match="shard.s. 3 of 4"):
