@@ -187,6 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ConfigError("--fp16 and --bf16 exclude each other")
     if args.ray_address:
         return encode_ray(args)
+    ray_flags = [f"--{f.name}" for f in fields(EncodeArguments)
+                 if f.name.startswith("ray_") and getattr(args, f.name) != f.default]
+    if ray_flags:
+        raise ConfigError(f"{', '.join(ray_flags)} configure{'s' if len(ray_flags) == 1 else ''} the Ray encode: add "
+                          "--ray_address")
     model = load_model(args)
     launch = launch_rank()
     if launch.parallel:

@@ -231,6 +231,9 @@ def search_pyserini(args: argparse.Namespace) -> None:
     require_positive(args.hits, "--hits")
     if sharded(args):
         return search_sharded(args)
+    if any(getattr(args, name) != default for name, default in RAY_SEARCH_DEFAULTS.items()):
+        raise ConfigError("--ray_* flags configure a sharded search: give several --index shards (a,b,c or @FILE) "
+                          "and --ray_address")
     inputs = {"--topics": args.topics, "--encoded_queries": args.encoded_queries, "--index": index_files(args.index),
               "--corpus": args.corpus, "--pseudo_queries": (args.pseudo_queries or "").split(",")}
     refuse_output_over_input({"--output": args.output, "--explain": args.explain}, inputs)
@@ -266,6 +269,10 @@ def search_pyserini(args: argparse.Namespace) -> None:
         logger.info("wrote %s (%d explained hits)", args.explain, n)
 
 
+RAY_SEARCH_DEFAULTS = {"ray_shards_per_actor": 1, "ray_cpus_per_actor": 1.0, "ray_max_restarts": 3,
+                       "ray_timeout": 600.0}
+
+
 def sharded(args: argparse.Namespace) -> bool:
     """Several --index shards (a,b,c or @FILE), or --ray_address: the sharded searcher."""
     return bool(args.ray_address) or "," in args.index or args.index.startswith("@")
@@ -284,6 +291,13 @@ def search_sharded(args: argparse.Namespace) -> None:
     inputs = {"--topics": args.topics, "--encoded_queries": args.encoded_queries,
               "--index": [f for d in dirs for f in index_files(d)]}
     refuse_output_over_input({"--output": args.output}, inputs)
+    if not args.ray_address:
+        set_flags = [f"--{name}" for name, default in RAY_SEARCH_DEFAULTS.items() if getattr(args, name) != default]
+        if set_flags:
+            raise ConfigError(f"{', '.join(set_flags)} configure{'s' if len(set_flags) == 1 else ''} the Ray actors: "
+                              "add --ray_address (without it the shards are searched in this process)")
+        if args.threads > 0:
+            faiss.omp_set_num_threads(args.threads)
     if args.hasans_temperature is not None or args.hasans_mean_sentences is not None:
         raise ConfigError("--hasans_*: sharded search merges max-aggregated per-shard top-k lists (HasAns is not "
                           "decomposable over shards)")

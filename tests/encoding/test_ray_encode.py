@@ -74,6 +74,11 @@ def test_ray_address_without_ray_is_one_error_line(setup, tmp_path, monkeypatch,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs Ray" in err[0] and "pip install" in err[0]
     assert not list(tmp_path.iterdir())
+    # a Ray flag without --ray_address would be ignored: refused
+    assert encode_main([*common, "--encode_output_path", str(tmp_path / "corpus.pkl"), "--ray_workers", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == "error: --ray_workers configures the Ray encode: add --ray_address"
+    assert not list(tmp_path.iterdir())
 
 
 def encode_workers():

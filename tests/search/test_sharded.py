@@ -122,10 +122,14 @@ def test_refusals(built, capsys):
         ShardedSearcher([dirs[0], dirs[0]])
     with pytest.raises(ConfigError, match="hasans aggregation"):
         ShardedSearcher(dirs, aggregation="hasans")
-    rc = search_driver.main(["--index", ",".join(dirs), "--encoded_queries", str(root / "queries.pkl"),
-                             "--output", str(root / "x.trec"), "--explain", str(root / "x.jsonl")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and err[0].startswith("error: --explain")
+    queries = ["--encoded_queries", str(root / "queries.pkl"), "--output", str(root / "x.trec")]
+    for flags, needle in (([",".join(dirs), "--explain", str(root / "x.jsonl")], "error: --explain"),
+                          ([",".join(dirs), "--ray_shards_per_actor", "2"], "error: --ray_shards_per_actor configures"),
+                          ([dirs[0], "--ray_timeout", "5"], "error: --ray_* flags configure a sharded search")):
+        rc = search_driver.main(["--index", *flags, *queries])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and err[0].startswith(needle), err
+    assert not (root / "x.trec").exists()
 
 
 def test_ray_address_without_ray_is_a_config_error(built, monkeypatch):
