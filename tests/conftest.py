@@ -91,22 +91,34 @@ def bert_no_dropout(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray cluster on loopback: a head node without CPUs (nothing is placed on it) and two worker nodes
-    with 2 logical CPUs each; this process is connected to it. Started once per session (~10 s). Tests that
-    remove a node add one back. Skips when Ray is not installed."""
+    with 2 logical CPUs each; this process is connected to it. One per test module (~10 s), shut down after it,
+    so no later test forks a process holding Ray's threads. Tests that remove a node add one back. Skips when
+    Ray is not installed."""
+    import signal
+
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'multiview-plugin[ray]')")
     from ray.cluster_utils import Cluster
 
+    # Ray's head node installs a SIGTERM handler (drain, then kill its processes) in this process; a process
+    # forked later by another test (datasets' num_proc pool) would run it when terminated and hang: keep ours
+    sigterm = signal.getsignal(signal.SIGTERM)
     # a lost node is declared dead after ~3 missed 1 s health checks (Ray's default waits longer)
     fast_failure = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+    store = 100 * 1024**2  # each node's object store: the tests move KBs (Ray's default takes 30% of the RAM)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                            "object_store_memory": store,
                                                             "_system_config": fast_failure})
-    for _ in range(2):
-        cluster.add_node(num_cpus=2)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, configure_logging=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=2, object_store_memory=store)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, configure_logging=False)
+        signal.signal(signal.SIGTERM, sigterm)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)

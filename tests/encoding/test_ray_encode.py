@@ -136,5 +136,5 @@ def test_ray_encode_survives_a_killed_worker_and_a_lost_node(setup, ray_cluster,
     finally:
         thread.join(180)
         if len(ray_cluster.worker_nodes) < 2:
-            ray_cluster.add_node(num_cpus=2)
+            ray_cluster.add_node(num_cpus=2, object_store_memory=100 * 1024**2)
             ray_cluster.wait_for_nodes()

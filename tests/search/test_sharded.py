@@ -2,6 +2,8 @@
 process or as Ray actors on a loopback cluster; ranks identical to one Flat index over all shards (ties
 included), also after an actor is killed and after a worker node is lost, or one line naming the lost shard."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -101,12 +103,17 @@ def test_ann_shards_search_with_their_own_calibrated_settings(built, tmp_path):
         dirs.append(str(tmp_path / f"hnsw{s}"))
         assert index_driver.main(["--passage_reps", str(root / f"corpus.{s}.pkl"), "--index_dir", dirs[-1],
                                   "--allow_partial", "--index_factory", "HNSW8"]) == 0
+    # one shard's recorded settings changed by hand: that shard, and only it, searches with them
+    meta_path = tmp_path / "hnsw1" / "multiview.json"
+    meta = json.loads(meta_path.read_text())
+    meta["search_defaults"] = {**meta["search_defaults"], "overfetch": 3.0, "ef_search": 77}
+    meta_path.write_text(json.dumps(meta))
     sharded = ShardedSearcher(dirs)
     for searcher, meta in zip(sharded._local, sharded.metas):
         assert meta.search_defaults, "driver.index calibrated each shard"
-        # the calibrated values (here overfetch 0.5, efSearch 1024), not the class defaults (2.0, the index's 16)
-        assert searcher.store.approximate.overfetch == meta.search_defaults["overfetch"] != 2.0
-        assert searcher.store.approximate.ef_search == meta.search_defaults["ef_search"] != 16
+        assert searcher.store.approximate.overfetch == meta.search_defaults["overfetch"]
+        assert searcher.store.approximate.ef_search == meta.search_defaults["ef_search"]
+    assert [s.store.approximate.ef_search == 77 for s in sharded._local] == [False, True, False, False]
     exact, _ = single(root, q, 10)
     got, _ = sharded.search_vectors(q, 10)
     recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact.tolist(), got.tolist())])
@@ -179,10 +186,15 @@ def test_ray_driver_with_an_actor_killed_mid_run_equals_single_index(built, ray_
 
 
 def test_ray_actor_killed_and_node_lost_give_identical_results(built, ray_cluster):
+    import time
+
     import ray
 
     root, q, dirs = built
     ids, scores = single(root, q, 15)
+    end = time.monotonic() + 60  # the earlier tests' actors have released their CPUs: both nodes are free
+    while ray.available_resources().get("CPU", 0) < 4 and time.monotonic() < end:
+        time.sleep(0.2)
     with ShardedSearcher(dirs, ray_address=ray_cluster.address, shards_per_actor=2, timeout=120) as searcher:
         assert len(searcher.actors) == 2 and searcher.actor_shards[1] == [str(__import__("os").path.abspath(d))
                                                                           for d in dirs[2:]]
@@ -201,7 +213,7 @@ def test_ray_actor_killed_and_node_lost_give_identical_results(built, ray_cluste
             assert got[0].tolist() == ids.tolist() and np.array_equal(got[1], scores)
             assert lost not in searcher.placement().values()
         finally:
-            ray_cluster.add_node(num_cpus=2)
+            ray_cluster.add_node(num_cpus=2, object_store_memory=100 * 1024**2)
             ray_cluster.wait_for_nodes()
 
 
