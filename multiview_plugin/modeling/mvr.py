@@ -21,6 +21,22 @@ dcsr's ``--dcsr_sentence_pooling mean`` forms its sentence views, finished like 
 (:func:`~multiview_plugin.losses.sentence_coverage.sentence_coverage_loss`), logged as ``loss_distill``: every
 sentence should be covered by some view. Only the training collator asks the formatter for the sentence spans,
 so encoding and search are unchanged.
+
+Views that differ from step 0 (issue 32). With the defaults every residual view starts as dpr's vector, so every
+view-level loss sits at its symmetric value and nothing pushes the views apart. Three levers break the symmetry:
+
+* ``mvr_view_init`` sets view i's *base* b_i in v_i = b_i + g_i · h(viewer i) (:meth:`MvrEncoder.view_bases`);
+  with g_i = 0 at step 0, v_i = b_i. 'none': b_i = pool(text) (the form above). Otherwise b_i = (1/|R_i|)
+  Σ_{t ∈ R_i} h_t, the mean of the text token states over a region R_i, and pool(text) where R_i is empty:
+  'sentences', R_i = sentence i (:func:`sentence_regions`: the last view takes sentences k..S of a longer
+  passage; spare views of a shorter one are pool(text)); 'segments', R_i = the i-th contiguous segment
+  (:func:`segment_mask`); 'kmeans', R_i = cluster i of a spherical k-means of the token states
+  (:func:`kmeans_members`). The score stays max_i <q, v_i>, so a query about one sentence can match that
+  sentence's view from the first step; a passage is still k vectors.
+* ``mvr_init_from`` starts the backbone and tokenizer from a saved model (a staged start: a trained dcsr-mean
+  model, or a dpr ``--pooling cls`` model for the paper form) before the viewer tokens are added.
+* ``mvr_diversity_weight`` w adds w · L_div, L_div = mean over passages of (1/(k(k−1))) Σ_{i≠j} cos(v_i, v_j)
+  (:func:`view_diversity_loss`), logged as ``loss_diversity``.
 """
 
 from __future__ import annotations
@@ -342,7 +358,9 @@ class MvrEncoder(MultiViewEncoder):
     :func:`~multiview_plugin.losses.global_local.view_balance_loss`, 0 = off), ``mvr_viewer_scope`` (residual
     views: each viewer reads the whole text, 'full', or its own contiguous segment of it, 'segments') and
     ``mvr_sentence_distill_weight`` (residual views: the sentence-coverage term of
-    :func:`~multiview_plugin.losses.sentence_coverage.sentence_coverage_loss`, 0 = off).
+    :func:`~multiview_plugin.losses.sentence_coverage.sentence_coverage_loss`, 0 = off), ``mvr_view_init``
+    (residual views: where each view starts, :meth:`view_bases`), ``mvr_init_from`` (a staged start from a saved
+    model) and ``mvr_diversity_weight`` (the term of :func:`view_diversity_loss`, 0 = off).
     """
 
     default_loss = "mvr_global_local"
