@@ -141,6 +141,15 @@ class BaseModelArguments:
         for _, options in _method_options():
             options.from_args(self)
 
+    @classmethod
+    def current(cls) -> type:
+        """``ModelArguments`` with the flags of every method registered now (``cli.parse_dataclasses`` asks)."""
+        return model_arguments()
+
+    def check_argv(self, argv: Sequence[str]) -> None:
+        """Refuse the options of a method other than ``--model_name`` given in ``argv`` (``cli`` asks)."""
+        refuse_foreign_options(argv, self.model_name)
+
 
 @dataclass
 class DataArguments:

@@ -24,13 +24,13 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
     ``driver`` ('train', 'encode'): refuse the Tevatron flags that driver does not support, with what to use
     instead. ``ignored``: dataclasses whose flags are accepted but unused here (logged), as Tevatron's encode
     accepts every training flag. When the result holds model arguments, method options given for a method other
-    than ``--model_name`` are refused (:func:`~multiview_plugin.arguments.refuse_foreign_options`).
+    than ``--model_name`` are refused (``check_argv``: :func:`~multiview_plugin.arguments.refuse_foreign_options`).
     """
-    from multiview_plugin.arguments import BaseModelArguments, model_arguments, refuse_foreign_options
     from multiview_plugin.tevatron_parity import refuse_unsupported
 
-    # ModelArguments with the flags of every method registered now (a plugin may have been loaded since import)
-    types = tuple(model_arguments() if getattr(t, "assembled_from_registry", False) else t for t in types)
+    # ModelArguments with the flags of every method registered now (a plugin may have been loaded since import);
+    # the argument classes do this themselves, so this bottom-floor module never imports the methods
+    types = tuple(t.current() if getattr(t, "assembled_from_registry", False) else t for t in types)
     parser = HfArgumentParser(types)
     argv = list(sys.argv[1:] if argv is None else argv)
     if driver:
@@ -44,8 +44,9 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
         if remaining:
             raise ConfigError(f"unrecognised arguments: {' '.join(remaining)} (see --help)")
     for args in parsed:
-        if isinstance(args, BaseModelArguments):
-            refuse_foreign_options(argv, args.model_name)
+        check_argv = getattr(args, "check_argv", None)  # ModelArguments: refuse another method's options
+        if check_argv is not None:
+            check_argv(argv)
     return tuple(parsed)
 
 

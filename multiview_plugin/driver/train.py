@@ -140,8 +140,8 @@ def load_training_data(data_args: DataArguments, training_args: MultiViewTrainin
 
 def dev_callback(dev_args: DevArguments, data_args: DataArguments,
                  training_args: MultiViewTrainingArguments, model: MultiViewEncoder) -> Any:
-    """Model selection on the dev split (see :mod:`multiview_plugin.training.dev_eval`)."""
-    from multiview_plugin.training.dev_eval import DevSelectionCallback, DevSet
+    """Model selection on the dev split (see :mod:`multiview_plugin.evaluation.dev_eval`)."""
+    from multiview_plugin.evaluation.dev_eval import DevSelectionCallback, DevSet
 
     missing = [f"--{n}" for n in ("dev_queries", "dev_qrels", "dev_corpus") if not getattr(dev_args, n)]
     if missing:
