@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from multiview_plugin.losses import ContrastiveLoss, GlobalLocalLoss
+from multiview_plugin.losses.temperature import temperature_at
 from multiview_plugin.registry import get_loss_class
 from multiview_plugin.scoring import local_variation, max_sim, view_perplexity, view_scores
-from multiview_plugin.losses.temperature import temperature_at
 
 
 def lse(*xs):
