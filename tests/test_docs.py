@@ -75,7 +75,7 @@ def test_extending_examples_run(tiny_bert, monkeypatch):
 
     from multiview_plugin import registry
     from multiview_plugin.arguments import DataArguments, ModelArguments
-    from multiview_plugin.driver.common import parse_dataclasses
+    from multiview_plugin.cli import parse_dataclasses
     from multiview_plugin.registry import get_encoder_class, get_loss_class
 
     # the examples register 'firstlast' and 'softmax_mean': only for this test (other tests list the methods)

@@ -27,12 +27,13 @@ import torch
 from transformers import set_seed
 
 from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
+from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.data.dataset import TrainDataset, load_train_records
-from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling import lora
-from multiview_plugin.modeling.base import MultiViewEncoder, backbone_options, load_encoder
+from multiview_plugin.modeling.base import MultiViewEncoder, backbone_options
 from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
+from multiview_plugin.modeling.persistence import load_encoder
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.tevatron_parity import ENCODE_ONLY

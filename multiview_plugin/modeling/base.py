@@ -36,16 +36,7 @@ from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter
 from multiview_plugin.modeling.lora import is_lora, wants_lora
 from multiview_plugin.modeling.options import MethodOptions
-from multiview_plugin.modeling.persistence import (  # noqa: F401  (re-exported: their earlier home)
-    EXTRA_WEIGHTS_NAME,
-    PASSAGE_SUBDIR,
-    QUERY_SUBDIR,
-    T5_MODEL_TYPES,
-    PersistenceMixin,
-    load_backbone,
-    load_encoder,
-    load_tokenizer,
-)
+from multiview_plugin.modeling.persistence import T5_MODEL_TYPES, PersistenceMixin, load_backbone, load_tokenizer
 from multiview_plugin.registry import get_loss_class
 
 logger = logging.getLogger(__name__)

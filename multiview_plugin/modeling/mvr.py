@@ -440,6 +440,3 @@ class MvrEncoder(MultiViewEncoder):
 
     def describe_views(self) -> dict[str, Any]:
         return {"kind": "viewer", "labels": viewer_tokens(self.options.num_views)}
-
-
-MultiViewerEncoder = MvrEncoder  # the earlier name

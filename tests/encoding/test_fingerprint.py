@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from multiview_plugin.driver.encode import encode_to_shard
 from multiview_plugin.driver.encode import main as encode_main
+from multiview_plugin.encoding.encode import encode_to_shard
 from multiview_plugin.encoding.shards import ShardFormatError, partial_paths
 from multiview_plugin.modeling import load_encoder
 
