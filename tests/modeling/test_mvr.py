@@ -16,7 +16,7 @@ from multiview_plugin.modeling.dcsr import span_means
 from multiview_plugin.modeling.mvr import QUERY_VIEWER, MvrOptions, read_only_viewer_mask, viewer_tokens
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.scoring import view_scores
-from tests.losses.test_losses import MASK, P, Q, lse
+from tests.losses.test_contrastive import MASK, P, Q, lse
 from tests.modeling.test_base import TEXTS, build
 
 
