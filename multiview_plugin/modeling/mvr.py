@@ -56,6 +56,7 @@ from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.data.sentences import sentence_spans, split_sentences, token_spans
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
+from multiview_plugin.losses.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder, backbone_options
 from multiview_plugin.modeling.config import CONFIG_NAME, EncoderConfig, is_multiview_model
 from multiview_plugin.modeling.dcsr import span_means
@@ -64,7 +65,6 @@ from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.modeling.persistence import load_encoder
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
-from multiview_plugin.training.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE
 
 logger = logging.getLogger(__name__)
 
@@ -638,6 +638,3 @@ class MvrEncoder(MultiViewEncoder):
 
     def describe_views(self) -> dict[str, Any]:
         return {"kind": "viewer", "labels": viewer_tokens(self.options.num_views)}
-
-
-MultiViewerEncoder = MvrEncoder  # the earlier name
