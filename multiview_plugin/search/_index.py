@@ -50,6 +50,26 @@ ASSIGN_FILE = ".ivf_lists.int32"  # in the build's temporary folder: each vector
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
 
 
+def check_index_folder(index_dir: str | os.PathLike, overwrite: bool, own_files: Sequence[str] = (),
+                       resumable: Sequence[str] = ()) -> None:
+    """The one rule every backend applies to ``--index_dir`` before writing anything in it.
+
+    A folder without ``multiview.json`` is not ours: it must be absent or empty, except an interrupted build's
+    folder that holds only ``resumable`` names (a backend that resumes: e.g. Qdrant's storage and temporary
+    files). A folder with it is replaced only with ``overwrite`` and only when it holds nothing but what
+    a build writes (:data:`INDEX_FOLDER_FILES` and ``own_files``). So someone's Pyserini index (``index``,
+    ``docid``, no ``multiview.json``) is never written into, whatever the backend.
+    """
+    index_dir = Path(index_dir)
+    ours = (index_dir / META_FILE).is_file()
+    if not ours and resumable and index_dir.is_dir():
+        entries = [p.name for p in index_dir.iterdir()]
+        if entries and all(name in resumable for name in entries):
+            return  # an interrupted build of this backend: it resumes
+    check_output_folder(index_dir, ours, overwrite, "multiview index",
+                        own_files=(*INDEX_FOLDER_FILES, *own_files, *resumable))
+
+
 def index_files(folder: str | os.PathLike | None) -> list[str]:
     """The files of an index folder (inputs that no output may overwrite); none when ``folder`` is None."""
     return [os.path.join(folder, name) for name in INDEX_FOLDER_FILES] if folder else []
@@ -300,8 +320,7 @@ def build_index(
     index_dir = Path(index_dir)
     # never replace a folder this tool did not write, nor one holding anything besides an index (or an input)
     refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
-    check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
-                        own_files=INDEX_FOLDER_FILES)
+    check_index_folder(index_dir, overwrite)
 
     infos, model_name = passage_shard_infos(paths, allow_partial)
     multi = any(i is not None and i.multi_vector for i in infos)
@@ -401,8 +420,7 @@ def build_index(
                                    "docid")
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
         # checked again: the folder may have changed while the index was built
-        check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
-                            own_files=INDEX_FOLDER_FILES)
+        check_index_folder(index_dir, overwrite)
         swap_in_folder(tmp_dir, index_dir)  # the old index stays until the new one is complete
     finally:
         if presized is not None:

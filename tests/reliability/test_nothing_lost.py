@@ -122,6 +122,35 @@ def test_index_old_index_kept_when_the_new_build_fails(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+BACKENDS = ["faiss", pytest.param("qdrant", marks=pytest.mark.skipif(
+    __import__("importlib").util.find_spec("qdrant_client") is None, reason="qdrant-client not installed"))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("extra", [[], ["--overwrite"]])
+def test_index_every_backend_refuses_a_foreign_pyserini_index(tmp_path, capsys, backend, extra):
+    """main: --backend qdrant wrote its docid over a Pyserini index's (index, docid, no multiview.json) and,
+    with --overwrite, deleted its index file; the Faiss backend refused. One rule for every backend."""
+    shard = write_shard(tmp_path / "corpus.0.pkl")
+    theirs = tmp_path / "pyserini-index"
+    theirs.mkdir()
+    (theirs / "index").write_bytes(os.urandom(512))
+    (theirs / "docid").write_text("their0\ntheir1\n")
+    before = digests(theirs, ["index", "docid"])
+    try:
+        assert index_main(["--passage_reps", str(shard), "--index_dir", str(theirs), "--backend", backend,
+                           "--target_recall", "0", *extra]) == 2
+    finally:
+        if backend == "qdrant":
+            from multiview_plugin.search._qdrant import close_embedded
+
+            close_embedded()
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "not a multiview index" in err, err
+    assert_untouched(theirs, before)
+    assert sorted(p.name for p in theirs.iterdir()) == ["docid", "index"]
+
+
 def test_index_refuses_a_file_as_index_dir(tmp_path, capsys):
     shard = write_shard(tmp_path / "corpus.0.pkl")
     target = tmp_path / "results.txt"
