@@ -266,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_dataset=dataset,
         data_collator=collator,
         callbacks=callbacks,
+        run_settings=settings,
     )
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model()

@@ -280,6 +280,27 @@ def test_train_refuses_a_finished_run_without_checkpoint(tiny_bert, train_file, 
     assert (out / "model.safetensors").read_bytes() == model
 
 
+def test_train_rotation_deletes_only_this_runs_checkpoints(tiny_bert, train_file, tmp_path):
+    """main: --save_total_limit deleted a checkpoint-K folder the run did not write (warned as "incomplete")."""
+    from multiview_plugin.driver.train import main as train_main
+
+    out = tmp_path / "run"
+    theirs = out / "checkpoint-100"
+    before = unrelated(theirs)
+    argv = ["--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file), "--output_dir", str(out),
+            "--max_steps", "3", "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "1",
+            *TRAIN_COMMON]
+    assert train_main(argv) == 0
+    assert_untouched(theirs, before)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-100",
+                                                                                          "checkpoint-3"]
+    # resumed and extended: the interrupted run's own checkpoints count (and rotate), the foreign one does not
+    assert train_main([*argv, "--max_steps", "5"]) == 0
+    assert_untouched(theirs, before)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-100",
+                                                                                          "checkpoint-5"]
+
+
 def test_train_output_dir_equal_to_an_input_is_refused(tiny_bert, train_file, tmp_path, capsys):
     from multiview_plugin.driver.train import main as train_main
 
