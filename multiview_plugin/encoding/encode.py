@@ -22,6 +22,7 @@ from tqdm import tqdm
 from multiview_plugin.data.readers import iter_corpus, load_queries
 from multiview_plugin.encoding.fingerprint import encode_fingerprint
 from multiview_plugin.encoding.shards import (
+    ShardFormatError,
     ShardInfo,
     ShardWriter,
     check_fingerprint,
@@ -203,7 +204,20 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
 
 def refuse_foreign_output(output: Path, overwrite: bool) -> None:
     """An existing ``output`` that encode did not write (:func:`~multiview_plugin.encoding.shards.written_by_encode`)
-    is replaced only with ``overwrite``; a folder never."""
+    is replaced only with ``overwrite``; a folder never. A file at the sidecar's path (``<output>.json``) that is not
+    a shard sidecar (:func:`~multiview_plugin.encoding.shards.read_info`: ShardInfo's fields) is someone's: never
+    replaced nor removed, even with ``overwrite``."""
+    side = sidecar_path(output)
+    if os.path.lexists(side):
+        if not side.is_file():
+            raise ConfigError(f"{side} (the sidecar path of --encode_output_path {output}) exists and is not a file; "
+                              "choose another output path")
+        try:
+            read_info(output)
+        except ShardFormatError:
+            raise ConfigError(f"{side} (the sidecar path of --encode_output_path {output}) is not a shard sidecar "
+                              "written by encode: refusing to replace it, even with --overwrite; move it away or "
+                              "choose another output path") from None
     if not os.path.lexists(output):
         return
     if not output.is_file():

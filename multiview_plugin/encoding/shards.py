@@ -134,7 +134,7 @@ def read_info(path: str | os.PathLike) -> ShardInfo | None:
         return None
     try:
         return ShardInfo(**json.loads(side.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, TypeError) as err:
+    except (ValueError, TypeError) as err:  # bad JSON or UTF-8, not an object, fields not ShardInfo's
         raise ShardFormatError(f"{side}: not a multiview_plugin shard sidecar ({err})") from err
 
 

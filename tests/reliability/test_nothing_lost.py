@@ -181,7 +181,8 @@ def test_output_lock_refuses_second_writer_and_takes_over_stale(tmp_path):
         with pytest.raises(WriterBusyError, match="another writer"):
             OutputLock(out).acquire()
     assert not (tmp_path / "x.pkl.lock").exists()
-    (tmp_path / "x.pkl.lock").write_text("999999999\n")  # a pid that cannot run: a killed writer's lock
+    # a pid that cannot run: a killed writer's lock
+    (tmp_path / "x.pkl.lock").write_text("multiview_plugin output lock, pid 999999999\n")
     with OutputLock(out):
         pass
     assert not (tmp_path / "x.pkl.lock").exists()
@@ -405,6 +406,36 @@ def test_encode_refuses_to_replace_a_file_it_did_not_write(inputs, tmp_path, cap
     assert encode_main([*common, "--encode_output_path", str(tevatron), "--overwrite"]) == 0
     assert read_shard(tevatron)[2] is not None
     assert encode_main([*common, "--encode_output_path", str(tevatron)]) == 0
+
+
+@pytest.mark.parametrize("content", [b"999999999\n", b"my lock notes\n", b"", b"\xff\xfe binary"])
+def test_output_lock_never_removes_a_file_without_its_marker(tmp_path, content):
+    """main: a user's file at <output>.lock (any content whose pid is not running) was removed as a stale lock."""
+    lock = tmp_path / "x.pkl.lock"
+    lock.write_bytes(content)
+    os.utime(lock, (1, 1))  # old: not a writer mid-creation
+    with pytest.raises(MultiViewError, match="is not a multiview_plugin lock") as err:
+        OutputLock(tmp_path / "x.pkl").acquire()
+    assert "\n" not in str(err.value)
+    assert lock.read_bytes() == content
+
+
+@pytest.mark.parametrize("sidecar", ['{"my": "settings"}\n', "[1, 2]\n", "not json\n", "\udcff"])
+@pytest.mark.parametrize("extra", [[], ["--overwrite"]])
+def test_encode_never_replaces_a_users_file_at_the_sidecar_path(inputs, tmp_path, capsys, sidecar, extra):
+    """main: encode wrote its sidecar over a user's <output>.json (and --overwrite deleted it first)."""
+    from multiview_plugin.driver.encode import main as encode_main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    theirs = out / "c.pkl.json"
+    theirs.write_bytes(sidecar.encode("utf-8", "surrogateescape"))
+    before = theirs.read_bytes()
+    assert encode_main(["--model_name_or_path", str(inputs["model"]), "--dataset_path", str(inputs["corpus"]),
+                        "--encode_output_path", str(out / "c.pkl"), *extra]) == 2
+    err = _error_line(capsys)
+    assert "not a shard sidecar" in err and str(theirs) in err
+    assert theirs.read_bytes() == before and sorted(p.name for p in out.iterdir()) == ["c.pkl.json"]
 
 
 def test_encode_resumes_its_own_shard_killed_before_the_sidecar(inputs, tmp_path, monkeypatch):
