@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import iter_train_records, load_corpus
-from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.driver.common import cap_depth, cli, setup_logging
 from multiview_plugin.encoding.fingerprint import file_identity
 from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, read_info
 from multiview_plugin.errors import ConfigError
@@ -120,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ConfigError(f"{args.corpus_path} lacks docids of the index, e.g. {missing[:3]}: is it the same corpus?")
     records = list(iter_train_records(args.dataset_path, corpus, args.passage_field_separator))
     store = searcher.store
+    depth = cap_depth(args.depth, len(store.docids), "--depth")
     passage_view = bool(getattr(searcher.encoder, "has_passage_view", False))
     written = short = 0
     with atomic_open(args.output) as out:
@@ -128,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             q_reps = searcher.encode([r["query"] for r in batch])
             check_finite_rows(q_reps, [r["query_id"] for r in batch], f"{args.dataset_path} encoded by "
                               f"{args.model_name_or_path}", "query")
-            doc, view = mine(searcher, q_reps, args.depth, store.doc_start)
+            doc, view = mine(searcher, q_reps, depth, store.doc_start)
             for rec, row_doc, row_view in zip(batch, doc.tolist(), view.tolist()):
                 positives = set(rec["positive_docids"])
                 negatives = []

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.topics import load_topics
 from multiview_plugin.driver.backends import add_search_backend_flags
-from multiview_plugin.driver.common import cli, setup_logging
+from multiview_plugin.driver.common import cap_depth, cli, setup_logging
 from multiview_plugin.encoding.shard_sets import check_query_dim, check_shard_set, load_query_reps, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, sidecar_path
 from multiview_plugin.errors import ConfigError
@@ -181,6 +181,8 @@ def search_tevatron(args: argparse.Namespace) -> None:
             raise ConfigError(f"--shard_search merges per-shard top-k, which is exact only for max aggregation; "
                               f"{aggregation} normalises over the whole collection's top vectors: search without "
                               "--shard_search or build an index")
+        if all(i is not None for i in infos):
+            args.depth = cap_depth(args.depth, sum(i.num_items for i in infos), "--depth")
         shards = tqdm(shard_paths, desc="search", unit="shard", disable=args.quiet)
         ids, scores = search_shards(q_reps, shards, args.depth, aggregation, args.batch_size, args.allow_unsafe_pickle,
                                      args.query_reps)
@@ -188,6 +190,7 @@ def search_tevatron(args: argparse.Namespace) -> None:
         aggregator = get_aggregator(aggregation, **aggregation_options(args, info.extra if info else {}))
         store = VectorStore.from_shards(shard_paths, args.allow_unsafe_pickle)
         check_query_dim(args.query_reps, q_reps, store.dim, args.passage_reps)  # sidecar-less shards: known now
+        args.depth = cap_depth(args.depth, len(store.docids), "--depth")
         ids, scores = search_batched(store, q_reps, args.depth, aggregator, args.batch_size, progress=not args.quiet)
     out = Path(args.save_ranking_to)
     if args.save_text:
@@ -232,7 +235,9 @@ def search_pyserini(args: argparse.Namespace) -> None:
         raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
     if args.threads > 0:
         faiss.omp_set_num_threads(args.threads)
-    depth = max(args.hits, args.hybrid_depth) if args.hybrid else args.hits
+    num_docs = len(searcher.store.docids)
+    args.hits = cap_depth(args.hits, num_docs, "--hits")
+    depth = max(args.hits, cap_depth(args.hybrid_depth, num_docs, "--hybrid_depth")) if args.hybrid else args.hits
     ids, scores = search_batched(searcher.store, q_reps, depth, searcher.aggregator, args.batch_size,
                                  progress=not args.quiet)
     run = to_run(q_ids, ids, scores)
