@@ -29,6 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.data.seen_ids import SeenIds
+from multiview_plugin.encoding.fingerprint import sampled_identity
 from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, read_shard, shard_view_ids, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
@@ -70,6 +71,24 @@ def check_index_folder(index_dir: str | os.PathLike, overwrite: bool, own_files:
                         own_files=(*INDEX_FOLDER_FILES, *own_files, *resumable))
 
 
+# the files whose identity multiview.json records (IndexMeta.files) and searchers check when they load them
+FINGERPRINTED_FILES = (INDEX_FILE, DOCID_FILE, DOC_INDEX_FILE, RESCORE_STORE_FILE)
+
+
+def check_index_file(folder: str | os.PathLike, meta: IndexMeta, name: str) -> None:
+    """Refuse a file of the index folder that is not the one the index was built with (replaced by another of the
+    same shape, or edited): its size and sampled SHA-256 must equal what ``multiview.json`` records. Folders
+    built before the record are not checked."""
+    recorded = (meta.files or {}).get(name)
+    path = Path(folder) / name
+    if recorded is None or not path.is_file():
+        return
+    now = sampled_identity(path)
+    if now != recorded:
+        raise ShardFormatError(f"{path}: not the file this index was built with ({META_FILE} records {recorded}, "
+                               f"this file is {now}): it was replaced or edited since; rebuild the index")
+
+
 def index_files(folder: str | os.PathLike | None) -> list[str]:
     """The files of an index folder (inputs that no output may overwrite); none when ``folder`` is None."""
     return [os.path.join(folder, name) for name in INDEX_FOLDER_FILES] if folder else []
@@ -102,6 +121,9 @@ class IndexMeta:
     calibration: dict | None = None  # how search_defaults were chosen: target, measured recall, operating points
     # the on-disk copy of the views searchers re-score from: {"file", "dtype" (float16/float32), "rows", "dim"}
     rescore_store: dict | None = None
+    # what each file of the folder must be: {name: size and sampled SHA-256 (encoding/fingerprint.sampled_identity)},
+    # checked at every load (check_index_file); None in older folders
+    files: dict | None = None
 
     @property
     def multi_vector(self) -> bool:
@@ -156,7 +178,8 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "views_per_doc": (int, str), "aggregation": (str,), "model_name": (str,), "index_factory": (str,),
     "metric": (str,), "shards": (list,), "extra": (dict,), "format_version": (int,), "view_ids": (bool, _NONE),
     "model_fingerprint": (dict, _NONE), "doc_index_factory": (str, _NONE), "backend": (str,), "qdrant": (dict, _NONE),
-    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE), "rescore_store": (dict, _NONE)}
+    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE), "rescore_store": (dict, _NONE),
+    "files": (dict, _NONE)}
 _META_KIND_NAMES = {name: " or ".join("null" if t is _NONE else {"int": "an integer", "float": "a number",
                                                                   "str": "a string", "list": "a list",
                                                                   "dict": "an object", "bool": "true/false"}[t.__name__]
@@ -418,6 +441,8 @@ def build_index(
         if not multi and meta.max_views > 1:
             raise ShardFormatError(f"{', '.join(map(str, paths))}: single-vector shards hold several rows for one "
                                    "docid")
+        meta.files = {name: sampled_identity(tmp_dir / name) for name in FINGERPRINTED_FILES
+                      if (tmp_dir / name).is_file()}
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
         # checked again: the folder may have changed while the index was built
         check_index_folder(index_dir, overwrite)

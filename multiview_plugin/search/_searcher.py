@@ -52,10 +52,12 @@ from multiview_plugin.search._backend import capped_depth
 from multiview_plugin.search._index import (
     DOC_INDEX_FILE,
     DOCID_FILE,
+    FINGERPRINTED_FILES,
     INDEX_FILE,
     META_FILE,
     RESCORE_STORE_FILE,
     IndexMeta,
+    check_index_file,
     contiguous_docs,
     read_faiss_index,
 )
@@ -494,6 +496,8 @@ class MultiVectorSearcher:
         if len(store.docids) != self.meta.num_docs:
             raise ShardFormatError(f"{index_dir / DOCID_FILE}: names {len(store.docids)} documents, "
                                    f"{META_FILE} says {self.meta.num_docs}")
+        for name in FINGERPRINTED_FILES:  # each as built, not another of the same shape (cheap: sampled)
+            check_index_file(index_dir, self.meta, name)
         return store
 
     @property
