@@ -47,7 +47,7 @@ from multiview_plugin.search import (
     search_shards,
     write_explanations,
 )
-from multiview_plugin.search._index import DEFAULT_AGGREGATION, index_files
+from multiview_plugin.search._index import DEFAULT_AGGREGATION, check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import AGGREGATORS
 
 logger = logging.getLogger("multiview_plugin.search")
@@ -223,6 +223,8 @@ def search_pyserini(args: argparse.Namespace) -> None:
                                    overfetch=args.overfetch, rescore=args.rescore,
                                    doc_candidates=args.doc_candidates, exact=args.qdrant_exact,
                                    qdrant_url=args.qdrant_url)
+    if args.hybrid:  # before any search: BM25 over another corpus would fuse other texts without a word
+        check_corpus_is_indexed(searcher.meta, args.bm25_corpus, None, "--bm25_corpus")
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
         q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model, searcher.meta.dim)

@@ -29,9 +29,9 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.data.seen_ids import SeenIds
-from multiview_plugin.encoding.fingerprint import sampled_identity
+from multiview_plugin.encoding.fingerprint import file_identity, sampled_identity
 from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, read_shard, shard_view_ids, split_lookup
+from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, shard_view_ids, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.paths import check_output_folder, refuse_output_over_input, swap_in_folder
@@ -645,6 +645,40 @@ def input_record(infos: list) -> dict | None:
         return None
     identity, separator, source = sorted(records, key=str)[0]
     return {"identity": identity, "separator": separator, "source": source}
+
+
+def recorded_input(meta: IndexMeta) -> dict | None:
+    """The corpus the index was encoded from: recorded in ``multiview.json`` (indexes built since that field),
+    else read from the fingerprints of its shards' sidecars when they are still where they were."""
+    if meta.extra.get(INPUT_KEY):
+        return meta.extra[INPUT_KEY]
+    if not meta.shards or not all(Path(p).is_file() for p in meta.shards):
+        return None
+    try:
+        return input_record([read_info(p) for p in meta.shards])
+    except ShardFormatError:
+        return None
+
+
+def check_corpus_is_indexed(meta: IndexMeta, corpus_path: str, separator: str | None,
+                            flag: str = "--corpus_path") -> None:
+    """Refuse a corpus other than the one the index's vectors were encoded from (same docids, other texts
+    would be written as negatives the model never ranked, or fused with dense hits of other texts), or another
+    title/text separator (``separator`` None: not checked). ``flag`` names the corpus in the message."""
+    recorded = recorded_input(meta)
+    if recorded is None:
+        logger.warning("the index records no input fingerprint (built before it was recorded, or from shards "
+                       "without sidecars): cannot check that %s is the corpus it was encoded from", corpus_path)
+        return
+    identity = file_identity(corpus_path)
+    if identity != recorded["identity"]:
+        raise ConfigError(f"{flag} {corpus_path}: not the corpus the index was encoded from "
+                          f"({recorded['source']}: {recorded['identity']}; this file: {identity}); its passage "
+                          "texts would not be the ones the index ranks. Pass the encoded corpus, or re-encode and "
+                          "re-index")
+    if separator is not None and recorded["separator"] is not None and recorded["separator"] != separator:
+        raise ConfigError(f"--passage_field_separator {separator!r}: the index was encoded with "
+                          f"{recorded['separator']!r}; the written passages would differ from the ranked ones")
 
 
 def _to_gpu(index: faiss.Index) -> faiss.Index:
