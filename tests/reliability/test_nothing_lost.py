@@ -585,3 +585,46 @@ def test_generate_queries_replaces_or_resumes_only_its_own_output(inputs, doc2qu
         assert _generate(doc2query, inputs["corpus"], mine, *extra) == 2
         assert "has changed since generate_queries wrote it" in _error_line(capsys)
     assert mine.read_text() == edited
+
+
+def test_generate_queries_resumes_only_the_partial_its_marker_describes(inputs, doc2query, tmp_path, capsys,
+                                                                         monkeypatch):
+    """main: a marker copied beside someone's .partial made generate_queries resume (append to) their file and
+    rename it over --output; a marker whose settings is not an object was a traceback."""
+    from multiview_plugin.driver import generate_queries as gq
+
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = []
+
+    def killed_in_second_batch(f, text):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        f.write(text)
+
+    with monkeypatch.context() as m:
+        m.setattr(gq, "_append", killed_in_second_batch)
+        with pytest.raises(KeyboardInterrupt):
+            _generate(doc2query, inputs["corpus"], out / "ours.jsonl")
+    ours = (out / "ours.jsonl.partial").read_bytes()
+    theirs = out / "theirs.jsonl.partial"
+    for content in (b'{"docid": "d0", "queries": ["mine"]}\n', ours[:-3] + b"xy\n", ours + b"more\n"):
+        theirs.write_bytes(content)
+        (out / "theirs.jsonl.json").write_bytes((out / "ours.jsonl.json").read_bytes())  # a copied marker
+        for extra in ([], ["--overwrite"]):
+            assert _generate(doc2query, inputs["corpus"], out / "theirs.jsonl", *extra) == 2
+            err = _error_line(capsys)
+            assert str(theirs) in err and "is not the partial output its marker" in err, err
+            assert theirs.read_bytes() == content and not (out / "theirs.jsonl").exists()
+    # its own partial, with the same marker: resumed
+    assert _generate(doc2query, inputs["corpus"], out / "ours.jsonl") == 0
+    assert (out / "ours.jsonl").read_bytes().startswith(ours) and not (out / "ours.jsonl.partial").exists()
+    # a marker of ours whose fields are not what it writes: one line naming the field
+    marker = json.loads((out / "ours.jsonl.json").read_text())
+    for field, value in (("settings", [1, 2]), ("settings", "x"), ("complete", "yes"), ("partial", 3),
+                         ("partial", {"bytes": -1, "sha256": "", "pending": ""})):
+        (out / "bad.jsonl.json").write_text(json.dumps({**marker, field: value}))
+        assert _generate(doc2query, inputs["corpus"], out / "bad.jsonl") == 2
+        err = _error_line(capsys)
+        assert "bad.jsonl.json: field " in err and "expected" in err, err
