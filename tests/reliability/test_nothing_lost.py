@@ -258,6 +258,24 @@ def test_train_identical_rerun_resumes_and_longer_one_extends(finished_run, capl
     assert steps == [1, 2, 3]
 
 
+def test_train_resume_refuses_edited_training_data_naming_the_file(finished_run, train_file, capsys):
+    """main: only options were compared, so a rerun after the training file was edited resumed its checkpoint
+    and exited 0, mixing two datasets in one run."""
+    from multiview_plugin.driver.train import main as train_main
+
+    out, argv = finished_run
+    capsys.readouterr()
+    model = (out / "model.safetensors").read_bytes()
+    lines = train_file.read_text().splitlines()
+    train_file.write_text("\n".join(lines[::-1]) + "\n")  # the same size, other order: still other data
+    assert train_main([*argv, "--max_steps", "3"]) == 2
+    err = _one_line_error(capsys)
+    assert f"--dataset_path {train_file}" in err and "the data changed" in err and "--overwrite_output_dir" in err
+    assert (out / "model.safetensors").read_bytes() == model and not (out / "checkpoint-3").exists()
+    train_file.write_text("\n".join(lines) + "\n")  # restored: resumes
+    assert train_main([*argv, "--max_steps", "3"]) == 0
+
+
 def test_train_overwrite_output_dir_starts_afresh(finished_run):
     from multiview_plugin.driver.train import main as train_main
 
