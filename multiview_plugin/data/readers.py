@@ -261,9 +261,17 @@ class _Ctx:
         return [self.string({key: v}, key, f"{key}[{i}]", allow_int=True) for i, v in enumerate(items)]
 
 
+# the longest id (characters): ids go to line files and fixed-width arrays (a docid array is rows x the longest id
+# wide), so one huge id among many rows would allocate gigabytes
+MAX_ID_CHARS = 1024
+
+
 def id_problem(value: str) -> str | None:
     """Why ``value`` cannot be a document or query id (None if it can): whitespace or control characters
-    would split or corrupt the line-based files ids end up in (shard lookups, docid files, runs)."""
+    would split or corrupt the line-based files ids end up in (shard lookups, docid files, runs); more than
+    :data:`MAX_ID_CHARS` characters would blow up the arrays that hold them."""
+    if len(value) > MAX_ID_CHARS:
+        return f"of {len(value)} characters ({value[:20]!r}...) is longer than the {MAX_ID_CHARS} an id may have"
     for ch in value:
         if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf"):
             kind = "whitespace" if ch.isspace() else "a control character"
