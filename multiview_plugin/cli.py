@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import pickle
 import sys
 from collections.abc import Callable, Sequence
 
 from transformers import HfArgumentParser
 
-from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.errors import ConfigError, MultiViewError, unsafe_weights_message
 
 
 def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: str | None = None,
@@ -84,6 +85,11 @@ def cli(main: Callable[..., int | None]) -> Callable[..., int]:
             if os.environ.get("MULTIVIEW_TRACEBACK"):
                 raise
             print(f"error: {err}", file=sys.stderr)
+            return 2
+        except pickle.UnpicklingError as err:  # torch.load(weights_only=True) refusing code (e.g. a LoRA adapter)
+            if os.environ.get("MULTIVIEW_TRACEBACK") or "GLOBAL" not in str(err):
+                raise
+            print(f"error: {unsafe_weights_message('a model folder', err)}", file=sys.stderr)
             return 2
 
     return wrapper

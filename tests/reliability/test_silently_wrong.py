@@ -387,6 +387,29 @@ def test_a_lookup_id_too_long_is_refused_before_allocating(tmp_path, capsys):
         load_corpus(corpus)
 
 
+def test_a_weights_pickle_naming_a_forbidden_global_is_one_line(tiny_bert, tmp_path, capsys):
+    """main: a model folder whose pytorch_model.bin pickle names os.system was refused by torch, but as a 40-line
+    traceback; now one line naming the folder and the global (and nothing runs)."""
+    import os
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert, folder)
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    torch.save({"x": Evil()}, folder / "pytorch_model.bin")
+    corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
+    assert encode_main(["--model_name_or_path", str(folder), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(tmp_path / "c.pkl")]) == 2
+    _one_line_error(capsys, str(folder), "system", "could run code")
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "c.pkl").exists()
+
+
 # ------------------------------------------------------------------------ found by tests/reliability/test_properties.py
 
 
