@@ -87,10 +87,18 @@ def load_run_settings(folder: str | os.PathLike) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return dict(data["settings"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"{path}: unreadable run settings ({err}); pass --overwrite_output_dir to train "
-                          "afresh") from err
+    except (ValueError, OSError) as err:
+        raise ConfigError(f"{path}: unreadable run settings ({' '.join(str(err).split())}); pass "
+                          "--overwrite_output_dir to train afresh") from None
+    settings = data.get("settings") if isinstance(data, dict) else None
+    inputs = settings.get(INPUTS_KEY, {}) if isinstance(settings, dict) else None
+    if not isinstance(settings, dict) or not isinstance(inputs, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in inputs.items()):
+        what = ("field 'settings': expected an object" if not isinstance(settings, dict) else
+                f"field 'settings.{INPUTS_KEY}': expected an object of file fingerprints")
+        raise ConfigError(f"{path}: {what} (edited, or not written by the train driver?); pass "
+                          "--overwrite_output_dir to train afresh")
+    return dict(settings)
 
 
 def first_difference(recorded: dict[str, Any], current: dict[str, Any]) -> tuple[str, Any, Any] | None:
