@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     tev = p.add_argument_group("Tevatron style")
     tev.add_argument("--query_reps", help="Encoded query shard (pickle from the encode driver --encode_is_query).")
     tev.add_argument("--passage_reps", help="Glob of encoded passage shards, e.g. 'emb/corpus.*.pkl' (quote it).")
-    tev.add_argument("--depth", type=int, default=1000, help="Documents to return per query (default 1000).")
+    tev.add_argument("--depth", type=int, default=1000, help="Documents to return per query (default 1000; capped "
+                     "at the number of documents, with a log line).")
     tev.add_argument("--batch_size", type=int, default=128,
                      help="Queries searched at once (bounds memory); -1 or 0: all in one batch (as Tevatron).")
     tev.add_argument("--save_ranking_to", help="Output file of the Tevatron-style invocation.")
@@ -82,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     pys.add_argument("--output", help="Run file to write.")
     pys.add_argument("--output_format", "--output-format", dest="output_format", default="trec",
                      choices=["trec", "msmarco", "tevatron"], help="Run format (default trec).")
-    pys.add_argument("--hits", type=int, default=1000, help="Documents per query (default 1000).")
+    pys.add_argument("--hits", type=int, default=1000, help="Documents per query (default 1000; capped at the "
+                     "index's number of documents, with a log line).")
     pys.add_argument("--threads", type=int, default=1, help="Faiss search threads.")
     pys.add_argument("--nprobe", type=int, help="IVF indexes: lists probed per query, a lower bound (raised to "
                      "the lists holding 32x the fetch depth on average).")
@@ -125,8 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--hybrid does).")
     hyb.add_argument("--hybrid_depth", type=int, default=100, help="Documents fetched from each side before fusing "
                      "(at least --hits; default 100).")
-    hyb.add_argument("--bm25_corpus", help="Corpus file for BM25 (jsonl/tsv/BEIR; the one the index was encoded "
-                     "from).")
+    hyb.add_argument("--bm25_corpus", help="Corpus file for BM25 (jsonl/tsv/BEIR): the one the index was encoded "
+                     "from, checked against the identity the index records (another file is refused).")
     exp = p.add_argument_group("Explained hits (with --index)")
     exp.add_argument("--explain", metavar="FILE", help="Also write a JSONL side file, one line per hit keyed by qid "
                      "and docid: the winning view's index and score, the runner-up view's score and what the view "
