@@ -6,8 +6,9 @@
 
 Writes jsonl ``{"docid", "queries": [...]}`` in corpus order. Sampling is top-k (k = 10, as docTTTTTquery)
 with a seed derived from ``--seed`` and the batch's position, so a run is reproducible and a resumed run
-writes what an uninterrupted one would have (keep ``--batch_size``). Lines go to ``<output>.partial`` and are
-flushed every ``--checkpoint_every`` batches; a rerun resumes after the last complete line, and the file is
+writes what an uninterrupted one would have (keep ``--batch_size``). Lines go to ``<output>.partial``, flushed
+after every batch and synced to disk every ``--checkpoint_every`` batches; a rerun resumes after the last complete
+batch, and the file is
 renamed to ``<output>`` only when the shard is complete. Before each batch is appended, the marker records what
 the partial file must then hold: its size and SHA-256 so far, and the batch's lines about to be written; a rerun
 resumes ``<output>.partial`` only when every byte of it is so described (a marker copied beside someone's
@@ -65,7 +66,8 @@ class GenerateArguments:
     dataset_number_of_shards: int = field(default=1, metadata={"help": "Split the corpus into this many contiguous "
                                           "shards (like the encode driver)."})
     dataset_shard_index: int = field(default=0, metadata={"help": "Which shard this run generates."})
-    checkpoint_every: int = field(default=10, metadata={"help": "Flush to disk every N batches (resume point)."})
+    checkpoint_every: int = field(default=10, metadata={"help": "Sync the partial output to disk (fsync) every N "
+                                  "batches; every batch is flushed and recorded in the marker (the resume point)."})
     device: str | None = field(default=None, metadata={"help": "cpu, cuda ... (default: cuda if available)."})
     fp16: bool = field(default=False, metadata={"help": "Generate in float16 on GPU."})
     overwrite: bool = field(default=False, metadata={"help": "Regenerate --output when it is a shard this tool "
