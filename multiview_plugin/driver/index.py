@@ -17,6 +17,7 @@ import glob
 import sys
 from collections.abc import Sequence
 
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.driver.backends import (
     add_calibration_flags,
     add_index_backend_flags,
@@ -24,7 +25,6 @@ from multiview_plugin.driver.backends import (
     calibrate_from_args,
     check_calibration_flags,
 )
-from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.errors import ConfigError

@@ -25,11 +25,11 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
+from multiview_plugin.cli import cap_depth, cli, setup_logging
+from multiview_plugin.data.answers import has_answer
 from multiview_plugin.data.readers import iter_train_records, load_corpus
-from multiview_plugin.driver.common import cap_depth, cli, setup_logging
 from multiview_plugin.encoding.shards import check_finite_rows
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.evaluation.answers import has_answer
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import MultiVectorSearcher
 from multiview_plugin.search._index import check_corpus_is_indexed, index_files

@@ -61,9 +61,9 @@ def test_generation_is_seeded_resumable_and_sharded(tiny_doc2query, corpus, tmp_
     assert (tmp_path / "c.jsonl").read_text().splitlines() != lines
     # an interrupted run (two batches written, then killed while writing the third: a torn line) resumes
     # without duplicating
-    from multiview_plugin.driver import generate_queries as gq
+    from multiview_plugin.encoding import doc2query
 
-    append, calls = gq._append, []
+    append, calls = doc2query._append, []
 
     def torn_third_batch(out, text):
         calls.append(1)
@@ -73,7 +73,7 @@ def test_generation_is_seeded_resumable_and_sharded(tiny_doc2query, corpus, tmp_
         append(out, text)
 
     with monkeypatch.context() as m:
-        m.setattr(gq, "_append", torn_third_batch)
+        m.setattr(doc2query, "_append", torn_third_batch)
         with pytest.raises(KeyboardInterrupt):
             generate(tiny_doc2query, corpus, tmp_path / "r.jsonl", "--checkpoint_every", "1")
     partial = tmp_path / "r.jsonl.partial"

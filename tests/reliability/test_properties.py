@@ -1026,6 +1026,7 @@ def interrupted_generation(tmp_path_factory) -> dict:
     """A tiny doc2query model, a 6-document corpus, the complete reference output, and the partial file and marker
     of a run killed in its second batch."""
     from multiview_plugin.driver import generate_queries as gq
+    from multiview_plugin.encoding import doc2query
     from multiview_plugin.testing import make_tiny_t5
 
     root = tmp_path_factory.mktemp("props_generate")
@@ -1044,12 +1045,12 @@ def interrupted_generation(tmp_path_factory) -> dict:
             raise KeyboardInterrupt
         out.write(text)
 
-    original, gq._append = gq._append, killed
+    original, doc2query._append = doc2query._append, killed
     try:
         with pytest.raises(KeyboardInterrupt):
             gq.main([*argv, "--output", str(root / "cut.jsonl")])
     finally:
-        gq._append = original
+        doc2query._append = original
     return {"argv": argv, "reference": (root / "ref.jsonl").read_bytes(),
             "partial": (root / "cut.jsonl.partial").read_bytes(), "marker": (root / "cut.jsonl.json").read_bytes()}
 
