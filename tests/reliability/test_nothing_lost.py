@@ -609,7 +609,7 @@ def test_generate_queries_resumes_only_the_partial_its_marker_describes(inputs, 
                                                                          monkeypatch):
     """main: a marker copied beside someone's .partial made generate_queries resume (append to) their file and
     rename it over --output; a marker whose settings is not an object was a traceback."""
-    from multiview_plugin.encoding import doc2query
+    from multiview_plugin.encoding import doc2query as generation
 
     out = tmp_path / "out"
     out.mkdir()
@@ -622,7 +622,7 @@ def test_generate_queries_resumes_only_the_partial_its_marker_describes(inputs, 
         f.write(text)
 
     with monkeypatch.context() as m:
-        m.setattr(doc2query, "_append", killed_in_second_batch)
+        m.setattr(generation, "_append", killed_in_second_batch)
         with pytest.raises(KeyboardInterrupt):
             _generate(doc2query, inputs["corpus"], out / "ours.jsonl")
     ours = (out / "ours.jsonl.partial").read_bytes()
