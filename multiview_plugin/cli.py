@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import pickle
 import sys
 from collections.abc import Callable, Sequence
 
 from transformers import HfArgumentParser
 
-from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.errors import ConfigError, MultiViewError, unsafe_weights_message
 
 
 class ParsedArguments:
@@ -99,5 +100,20 @@ def cli(main: Callable[..., int | None]) -> Callable[..., int]:
                 raise
             print(f"error: {err}", file=sys.stderr)
             return 2
+        except pickle.UnpicklingError as err:  # torch.load(weights_only=True) refusing code (e.g. a LoRA adapter)
+            if os.environ.get("MULTIVIEW_TRACEBACK") or "GLOBAL" not in str(err):
+                raise
+            print(f"error: {unsafe_weights_message('a model folder', err)}", file=sys.stderr)
+            return 2
 
     return wrapper
+
+
+def cap_depth(depth: int, num_docs: int, flag: str) -> int:
+    """``depth`` (``--hits``, ``--depth``) capped at the ``num_docs`` documents searched, saying so in a log line:
+    a depth past the collection returns no more documents, and would only allocate wider result arrays."""
+    if depth > num_docs:
+        logging.getLogger("multiview_plugin").info("%s %d exceeds the %d documents searched: at most %d per query",
+                                                   flag, depth, num_docs, num_docs)
+        return max(1, num_docs)
+    return depth

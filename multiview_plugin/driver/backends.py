@@ -99,6 +99,35 @@ def add_calibration_flags(p: argparse.ArgumentParser) -> None:
                    "must still be where they were) and exit.")
 
 
+def check_calibration_flags(args: argparse.Namespace, shards: list[str] | None = None) -> None:
+    """Every calibration flag, before any work: a value refused only after the build would leave an uncalibrated
+    index that needs --overwrite. ``shards``: the passage shards to build from (the calibration queries must be
+    of their model and dim); None with --calibrate (the index folder is then the reference)."""
+    import math
+
+    target = args.target_recall
+    if not (target == 0 or 0 < target <= 1) or math.isnan(target):
+        raise ConfigError(f"--target_recall must be 0 (no calibration) or in (0, 1], got {target}")
+    if args.calibration_queries < 1 or args.calibration_k < 1:
+        raise ConfigError(f"--calibration_queries and --calibration_k must be >= 1, got {args.calibration_queries} "
+                          f"and {args.calibration_k}")
+    if not args.calibration_query_reps:
+        return
+    if target == 0:
+        raise ConfigError("--calibration_query_reps with --target_recall 0: no calibration runs to use them; drop "
+                          "one of the two")
+    if shards is None:
+        return  # --calibrate DIR: checked against the index folder by calibrate_from_args
+    from multiview_plugin.encoding.shard_sets import load_query_reps, model_identity
+    from multiview_plugin.encoding.shards import read_info
+
+    infos = [(s, read_info(s)) for s in shards]
+    known = next(((s, i) for s, i in infos if i is not None), None)
+    reference = (known[0], model_identity(known[1])) if known is not None else None
+    dim = next((i.dim for _, i in infos if i is not None and i.num_vectors), None)
+    load_query_reps(args.calibration_query_reps, args.allow_unsafe_pickle, reference, dim)
+
+
 def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
     """Calibrate ``index_dir`` as the flags say and print the chosen settings."""
     from multiview_plugin.search.calibrate import calibrate_index
@@ -125,9 +154,25 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
         return
     settings = ", ".join(f"{k}={v}" for k, v in record["settings"].items())
     print(f"calibration: {settings} -> recall@{record['k']} {record['recall']:.4f} of exact "
-          f"({'reaches' if record['reached'] else 'BELOW'} target {record['target_recall']}"
-          f"{'' if record.get('aim_reached', True) else ', but not its margin'}; 95% lower bound "
+          f"({calibration_verdict(record)}; 95% lower bound "
           f"{record['recall_lower95']:.4f}, aim {record.get('aim', record['target_recall'])}; "
           f"{record['queries']} queries from {record['queries_from']}, {record['ms_per_query']:.3f} ms/query), "
           f"saved in "
           f"{index_dir}/multiview.json")
+
+
+def calibration_verdict(record: dict) -> str:
+    """What the calibration found, in words that do not contradict each other: the target and its margin
+    reached, the target reached but not the margin, the target missed; and when the exact top k of every query
+    ties at its cut-off, that recall could not be measured at all."""
+    target, queries, tied = record["target_recall"], record["queries"], record.get("tied_queries", 0)
+    if tied and tied == queries:
+        return (f"not measurable: every query's exact scores tie at the top-{record['k']} cut-off (constant or "
+                "duplicate vectors?), so which documents are its top k is arbitrary and recall by document "
+                f"says nothing: target {target} could not be checked")
+    if record["reached"]:
+        verdict = (f"reaches target {target} and its margin" if record.get("aim_reached", True)
+                   else f"reaches target {target}, but not its margin")
+    else:
+        verdict = f"BELOW target {target}"
+    return verdict + (f"; {tied} of {queries} queries tie at the cut-off" if tied else "")

@@ -23,6 +23,7 @@ from multiview_plugin.driver.backends import (
     add_index_backend_flags,
     build_from_args,
     calibrate_from_args,
+    check_calibration_flags,
 )
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
@@ -71,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(index_report(args.report))
         return 0
     if args.calibrate:
+        check_calibration_flags(args)
         calibrate_from_args(args, args.calibrate)
         return 0
     if not (args.passage_reps and args.index_dir):
@@ -78,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shards = sorted(glob.glob(args.passage_reps))
     if not shards:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
+    check_calibration_flags(args, shards)  # before the build: a bad flag must not leave an uncalibrated index
     build_from_args(args, shards)
     calibrate_from_args(args, args.index_dir)
     return 0

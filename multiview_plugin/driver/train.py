@@ -39,9 +39,11 @@ from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.tevatron_parity import ENCODE_ONLY
 from multiview_plugin.training.checkpoints import checkpoint_problems, last_complete_checkpoint
 from multiview_plugin.training.run_settings import (
+    INPUTS_KEY,
     RunSettingsCallback,
     check_resume,
     first_difference,
+    input_fingerprints,
     load_run_settings,
     previous_run_files,
     run_settings,
@@ -247,6 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "--dev_pseudo_queries": dev_args.dev_pseudo_queries,
                               "--model_name_or_path": model_args.model_name_or_path})
     settings = run_settings(model_args, data_args, dev_args, training_args)
+    settings[INPUTS_KEY] = input_fingerprints({  # resumed only on the same data (check_resume names the file)
+        "--dataset_path": data_args.dataset_path, "--corpus_path": data_args.corpus_path,
+        "--pseudo_queries_path": data_args.pseudo_queries_path, "--dev_queries": dev_args.dev_queries,
+        "--dev_qrels": dev_args.dev_qrels, "--dev_corpus": dev_args.dev_corpus,
+        "--dev_pseudo_queries": dev_args.dev_pseudo_queries})
     resume = checkpoint_to_resume(training_args, settings)  # before the model: a mismatch is one line
     if run_is_finished(training_args, settings):
         logger.info("%s already holds this run, finished (same settings): nothing to train (--overwrite_output_dir "
@@ -267,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_dataset=dataset,
         data_collator=collator,
         callbacks=callbacks,
+        run_settings=settings,
     )
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model()

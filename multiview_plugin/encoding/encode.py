@@ -22,6 +22,7 @@ from tqdm import tqdm
 from multiview_plugin.data.readers import iter_corpus, load_queries
 from multiview_plugin.encoding.fingerprint import encode_fingerprint
 from multiview_plugin.encoding.shards import (
+    ShardFormatError,
     ShardInfo,
     ShardWriter,
     check_fingerprint,
@@ -54,6 +55,18 @@ def iter_items(path: str, is_query: bool, separator: str) -> Iterator[tuple[str,
         yield from load_queries(path).items()
     else:
         yield from iter_corpus(path, separator)
+
+
+# A record's text is cut at this many characters per token of the max length before tokenizing: WordPiece
+# turns a word of more than 100 characters into one [UNK], so the first max_len tokens lie within
+# 100 x max_len characters of text unless it holds long runs of spaces; a 512 MiB line then costs its
+# read, not gigabytes of tokenizer memory (or a tokenizer abort).
+CHARS_PER_TOKEN = 100
+
+
+def text_limit(max_len: int) -> int:
+    """Characters of a record's text read for a model of ``max_len`` tokens (:data:`CHARS_PER_TOKEN`)."""
+    return CHARS_PER_TOKEN * max(1, int(max_len))
 
 
 def count_items(path: str, is_query: bool, separator: str) -> int:
@@ -146,6 +159,9 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
                     desc=f"encode {output.name}", dynamic_ncols=True)
     autocast = torch.autocast("cuda", dtype=torch.float16) if fp16 and device.type == "cuda" else nullcontext()
 
+    max_len = int(model.config.query_max_len if is_query else model.config.passage_max_len)
+    limit, cut = text_limit(max_len), []
+
     def batches() -> Iterator[list[tuple[str, str]]]:
         batch: list[tuple[str, str]] = []
         for i, item in enumerate(items):
@@ -155,6 +171,9 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
                 break
             if not item[1].strip():
                 raise MultiViewError(f"{path}: {'query' if is_query else 'document'} {item[0]!r} has empty text")
+            if len(item[1]) > limit:
+                cut.append(item[0])
+                item = (item[0], item[1][:limit])
             batch.append(item)
             if len(batch) == batch_size:
                 yield batch
@@ -183,6 +202,10 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
                     row_writer.flush()  # before the shard's resume point, so resumed rows are never missing
                 writer.checkpoint()
     progress.close()
+    if cut:
+        logger.info("%s: %d %s longer than %d characters (%d per token of --%s_max_len %d) read only that far "
+                    "before tokenizing, e.g. %r", path, len(cut), "queries" if is_query else "documents", limit,
+                    CHARS_PER_TOKEN, "query" if is_query else "passage", max_len, cut[0])
     if writer.docs_done != end - start:
         raise MultiViewError(f"{path}: expected {end - start} items in shard {shard_index}, got "
                              f"{writer.docs_done}; did the file change while encoding?")
@@ -203,7 +226,20 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
 
 def refuse_foreign_output(output: Path, overwrite: bool) -> None:
     """An existing ``output`` that encode did not write (:func:`~multiview_plugin.encoding.shards.written_by_encode`)
-    is replaced only with ``overwrite``; a folder never."""
+    is replaced only with ``overwrite``; a folder never. A file at the sidecar's path (``<output>.json``) that is not
+    a shard sidecar (:func:`~multiview_plugin.encoding.shards.read_info`: ShardInfo's fields) is someone's: never
+    replaced nor removed, even with ``overwrite``."""
+    side = sidecar_path(output)
+    if os.path.lexists(side):
+        if not side.is_file():
+            raise ConfigError(f"{side} (the sidecar path of --encode_output_path {output}) exists and is not a file; "
+                              "choose another output path")
+        try:
+            read_info(output)
+        except ShardFormatError:
+            raise ConfigError(f"{side} (the sidecar path of --encode_output_path {output}) is not a shard sidecar "
+                              "written by encode: refusing to replace it, even with --overwrite; move it away or "
+                              "choose another output path") from None
     if not os.path.lexists(output):
         return
     if not output.is_file():

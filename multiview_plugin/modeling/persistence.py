@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ from transformers import (
     T5EncoderModel,
 )
 
-from multiview_plugin.errors import ConfigError
+from multiview_plugin.errors import ConfigError, unsafe_weights_message
 from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
 from multiview_plugin.registry import get_encoder_class
 
@@ -72,6 +73,11 @@ def refuse_custom_code(path: str | os.PathLike) -> None:
             raise custom_code_error(file, data["auto_map"])
 
 
+def unsafe_weights_error(path: str | os.PathLike, err: BaseException) -> ConfigError:
+    """:func:`~multiview_plugin.errors.unsafe_weights_message` as an error."""
+    return ConfigError(unsafe_weights_message(path, err))
+
+
 def from_pretrained(cls: type[Loaded], path: str | os.PathLike, **kwargs: Any) -> Loaded:
     """``cls.from_pretrained(path, trust_remote_code=False, **kwargs)`` for any transformers Auto or model class,
     after :func:`refuse_custom_code`. A hub model whose config maps classes to its own code is refused too (its
@@ -79,6 +85,8 @@ def from_pretrained(cls: type[Loaded], path: str | os.PathLike, **kwargs: Any) -
     refuse_custom_code(path)
     try:
         loaded = cls.from_pretrained(path, trust_remote_code=False, **kwargs)
+    except pickle.UnpicklingError as err:  # torch.load(weights_only=True) refused a pickle naming code
+        raise unsafe_weights_error(path, err) from None
     except ValueError as err:
         if "trust_remote_code" not in str(err):
             raise

@@ -16,6 +16,12 @@ import numpy as np
 from multiview_plugin.search.aggregators import Aggregator
 
 
+def capped_depth(k: int, num_docs: int) -> int:
+    """A search depth capped at the number of documents: no result array is wider than the collection (a depth of
+    10**12 on a 60-document index allocates 60 columns, not 10**12)."""
+    return max(1, min(int(k), int(num_docs)))
+
+
 class SearchBackend(ABC):
     docids: np.ndarray
     doc_start: np.ndarray
@@ -35,6 +41,7 @@ class SearchBackend(ABC):
         """The (views, dim) vectors of document ``doc`` as the backend stores them."""
 
     def search_docids(self, q_reps: np.ndarray, k: int, aggregator: Aggregator) -> tuple[np.ndarray, np.ndarray]:
-        """Like :meth:`search`, with docids: (object array (Q, k), None padded; scores (Q, k))."""
-        doc, score = self.search(q_reps, k, aggregator)
+        """Like :meth:`search`, with docids: (object array (Q, k'), None padded; scores (Q, k')), ``k'`` = ``k``
+        capped at the number of documents (:func:`capped_depth`)."""
+        doc, score = self.search(q_reps, capped_depth(k, len(self.docids)), aggregator)
         return np.where(doc >= 0, self.docids[np.maximum(doc, 0)], None), score

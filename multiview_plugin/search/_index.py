@@ -29,8 +29,9 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.data.seen_ids import SeenIds
+from multiview_plugin.encoding.fingerprint import file_identity, sampled_identity
 from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, read_shard, shard_view_ids, split_lookup
+from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, shard_view_ids, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.paths import check_output_folder, refuse_output_over_input, swap_in_folder
@@ -48,6 +49,44 @@ ADD_CHUNK = 65_536  # vectors per index.add
 ASSIGN_FILE = ".ivf_lists.int32"  # in the build's temporary folder: each vector's IVF list, from the first pass
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
+
+
+def check_index_folder(index_dir: str | os.PathLike, overwrite: bool, own_files: Sequence[str] = (),
+                       resumable: Sequence[str] = ()) -> None:
+    """The one rule every backend applies to ``--index_dir`` before writing anything in it.
+
+    A folder without ``multiview.json`` is not ours: it must be absent or empty, except an interrupted build's
+    folder that holds only ``resumable`` names (a backend that resumes: e.g. Qdrant's storage and temporary
+    files). A folder with it is replaced only with ``overwrite`` and only when it holds nothing but what
+    a build writes (:data:`INDEX_FOLDER_FILES` and ``own_files``). So someone's Pyserini index (``index``,
+    ``docid``, no ``multiview.json``) is never written into, whatever the backend.
+    """
+    index_dir = Path(index_dir)
+    ours = (index_dir / META_FILE).is_file()
+    if not ours and resumable and index_dir.is_dir():
+        entries = [p.name for p in index_dir.iterdir()]
+        if entries and all(name in resumable for name in entries):
+            return  # an interrupted build of this backend: it resumes
+    check_output_folder(index_dir, ours, overwrite, "multiview index",
+                        own_files=(*INDEX_FOLDER_FILES, *own_files, *resumable))
+
+
+# the files whose identity multiview.json records (IndexMeta.files) and searchers check when they load them
+FINGERPRINTED_FILES = (INDEX_FILE, DOCID_FILE, DOC_INDEX_FILE, RESCORE_STORE_FILE)
+
+
+def check_index_file(folder: str | os.PathLike, meta: IndexMeta, name: str) -> None:
+    """Refuse a file of the index folder that is not the one the index was built with (replaced by another of the
+    same shape, or edited): its size and sampled SHA-256 must equal what ``multiview.json`` records. Folders
+    built before the record are not checked."""
+    recorded = (meta.files or {}).get(name)
+    path = Path(folder) / name
+    if recorded is None or not path.is_file():
+        return
+    now = sampled_identity(path)
+    if now != recorded:
+        raise ShardFormatError(f"{path}: not the file this index was built with ({META_FILE} records {recorded}, "
+                               f"this file is {now}): it was replaced or edited since; rebuild the index")
 
 
 def index_files(folder: str | os.PathLike | None) -> list[str]:
@@ -82,6 +121,9 @@ class IndexMeta:
     calibration: dict | None = None  # how search_defaults were chosen: target, measured recall, operating points
     # the on-disk copy of the views searchers re-score from: {"file", "dtype" (float16/float32), "rows", "dim"}
     rescore_store: dict | None = None
+    # what each file of the folder must be: {name: size and sampled SHA-256 (encoding/fingerprint.sampled_identity)},
+    # checked at every load (check_index_file); None in older folders
+    files: dict | None = None
 
     @property
     def multi_vector(self) -> bool:
@@ -136,7 +178,8 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "views_per_doc": (int, str), "aggregation": (str,), "model_name": (str,), "index_factory": (str,),
     "metric": (str,), "shards": (list,), "extra": (dict,), "format_version": (int,), "view_ids": (bool, _NONE),
     "model_fingerprint": (dict, _NONE), "doc_index_factory": (str, _NONE), "backend": (str,), "qdrant": (dict, _NONE),
-    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE), "rescore_store": (dict, _NONE)}
+    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE), "rescore_store": (dict, _NONE),
+    "files": (dict, _NONE)}
 _META_KIND_NAMES = {name: " or ".join("null" if t is _NONE else {"int": "an integer", "float": "a number",
                                                                   "str": "a string", "list": "a list",
                                                                   "dict": "an object", "bool": "true/false"}[t.__name__]
@@ -300,8 +343,7 @@ def build_index(
     index_dir = Path(index_dir)
     # never replace a folder this tool did not write, nor one holding anything besides an index (or an input)
     refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
-    check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
-                        own_files=INDEX_FOLDER_FILES)
+    check_index_folder(index_dir, overwrite)
 
     infos, model_name = passage_shard_infos(paths, allow_partial)
     multi = any(i is not None and i.multi_vector for i in infos)
@@ -399,10 +441,11 @@ def build_index(
         if not multi and meta.max_views > 1:
             raise ShardFormatError(f"{', '.join(map(str, paths))}: single-vector shards hold several rows for one "
                                    "docid")
+        meta.files = {name: sampled_identity(tmp_dir / name) for name in FINGERPRINTED_FILES
+                      if (tmp_dir / name).is_file()}
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
         # checked again: the folder may have changed while the index was built
-        check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
-                            own_files=INDEX_FOLDER_FILES)
+        check_index_folder(index_dir, overwrite)
         swap_in_folder(tmp_dir, index_dir)  # the old index stays until the new one is complete
     finally:
         if presized is not None:
@@ -602,6 +645,40 @@ def input_record(infos: list) -> dict | None:
         return None
     identity, separator, source = sorted(records, key=str)[0]
     return {"identity": identity, "separator": separator, "source": source}
+
+
+def recorded_input(meta: IndexMeta) -> dict | None:
+    """The corpus the index was encoded from: recorded in ``multiview.json`` (indexes built since that field),
+    else read from the fingerprints of its shards' sidecars when they are still where they were."""
+    if meta.extra.get(INPUT_KEY):
+        return meta.extra[INPUT_KEY]
+    if not meta.shards or not all(Path(p).is_file() for p in meta.shards):
+        return None
+    try:
+        return input_record([read_info(p) for p in meta.shards])
+    except ShardFormatError:
+        return None
+
+
+def check_corpus_is_indexed(meta: IndexMeta, corpus_path: str, separator: str | None,
+                            flag: str = "--corpus_path") -> None:
+    """Refuse a corpus other than the one the index's vectors were encoded from (same docids, other texts
+    would be written as negatives the model never ranked, or fused with dense hits of other texts), or another
+    title/text separator (``separator`` None: not checked). ``flag`` names the corpus in the message."""
+    recorded = recorded_input(meta)
+    if recorded is None:
+        logger.warning("the index records no input fingerprint (built before it was recorded, or from shards "
+                       "without sidecars): cannot check that %s is the corpus it was encoded from", corpus_path)
+        return
+    identity = file_identity(corpus_path)
+    if identity != recorded["identity"]:
+        raise ConfigError(f"{flag} {corpus_path}: not the corpus the index was encoded from "
+                          f"({recorded['source']}: {recorded['identity']}; this file: {identity}); its passage "
+                          "texts would not be the ones the index ranks. Pass the encoded corpus, or re-encode and "
+                          "re-index")
+    if separator is not None and recorded["separator"] is not None and recorded["separator"] != separator:
+        raise ConfigError(f"--passage_field_separator {separator!r}: the index was encoded with "
+                          f"{recorded['separator']!r}; the written passages would differ from the ranked ones")
 
 
 def _to_gpu(index: faiss.Index) -> faiss.Index:

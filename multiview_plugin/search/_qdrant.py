@@ -48,11 +48,11 @@ from multiview_plugin.search._index import (
     DOC_INDEX_FILE,
     DOCID_FILE,
     INDEX_FILE,
-    INDEX_FOLDER_FILES,
     META_FILE,
     IndexMeta,
     _check_new_docids,
     _merge_extra,
+    check_index_folder,
     contiguous_docs,
     document_means,
     passage_shard_infos,
@@ -242,14 +242,9 @@ def build_qdrant_index(
         raise ConfigError(f"the ingest batch size must be >= 1, got {batch_size}")
     index_dir = Path(index_dir)
     refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
-    if (index_dir / META_FILE).exists() and not overwrite:
-        raise ConfigError(f"{index_dir} already holds an index (pass overwrite=True / --overwrite)")
-    if index_dir.is_dir():  # resuming is fine; a folder holding anything this tool did not write is not
-        own = {*INDEX_FOLDER_FILES, QDRANT_DIR, f".{DOCID_FILE}.tmp", f".{META_FILE}.tmp"}
-        foreign = sorted(p.name for p in index_dir.iterdir() if p.name not in own)
-        if foreign:
-            raise ConfigError(f"{index_dir} holds {', '.join(foreign[:3])}, which this tool did not write; choose a "
-                              "new or empty --index_dir")
+    # the Faiss backend's rule: resuming an interrupted build is fine, someone's folder (e.g. a Pyserini index) is not
+    check_index_folder(index_dir, overwrite, resumable=(QDRANT_DIR, INDEX_VIEWS_FILE, f".{DOCID_FILE}.tmp",
+                                                            f".{META_FILE}.tmp"))
     infos, model_name = passage_shard_infos(paths, allow_partial)
     aggregation = aggregation or DEFAULT_AGGREGATION.get(model_name, "max")
     if aggregation != "max":

@@ -48,13 +48,16 @@ from multiview_plugin.encoding.shards import (
 )
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._backend import capped_depth
 from multiview_plugin.search._index import (
     DOC_INDEX_FILE,
     DOCID_FILE,
+    FINGERPRINTED_FILES,
     INDEX_FILE,
     META_FILE,
     RESCORE_STORE_FILE,
     IndexMeta,
+    check_index_file,
     contiguous_docs,
     read_faiss_index,
 )
@@ -248,7 +251,9 @@ class VectorStore:
         return self.index.d
 
     def search(self, q_reps: np.ndarray, k: int, aggregator: Aggregator) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k documents for each query: (doc indices (Q, k), -1 padded; scores (Q, k), -inf padded)."""
+        """Top-k documents for each query: (doc indices (Q, k), -1 padded; scores (Q, k), -inf padded); ``k`` is
+        capped at the number of documents (:func:`~multiview_plugin.search._backend.capped_depth`)."""
+        k = capped_depth(k, len(self.docids))
         q_reps = np.ascontiguousarray(q_reps, dtype=np.float32)
         if q_reps.ndim != 2 or q_reps.shape[1] != self.dim:
             raise ConfigError(f"query vectors have shape {q_reps.shape}, the index expects (N, {self.dim})")
@@ -492,6 +497,8 @@ class MultiVectorSearcher:
         if len(store.docids) != self.meta.num_docs:
             raise ShardFormatError(f"{index_dir / DOCID_FILE}: names {len(store.docids)} documents, "
                                    f"{META_FILE} says {self.meta.num_docs}")
+        for name in FINGERPRINTED_FILES:  # each as built, not another of the same shape (cheap: sampled)
+            check_index_file(index_dir, self.meta, name)
         return store
 
     @property

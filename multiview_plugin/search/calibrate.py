@@ -157,9 +157,11 @@ def _shards(meta: IndexMeta) -> list[str]:
 
 
 def exact_top_docs(meta: IndexMeta, q: np.ndarray, src: np.ndarray, k: int, unsafe_pickle: bool = False
-                   ) -> np.ndarray:
-    """Exact max-over-views top-k document indices (Q, k) by streaming the shards; each query's source document
-    is excluded."""
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact max-over-views top-k document indices (Q, k) by streaming the shards, each query's source document
+    excluded; and per query whether its k-th and (k+1)-th scores tie (which documents make its top k is then
+    arbitrary: recall by document cannot be measured there)."""
+    k_all, k = k, k + 1
     n_q = len(q)
     best_s = np.full((n_q, k), -np.inf, dtype=np.float32)
     best_d = np.full((n_q, k), -1, dtype=np.int64)
@@ -187,7 +189,11 @@ def exact_top_docs(meta: IndexMeta, q: np.ndarray, src: np.ndarray, k: int, unsa
             best_s, best_d = np.take_along_axis(all_s, top, 1), np.take_along_axis(all_d, top, 1)
             lo = hi
         doc_offset += len(starts)
-    return best_d
+    order = np.argsort(-best_s, axis=1, kind="stable")
+    best_s, best_d = np.take_along_axis(best_s, order, 1), np.take_along_axis(best_d, order, 1)
+    tied = np.isfinite(best_s[:, k_all]) & (best_s[:, k_all - 1] == best_s[:, k_all]) if best_s.shape[1] > k_all \
+        else np.zeros(n_q, dtype=bool)
+    return best_d[:, :k_all], tied
 
 
 def per_query_recall(found: np.ndarray, exact: np.ndarray) -> np.ndarray:
@@ -330,11 +336,16 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
             logger.warning("calibration: the corpus's views are near-duplicates of each other (mean within-document "
                            "cosine %.4f > %.2f), so queries drawn from the corpus may calibrate too optimistically; "
                            "pass encoded real queries with --calibration_query_reps", cosine, NEAR_DUPLICATE_COSINE)
-    exact = exact_top_docs(meta, q, src, k, unsafe_pickle)
+    exact, tied = exact_top_docs(meta, q, src, k, unsafe_pickle)
     record = calibrate_store(searcher.store, q, src, exact, target_recall, k,
                              calibration_aim(target_recall, views_as_queries=queries is None))
     if record is None:
         return None
+    record["tied_queries"] = int(tied.sum())  # exact top-k ties at its cut-off: recall there is not measurable
+    if tied.any():
+        logger.warning("calibration: %d of %d queries' exact scores tie at the top-%d cut-off (equal scores: "
+                       "constant or duplicate vectors?), so which documents are their top %d is arbitrary and "
+                       "recall by document cannot reach the target there", int(tied.sum()), len(q), k, k)
     record["seed"] = seed
     record["queries_from"] = queries_from or ("given query vectors" if queries is not None else f"corpus {sampler}")
     if queries is None:

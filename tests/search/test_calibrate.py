@@ -239,3 +239,57 @@ def test_near_duplicate_views_warn_to_give_query_reps(tmp_path, caplog, view_spr
     assert any("near-duplicates" in w and "--calibration_query_reps" in w for w in warnings) == warned
     cosine = json.loads((tmp_path / "h" / "multiview.json").read_text())["calibration"]["within_doc_cosine"]
     assert (cosine > 0.99) == warned
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--target_recall", "1.5"], "--target_recall must be 0 (no calibration) or in (0, 1], got 1.5"),
+    (["--target_recall", "nan"], "got nan"),
+    (["--target_recall", "-0.1"], "got -0.1"),
+    (["--calibration_k", "0"], "--calibration_k must be >= 1"),
+    (["--calibration_queries", "0"], "--calibration_queries"),
+    (["--calibration_query_reps", "missing.pkl"], "missing.pkl does not exist"),
+    (["--calibration_query_reps", "PASSAGES"], "holds passages; encode queries with --encode_is_query"),
+    (["--calibration_query_reps", "OTHER_DIM"], "query vectors of dim 7"),
+    (["--calibration_query_reps", "PASSAGES", "--target_recall", "0"], "--target_recall 0"),
+])
+def test_calibration_flags_are_checked_before_the_build(tmp_path, capsys, flags, needle):
+    """main: these were refused only after the index was built, leaving an uncalibrated index that needed
+    --overwrite; now one line before any work, and no index folder."""
+    synthetic(tmp_path, 60, (1, 3), 8, 1.0, 1.0, 1)
+    other = tmp_path / "other_dim.pkl"
+    w = ShardWriter(other, ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0,
+                                     num_vectors=0, is_query=True), multi_vector=False)
+    w.add(["q0"], np.ones((1, 7), np.float32))
+    w.close()
+    names = {"PASSAGES": str(tmp_path / "c.0.pkl"), "OTHER_DIM": str(other),
+             "missing.pkl": str(tmp_path / "missing.pkl")}
+    flags = [names.get(f, f) for f in flags]
+    assert index_driver.main(["--passage_reps", str(tmp_path / "c.*.pkl"), "--index_dir", str(tmp_path / "h"),
+                              "--index_factory", "HNSW32", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "h").exists()
+
+
+def test_all_tied_scores_say_recall_cannot_be_measured(tmp_path, capsys):
+    """main: a corpus whose scores all tie printed "BELOW target 0.98, but not its margin" (contradictory); now the
+    verdict says the exact top k is arbitrary there, and a plain miss says "BELOW target" alone."""
+    from multiview_plugin.driver.backends import calibration_verdict
+
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0)
+    w = ShardWriter(tmp_path / "c.0.pkl", info, multi_vector=True)
+    w.add([f"d{i}" for i in range(200)], np.ones((200, 2, 8), np.float32), np.ones((200, 2), bool))
+    w.close()
+    assert index_driver.main(["--passage_reps", str(tmp_path / "c.0.pkl"), "--index_dir", str(tmp_path / "h"),
+                              "--index_factory", "HNSW32", "--calibration_queries", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "not measurable: every query's exact scores tie at the top-10 cut-off" in out, out
+    assert "BELOW" not in out and "margin" not in out
+    cal = json.loads((tmp_path / "h" / "multiview.json").read_text())["calibration"]
+    assert cal["tied_queries"] == cal["queries"] == 30
+    base = {"target_recall": 0.98, "queries": 30, "k": 10}
+    assert calibration_verdict({**base, "reached": False, "aim_reached": False}) == "BELOW target 0.98"
+    assert calibration_verdict({**base, "reached": True, "aim_reached": False}) == \
+        "reaches target 0.98, but not its margin"
+    assert calibration_verdict({**base, "reached": True, "aim_reached": True, "tied_queries": 3}) == \
+        "reaches target 0.98 and its margin; 3 of 30 queries tie at the cut-off"
