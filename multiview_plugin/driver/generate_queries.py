@@ -222,7 +222,8 @@ def generate_queries(args: GenerateArguments) -> Path:
 
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
-    (args,) = parse_dataclasses((GenerateArguments,), argv)
+    (args,) = parse_dataclasses((GenerateArguments,), argv, prog="python -m multiview_plugin.driver.generate_queries",
+                                description=__doc__)
     setup_logging()
     generate_queries(args)
     return 0

@@ -78,7 +78,8 @@ class MvrOptions(MethodOptions):
     viewer_init: str = option(
         "random",
         "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
-        "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding).")
+        "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding).",
+        choices=("random", "cls"))
     views: str = option(
         "paper",
         "MVR: what a document view is. 'paper': the last-layer state of viewer token i (eq. 3). "
@@ -86,7 +87,8 @@ class MvrOptions(MethodOptions):
         "exactly as dpr encodes it (the viewers are appended as read-only tokens: they attend to the text, "
         "the text does not attend to them), and view i = pool(text) + g_i * h(viewer i) with a learned gate "
         "g_i that starts at 0, so an untrained model scores exactly like dpr with the same --pooling; "
-        "queries are pooled like dpr's.")
+        "queries are pooled like dpr's.",
+        choices=VIEW_FORMS)
     gate_learning_rate: float | None = option(
         None,
         "MVR --mvr_views residual: learning rate of the view gates g_i (default 1e-3: at the "
@@ -97,7 +99,8 @@ class MvrOptions(MethodOptions):
         "MVR: 'shared' (the paper: every viewer at position id 0, text from 1) or 'distinct' "
         "(viewers at 0..k-1, text from k). Backbones whose position 0 is an attention sink (e.g. "
         "all-MiniLM-L6-v2) map all shared-position viewers to one state (Local Variation ~ 0); "
-        "'distinct' keeps the views apart.")
+        "'distinct' keeps the views apart.",
+        choices=("shared", "distinct"))
     balance_weight: float = option(
         0.0,
         "MVR: weight of a load-balancing term on the view assignment, as in mixture-of-experts routing (Switch "
@@ -112,7 +115,8 @@ class MvrOptions(MethodOptions):
         "near-equal segments, floor(i*n/k) .. floor((i+1)*n/k) - 1 for viewer i (0-based), and viewer i attends "
         "only to its own segment and itself (a passage of fewer than k tokens: a viewer whose segment is empty "
         "attends to the whole text). The text never attends to the viewers either way, so an untrained model "
-        "still scores exactly like dpr.")
+        "still scores exactly like dpr.",
+        choices=VIEWER_SCOPES)
     sentence_distill_weight: float = option(
         0.0,
         "MVR --mvr_views residual: weight w of a sentence-coverage term distilling the views toward the passage's "
@@ -257,6 +261,7 @@ class MvrEncoder(MultiViewEncoder):
 
     default_loss = "mvr_global_local"
     default_temperature_schedule = "annealed"
+    annealing_flags = ("--mvr_alpha", "--mvr_min_temperature")
     options_class = MvrOptions
     formatter_class = ViewerFormatter
 
