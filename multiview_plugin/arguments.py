@@ -324,9 +324,10 @@ def _registered(table: str) -> tuple[str, ...]:
 
 
 def _with_choices(name: str, choices: tuple[str, ...]) -> tuple[str, Any, Any]:
-    """BaseModelArguments' field ``name`` listing ``choices`` (the registered names) in --help."""
+    """BaseModelArguments' field ``name`` listing ``choices`` (the registered names) in --help; the registry
+    refuses another name with its own message (an entry point may name a method not loaded yet)."""
     f = BaseModelArguments.__dataclass_fields__[name]
-    return name, f.type, field(default=f.default, metadata={**f.metadata, "choices": choices})
+    return name, f.type, field(default=f.default, metadata={**f.metadata, "metavar": "{" + ",".join(choices) + "}"})
 
 
 def option_owners() -> dict[str, str]:

@@ -27,6 +27,10 @@ class DriverArgumentParser(HfArgumentParser):
     ``_argument_group_name``); and an optional bool (default None: "not given") takes ``--name``,
     ``--name True|False`` and ``--no_name``."""
 
+    def error(self, message: str) -> typing.NoReturn:
+        """A bad flag value (``--pooling bogus``): one line, exit status 2 (not argparse's whole usage block)."""
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
     def _add_dataclass_arguments(self, dtype: Any) -> None:
         hints = typing.get_type_hints(dtype)
         own = getattr(dtype, "_argument_group_name", None)
@@ -54,7 +58,7 @@ class DriverArgumentParser(HfArgumentParser):
 
 def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: str | None = None,
                       ignored: tuple | Callable[[], tuple] = (), prog: str | None = None,
-                      description: str | None = None) -> tuple:
+                      description: str | None = None, usage: str | None = None) -> tuple:
     """Parse ``argv`` into the dataclasses; a single ``*.json`` argument is read as a config file.
 
     ``driver`` ('train', 'encode'): refuse the Tevatron flags that driver does not support, with what to use
@@ -62,7 +66,8 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
     flags are accepted but unused here (logged), as Tevatron's encode accepts every training flag. When the result
     holds model arguments, method options given for a method other than ``--model_name`` are refused
     (:func:`~multiview_plugin.arguments.refuse_foreign_options`). ``prog``: the usage line's command
-    (``python -m multiview_plugin.driver.train``); ``description``: the text ``--help`` shows above the flags.
+    (``python -m multiview_plugin.driver.train``); ``description``: the text ``--help`` shows above the flags;
+    ``usage``: a short usage line instead of argparse's list of every flag.
     """
     from multiview_plugin.tevatron_parity import refuse_unsupported
 
@@ -71,7 +76,7 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
 
         # ModelArguments with the flags of every method registered now (a plugin may have been loaded since)
         types = tuple(model_arguments() if getattr(t, "assembled_from_registry", False) else t for t in types)
-    parser = DriverArgumentParser(types, prog=prog, description=description,
+    parser = DriverArgumentParser(types, prog=prog, description=description, usage=usage,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     argv = list(sys.argv[1:] if argv is None else argv)
     if driver:

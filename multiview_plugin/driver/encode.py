@@ -123,21 +123,14 @@ def given_overrides(args: EncodeArguments) -> dict[str, Any]:
 def load_model(args: EncodeArguments) -> MultiViewEncoder:
     """The model to encode with: a saved multiview model (every shared option given overrides its config, logged)
     or a plain checkpoint as dpr (the options given, the shared defaults for the others)."""
-    from multiview_plugin.modeling.base import backbone_options, load_encoder
+    from multiview_plugin.modeling.base import backbone_options
     from multiview_plugin.modeling.config import is_multiview_model
+    from multiview_plugin.modeling.persistence import load_encoder, override_text_options
 
     overrides = given_overrides(args)
-    saved = is_multiview_model(args.model_name_or_path)
     model = load_encoder(args.model_name_or_path, checkpoint_options=overrides, **backbone_options(args))
-    if saved:
-        for name, value in overrides.items():
-            own = getattr(model.config, name)
-            if own != value:
-                logger.info("--%s %r overrides the saved model's %r", name, value, own)
-                setattr(model.config, name, value)
-            else:
-                logger.info("--%s %r: the saved model's own setting", name, value)
-    type(model).validate_config(model.config)
+    if is_multiview_model(args.model_name_or_path):
+        override_text_options(model, overrides)
     if args.lora_name_or_path:
         merge_lora(model, args.lora_name_or_path)
     return model

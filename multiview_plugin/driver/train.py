@@ -240,7 +240,8 @@ def warn_fp16_without_gpu(training_args: MultiViewTrainingArguments) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     model_args, data_args, dev_args, training_args = parse_dataclasses(
         (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv, driver="train",
-        prog="python -m multiview_plugin.driver.train", description=__doc__)
+        prog="python -m multiview_plugin.driver.train", description=__doc__,
+        usage="%(prog)s --model_name_or_path PATH --output_dir DIR [--model_name NAME] [flag ...] | CONFIG.json")
     setup_logging(logging.INFO if training_args.local_rank in (-1, 0) else logging.WARNING)
     set_seed(training_args.seed)
     if training_args.logging_dir:
