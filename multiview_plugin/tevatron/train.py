@@ -30,6 +30,7 @@ from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.text_options import DEFAULTS
 from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
 
 TEVATRON_MISSING = ("multiview_plugin.tevatron needs Tevatron v2, installed from source (it is not on PyPI): "
@@ -68,7 +69,8 @@ class TevatronTupleCollator:
     them too (they are saved with the model for encoding), so they are taken off here first.
     """
 
-    def __init__(self, model: MultiViewEncoder, query_prefix: str = "", passage_prefix: str = ""):
+    def __init__(self, model: MultiViewEncoder, query_prefix: str = DEFAULTS.query_prefix,
+                 passage_prefix: str = DEFAULTS.passage_prefix):
         self.collator = model.train_collator()
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
 
