@@ -1,8 +1,8 @@
 """Wall time of ``--help`` of the drivers, old source tree against new, measured in one run.
 
 Each command runs ``--repeats`` times per tree, alternating the trees (so load on a shared machine hits both
-alike), in a fresh process started in the tree (and ``PYTHONPATH`` set to it); the median is reported with the ratio old/new,
-and the number of lines ``--help`` prints.
+alike), in a fresh process started in the tree (and ``PYTHONPATH`` set to it); the median is reported with the
+ratio old/new, and the number of lines ``--help`` prints.
 
     python bench/help_time.py --old /work/main --new . > bench/help_time.log
 """

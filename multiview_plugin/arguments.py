@@ -24,7 +24,7 @@ from transformers import TrainingArguments
 
 from multiview_plugin.bounds import MAX_LORA_RANK, Bounds, check_fields
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.text_options import OPTION_NAMES, argument_field, bounds_of
+from multiview_plugin.text_options import OPTION_NAMES, TEXT_GROUP_DESCRIPTION, argument_field, bounds_of
 
 # the help of Tevatron's encode-only DataArguments (multiview_plugin.tevatron_parity.ENCODE_ONLY)
 _ENCODE_ONLY = " Encoding only: the train driver refuses a value other than the default."
@@ -32,7 +32,7 @@ _ENCODE_ONLY = " Encoding only: the train driver refuses a value other than the 
 _HELP_ORDER = ("mvr", "mlr", "dcsr", "mebert")
 # --help's group of the shared text options (multiview_plugin.text_options), in ModelArguments and DataArguments
 TEXT_GROUP = ("text options (every method; saved with the model, the encode driver can override them)",
-              "How texts become vectors: pooling, normalisation, lengths, prefixes, Tevatron's tokenisation.")
+              TEXT_GROUP_DESCRIPTION)
 
 
 @dataclass

@@ -27,6 +27,8 @@ from multiview_plugin.bounds import LENGTH_BOUNDS, PAD_BOUNDS, bounded
 # Tevatron's poolings and their aliases: cls = first token, mean = masked average, last = last real token
 POOLINGS = ("cls", "first", "mean", "avg", "average", "last", "eos")
 PADDING_SIDES = ("right", "left")
+# what the drivers' --help says above these options
+TEXT_GROUP_DESCRIPTION = "How texts become vectors: pooling, normalisation, lengths, prefixes, Tevatron's tokenisation."
 
 
 def _option(default: Any, help: str, choices: tuple[str, ...] | None = None,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.text_options import OPTION_NAMES, override_field
+from multiview_plugin.text_options import OPTION_NAMES, TEXT_GROUP_DESCRIPTION, override_field
 
 if TYPE_CHECKING:
     from multiview_plugin.modeling.base import MultiViewEncoder
@@ -109,6 +109,13 @@ class EncodeArguments:
         default=None, metadata={"help": "dce: the documents' pseudo-queries, one view each: jsonl {docid, queries} "
                                 "(from multiview_plugin.driver.generate_queries) or docTTTTTquery-style .txt "
                                 "predictions aligned by line to the corpus (comma-separate several files)."})
+
+    @classmethod
+    def argument_group(cls, name: str) -> tuple[str, str] | None:
+        """--help: the shared text options in their own group (the others: the main one)."""
+        if name in OPTION_NAMES:
+            return ("text options (not given: the saved model's own; given: overrides it)", TEXT_GROUP_DESCRIPTION)
+        return None
 
 
 # Flags that override the saved model's config (and configure a plain checkpoint loaded as dpr): the shared options.
