@@ -21,6 +21,14 @@ from transformers import HfArgumentParser
 from multiview_plugin.errors import ConfigError, MultiViewError
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """``--help``: the description (a module docstring) as written, and each flag's default after its help (not
+    None: such a flag's help says what not giving it means)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 class DriverArgumentParser(HfArgumentParser):
     """``HfArgumentParser`` whose ``--help`` groups the flags: a dataclass may name the group of each of its fields
     with a classmethod ``argument_group(name) -> (title, description) | None`` (None: the dataclass's own group,
@@ -77,7 +85,7 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
         # ModelArguments with the flags of every method registered now (a plugin may have been loaded since)
         types = tuple(model_arguments() if getattr(t, "assembled_from_registry", False) else t for t in types)
     parser = DriverArgumentParser(types, prog=prog, description=description, usage=usage,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+                                  formatter_class=HelpFormatter)
     argv = list(sys.argv[1:] if argv is None else argv)
     if driver:
         refuse_unsupported(argv, driver)

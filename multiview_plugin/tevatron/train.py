@@ -13,7 +13,6 @@ through peft, as our driver trains them), plus our method options (``--model_nam
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import os
@@ -26,7 +25,7 @@ from transformers import set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 from multiview_plugin.arguments import ModelArguments, refuse_foreign_options
-from multiview_plugin.cli import cli, setup_logging
+from multiview_plugin.cli import DriverArgumentParser, HelpFormatter, cli, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.registry import get_encoder_class
@@ -110,12 +109,10 @@ def help_without_tevatron(argv: Sequence[str]) -> None:
     run is refused in one line."""
     if "-h" in argv or "--help" in argv:
         print(f"note: {TEVATRON_MISSING}\n", file=sys.stderr)
-        from multiview_plugin.cli import DriverArgumentParser
-
         DriverArgumentParser((ModelArguments,), prog=PROG, description=__doc__ + (
             "\nTevatron v2 is not installed: the flags below are the ones multiview_plugin adds; Tevatron's own "
             "(data, training) are listed once it is installed."),
-            formatter_class=argparse.RawDescriptionHelpFormatter).print_help()
+            formatter_class=HelpFormatter).print_help()
         raise SystemExit(0)
     raise ConfigError(TEVATRON_MISSING)
 
@@ -128,10 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not HAVE_TEVATRON:
         help_without_tevatron(argv)
-    from multiview_plugin.cli import DriverArgumentParser
-
     parser = DriverArgumentParser((PluginModelArguments, TevatronDataArguments, TevatronTrainingArguments),
-                                  prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                  prog=PROG, description=__doc__, formatter_class=HelpFormatter)
     if len(argv) == 1 and argv[0].endswith(".json"):
         model_args, data_args, training_args = parser.parse_json_file(json_file=os.path.abspath(argv[0]))
     else:
