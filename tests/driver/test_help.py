@@ -91,4 +91,4 @@ def test_encode_help_imports_no_torch_and_is_fast():
     elapsed = time.perf_counter() - start
     assert done.returncode == 0 and "usage: python -m multiview_plugin.driver.encode" in done.stdout
     assert done.stderr.strip().endswith("NO-TORCH")
-    assert elapsed < 15, f"encode --help took {elapsed:.1f} s"
+    assert elapsed < 30, f"encode --help took {elapsed:.1f} s"
