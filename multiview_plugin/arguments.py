@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from transformers import TrainingArguments
 
 from multiview_plugin.bounds import MAX_LORA_RANK, Bounds, check_fields
+from multiview_plugin.cli import ParsedArguments
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.text_options import OPTION_NAMES, TEXT_GROUP_DESCRIPTION, argument_field, bounds_of
 
@@ -36,7 +37,7 @@ TEXT_GROUP = ("text options (every method; saved with the model, the encode driv
 
 
 @dataclass
-class BaseModelArguments:
+class BaseModelArguments(ParsedArguments):
     model_name_or_path: str = field(
         metadata={"help": "Backbone to start from (HF folder or hub id), or a saved multiview_plugin model "
                   "folder (one holding multiview_config.json) to continue training it."}
@@ -150,6 +151,15 @@ class BaseModelArguments:
         check_fields(self, bounds=self.BOUNDS)
         for _, options in _method_options():
             options.from_args(self)
+
+    @classmethod
+    def current(cls) -> type:
+        """``ModelArguments`` with the flags of every method registered now (``cli.parse_dataclasses`` asks)."""
+        return model_arguments() if getattr(cls, "assembled_from_registry", False) else cls
+
+    def check_argv(self, argv: Sequence[str]) -> None:
+        """Refuse the options of a method other than ``--model_name`` given in ``argv`` (``cli`` asks)."""
+        refuse_foreign_options(argv, self.model_name)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Shared command-line plumbing: argument parsing, logging set-up and clean error exits.
 
-A bottom-floor module (it imports no driver), so the library's own command-line entry points (``data/beir.py``,
-``data/msmarco.py``, ...) use it as the drivers do.
+A base-floor module (it imports only base modules: docs/layout.md#floors), so the library's own command-line entry
+points (``data/beir.py``, ``data/msmarco.py``, ...) use it as the drivers do.
 """
 
 from __future__ import annotations
@@ -19,6 +19,20 @@ from typing import Any
 from transformers import HfArgumentParser
 
 from multiview_plugin.errors import ConfigError, MultiViewError
+
+
+class ParsedArguments:
+    """A base of argument dataclasses that take part in their parsing (``ModelArguments``, whose flags come from the
+    registered methods): :func:`parse_dataclasses` parses the class :meth:`current` gives, then calls
+    :meth:`check_argv` with the command line."""
+
+    @classmethod
+    def current(cls) -> type:
+        """The class to parse now."""
+        return cls
+
+    def check_argv(self, argv: Sequence[str]) -> None:
+        """Refuse, with a ``ConfigError``, what the command line asked that these values cannot express."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -73,17 +87,15 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
     instead. ``ignored``: dataclasses (or a function returning them, called only when flags are left over) whose
     flags are accepted but unused here (logged), as Tevatron's encode accepts every training flag. When the result
     holds model arguments, method options given for a method other than ``--model_name`` are refused
-    (:func:`~multiview_plugin.arguments.refuse_foreign_options`). ``prog``: the usage line's command
+    (``check_argv``: :func:`~multiview_plugin.arguments.refuse_foreign_options`). ``prog``: the usage line's command
     (``python -m multiview_plugin.driver.train``); ``description``: the text ``--help`` shows above the flags;
     ``usage``: a short usage line instead of argparse's list of every flag.
     """
     from multiview_plugin.tevatron_parity import refuse_unsupported
 
-    if any(getattr(t, "assembled_from_registry", False) for t in types):
-        from multiview_plugin.arguments import model_arguments
-
-        # ModelArguments with the flags of every method registered now (a plugin may have been loaded since)
-        types = tuple(model_arguments() if getattr(t, "assembled_from_registry", False) else t for t in types)
+    # ModelArguments with the flags of every method registered now (a plugin may have been loaded since import);
+    # the argument classes say so themselves, so this base module never imports the methods
+    types = tuple(t.current() if issubclass(t, ParsedArguments) else t for t in types)
     parser = DriverArgumentParser(types, prog=prog, description=description, usage=usage,
                                   formatter_class=HelpFormatter)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -97,10 +109,9 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
             remaining = _drop_ignored(remaining, ignored() if callable(ignored) else ignored)
         if remaining:
             raise ConfigError(f"unrecognised arguments: {' '.join(remaining)} (see --help)")
-    arguments = sys.modules.get("multiview_plugin.arguments")  # imported already where model arguments were parsed
     for args in parsed:
-        if arguments is not None and isinstance(args, arguments.BaseModelArguments):
-            arguments.refuse_foreign_options(argv, args.model_name)
+        if isinstance(args, ParsedArguments):  # ModelArguments: refuse another method's options
+            args.check_argv(argv)
     return tuple(parsed)
 
 

@@ -33,18 +33,7 @@ from multiview_plugin.text_options import OPTION_NAMES, TEXT_GROUP_DESCRIPTION, 
 if TYPE_CHECKING:
     from multiview_plugin.modeling.base import MultiViewEncoder
 
-# torch, transformers' models and the library are imported after the arguments are parsed (``--help`` stays fast);
-# the encoding loop's names are re-exported from their home, multiview_plugin.encoding.encode, on first use
-_REEXPORTED = ("count_items", "describe_shard_views", "encode_to_shard", "iter_items", "shard_bounds")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _REEXPORTED:
-        from multiview_plugin.encoding import encode
-
-        return getattr(encode, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+# torch, transformers' models and the library are imported after the arguments are parsed (``--help`` stays fast)
 
 logger = logging.getLogger("multiview_plugin.encode")
 
@@ -132,6 +121,7 @@ def load_model(args: EncodeArguments) -> MultiViewEncoder:
     or a plain checkpoint as dpr (the options given, the shared defaults for the others)."""
     from multiview_plugin.modeling.base import backbone_options
     from multiview_plugin.modeling.config import is_multiview_model
+    from multiview_plugin.modeling.lora import merge_lora
     from multiview_plugin.modeling.persistence import load_encoder, override_text_options
 
     overrides = given_overrides(args)
@@ -141,23 +131,6 @@ def load_model(args: EncodeArguments) -> MultiViewEncoder:
     if args.lora_name_or_path:
         merge_lora(model, args.lora_name_or_path)
     return model
-
-
-def merge_lora(model: MultiViewEncoder, adapter: str) -> None:
-    """Merge a peft LoRA adapter into the model's (tied) encoder, as Tevatron's ``DenseModel.load`` does.
-    ``adapter``: a peft adapter folder or hub id, or one of our LoRA-trained folders (its ``lora_adapter/``)."""
-    from multiview_plugin.modeling.lora import OPTION, adapter_folder, check_adapter_config, require_peft
-
-    peft = require_peft()
-    if OPTION in model.config.options:
-        raise ConfigError("--lora_name_or_path: this model was trained with --lora and its folder already holds "
-                          "the merged weights: encode it without --lora_name_or_path")
-    if model.passage_encoder is not None:
-        raise ConfigError("--lora_name_or_path: the model has untied encoders; merge an adapter into each first")
-    check_adapter_config(adapter_folder(adapter))
-    adapted = peft.PeftModel.from_pretrained(model.query_encoder, adapter_folder(adapter))
-    model.query_encoder = adapted.merge_and_unload()
-    logger.info("merged the LoRA adapter %s", adapter)
 
 
 @cli
