@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "multiview_plugin"
 SOURCE = PACKAGE / "text_options.py"
 # parameters that share a name with a shared option but mean something else
 UNRELATED = {("scoring.py", "local_variation", "normalize"),  # Local Variation on raw scores
-             ("generate_queries.py", "GenerateArguments", "passage_max_len")}  # the doc2query generator's input
+             ("doc2query.py", "GenerateArguments", "passage_max_len")}  # the doc2query generator's input
 
 
 def test_the_options():
