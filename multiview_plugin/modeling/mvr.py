@@ -156,7 +156,8 @@ class MvrOptions(MethodOptions):
         "near-equal token segments (--mvr_viewer_scope segments' segments). 'kmeans': b_i is the mean of the "
         "token states of cluster i of a spherical k-means of the passage's token states (initialised from the "
         "segments, a few deterministic iterations without gradient; an empty cluster gives pool(text)). Not the "
-        "viewer-token embeddings: that is --mvr_viewer_init.")
+        "viewer-token embeddings: that is --mvr_viewer_init.",
+        choices=VIEW_INITS)
     init_from: str | None = option(
         None,
         "MVR: a model folder saved by this package (e.g. a trained dcsr --dcsr_sentence_pooling mean model, or a "
