@@ -4,7 +4,8 @@ Each command runs ``--repeats`` times per tree, alternating the trees (so load o
 alike), in a fresh process started in the tree (and ``PYTHONPATH`` set to it); the median is reported with the
 ratio old/new, and the number of lines ``--help`` prints.
 
-    python bench/help_time.py --old /work/main --new . > bench/help_time.log
+    mkdir -p /tmp/old && git archive <old commit> multiview_plugin | tar -x -C /tmp/old
+    python bench/help_time.py --old /tmp/old --new . > bench/help_time.log
 """
 
 from __future__ import annotations

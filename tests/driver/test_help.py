@@ -78,8 +78,8 @@ def test_tevatron_train_without_tevatron(capsys):
 
 
 def test_encode_help_imports_no_torch_and_is_fast():
-    """``driver.encode --help`` parses before torch, transformers' models or the library load (24.0 s before,
-    3.4 s after on a loaded 2-core machine: bench/help_time.log). The bound is generous; the import check is the
+    """``driver.encode --help`` parses before torch, transformers' models or the library load (13.7 s before,
+    1.8 s after on a loaded 2-core machine: bench/help_time.log). The bound is generous; the import check is the
     guard."""
     code = ("import runpy, sys\nsys.argv = ['encode', '--help']\ntry:\n"
             "    runpy.run_module('multiview_plugin.driver.encode', run_name='__main__')\n"
