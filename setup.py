@@ -27,6 +27,7 @@ setup(
         "regex>=2022.1.18",
         "accelerate>=0.26",
         "matplotlib>=3.5",  # training-curve and view-usage plots
+        "scipy>=1.7",  # the paired significance tests (evaluation/significance.py)
     ],
     extras_require={
         # peft: the LoRA tests run with the rest (without it they would skip, unseen, in CI's core step)

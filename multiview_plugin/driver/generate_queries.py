@@ -31,7 +31,8 @@ from multiview_plugin.encoding.doc2query import GenerateArguments, generate_quer
 
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
-    (args,) = parse_dataclasses((GenerateArguments,), argv)
+    (args,) = parse_dataclasses((GenerateArguments,), argv, prog="python -m multiview_plugin.driver.generate_queries",
+                                description=__doc__)
     setup_logging()
     generate_queries(args)
     return 0

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -189,8 +191,7 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
                 reps = model.encode_query(_to(formatter.queries(texts), device))
                 writer.add(ids, reps.float().cpu().numpy())
             else:
-                inputs = model.passage_inputs(formatter, ids, texts, views)
-                reps, mask = model.index_views(*model.encode_passage(_to(inputs, device)))
+                reps, mask = encode_passage_batch(model, formatter, ids, texts, views, device)
                 writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
                 if row_writer is not None:
                     row_writer.add(model.view_rows(formatter, texts, mask.cpu().numpy()))
@@ -222,6 +223,33 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
     logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
                 "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)
     return info
+
+
+def encode_passage_batch(model: MultiViewEncoder, formatter: Any, ids: list[str], texts: list[str],
+                         views: dict[str, Any] | None, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch of documents → the vectors that go into the index (B, K, D) and their view mask (B, K)."""
+    inputs = model.passage_inputs(formatter, ids, texts, views)
+    return model.index_views(*model.encode_passage(_to(inputs, device)))
+
+
+def encode_documents(model: MultiViewEncoder, texts: Sequence[str], ids: Sequence[str] | None = None,
+                     batch_size: int = 64, pseudo_queries: dict[str, list[str]] | None = None) -> list[np.ndarray]:
+    """Document texts → one float32 ``(views, dim)`` array each: the vectors an index holds for it (a
+    single-vector model: one row). ``ids`` name the documents where the method needs them (dce's
+    ``pseudo_queries``, ``{docid: [query, ...]}``); default ``"0"``, ``"1"``, ...."""
+    texts = list(texts)
+    ids = [str(i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
+    if len(ids) != len(texts):
+        raise ConfigError(f"{len(texts)} documents but {len(ids)} ids")
+    device, formatter = next(model.parameters()).device, model.formatter
+    out: list[np.ndarray] = []
+    with torch.inference_mode():
+        for i in range(0, len(texts), batch_size):
+            reps, mask = encode_passage_batch(model, formatter, ids[i:i + batch_size], texts[i:i + batch_size],
+                                              pseudo_queries, device)
+            reps, mask = reps.float().cpu().numpy(), mask.cpu().numpy().astype(bool)
+            out.extend(r[m] for r, m in zip(reps, mask))
+    return out
 
 
 def refuse_foreign_output(output: Path, overwrite: bool) -> None:

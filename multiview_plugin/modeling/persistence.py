@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import pickle
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +39,7 @@ from transformers import (
 from multiview_plugin.errors import ConfigError, unsafe_weights_message
 from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
 from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.text_options import OPTION_NAMES
 
 logger = logging.getLogger("multiview_plugin.modeling.base")
 
@@ -245,3 +247,22 @@ def load_encoder(folder: str | os.PathLike, checkpoint_options: dict[str, Any] |
         config = EncoderConfig.load(folder)
         cls = get_encoder_class(config.model_name)
     return cls.from_saved(folder, config, **hf_kwargs)
+
+
+def override_text_options(model: Any, overrides: Mapping[str, Any]) -> None:
+    """Set the shared text options in ``overrides`` (:mod:`multiview_plugin.text_options`; None values are "not
+    given" and skipped) on a loaded model's config, each logged, then validate the config again: the encode
+    driver's ``--normalize False`` on a model saved with ``normalize``, or ``MultiViewModel.load(path,
+    normalize=False)``."""
+    for name, value in overrides.items():
+        if name not in OPTION_NAMES:
+            raise ConfigError(f"{name!r} is not a shared text option; expected one of {', '.join(OPTION_NAMES)}")
+        if value is None:
+            continue
+        own = getattr(model.config, name)
+        if own != value:
+            logger.info("--%s %r overrides the saved model's %r", name, value, own)
+            setattr(model.config, name, value)
+        else:
+            logger.info("--%s %r: the saved model's own setting", name, value)
+    type(model).validate_config(model.config)
