@@ -219,7 +219,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
                                    corpus=args.corpus, pseudo_queries=args.pseudo_queries,
                                    overfetch=args.overfetch, rescore=args.rescore,
                                    doc_candidates=args.doc_candidates, exact=args.qdrant_exact,
-                                   qdrant_url=args.qdrant_url)
+                                   qdrant_url=args.qdrant_url, qdrant_timeout=args.qdrant_timeout)
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
         q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model, searcher.meta.dim)
