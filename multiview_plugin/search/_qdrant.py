@@ -477,7 +477,7 @@ class QdrantStore(SearchBackend):
             self._warned_depth = True
             logger.warning("%s: its candidate count (%d at depth %d) was calibrated for recall@%d; at depth %d its "
                            "recall is not calibrated and is lower (calibrate for this depth: driver.index --calibrate "
-                           "DIR --calibration_k %d, or search with --qdrant_exact)", self.settings.where(),
+                           "DIR --calibration_k %d, or search with --qdrant_exact)", self.collection.where,
                            self.candidates(k), k, self.calibrated_k, k, k)
         if self._doc_of is None:
             self._doc_of = {d: i for i, d in enumerate(self.docids.tolist())}
@@ -490,19 +490,19 @@ class QdrantStore(SearchBackend):
                 for rank, (docid, score) in enumerate(hits[:k]):
                     doc = self._doc_of.get(docid)
                     if doc is None:
-                        raise MultiViewError(f"{self.settings.where()} returned docid {docid!r}, which the index "
+                        raise MultiViewError(f"{self.collection.where} returned docid {docid!r}, which the index "
                                              "folder's docid file does not list: rebuild the index")
                     out_doc[i, rank], out_score[i, rank] = doc, score
         short = int(((out_doc >= 0).sum(axis=1) < min(k, len(self.docids))).sum())
         if short:
             logger.warning("%d of %d queries got fewer than %d documents from %s", short, len(q_reps), k,
-                           self.settings.where())
+                           self.collection.where)
         return out_doc, out_score
 
     def doc_vectors(self, doc: int) -> np.ndarray:
         views = self.collection.views(point_id(self.docids[doc]))
         if views is None:
-            raise MultiViewError(f"{self.settings.where()} has no point for docid {self.docids[doc]!r}")
+            raise MultiViewError(f"{self.collection.where} has no point for docid {self.docids[doc]!r}")
         return views.reshape(-1, self.dim)
 
 

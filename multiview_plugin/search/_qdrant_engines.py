@@ -41,6 +41,9 @@ EDGE_MARKER_FILE = "multiview_plugin.json"  # edge: the collection's metadata, i
 EDGE_CONFIG_FILE = "edge_config.json"
 LOCAL_META_FILE = "meta.json"  # qdrant-client local mode's storage description
 DEFAULT_TIMEOUT = 10.0  # seconds a server may take to answer one request
+# edge: segments larger than this (KB of vectors) get their HNSW graph when optimised; None: Qdrant's default
+# (small collections are then scanned exactly). Tests lower it to exercise the graph on tiny data.
+EDGE_INDEXING_THRESHOLD_KB: int | None = None
 
 _OPEN: dict[str, Any] = {}  # key -> open qdrant-client client or edge shard (one per storage folder / URL)
 _atexit_registered = False
@@ -432,7 +435,10 @@ class EdgeCollection(Collection):
         doc = edge.EdgeVectorParams(size=dim, distance=edge.Distance.Dot, on_disk=on_disk or None,
                                     hnsw_config=edge.HnswIndexConfig(m=hnsw_m, ef_construct=ef_construct,
                                                                      full_scan_threshold=scan))
-        config = edge.EdgeConfig(vectors={VIEWS_VECTOR: views, DOC_VECTOR: doc}, on_disk_payload=on_disk or None)
+        optimizers = (edge.EdgeOptimizersConfig(indexing_threshold=EDGE_INDEXING_THRESHOLD_KB)
+                      if EDGE_INDEXING_THRESHOLD_KB is not None else None)
+        config = edge.EdgeConfig(vectors={VIEWS_VECTOR: views, DOC_VECTOR: doc}, on_disk_payload=on_disk or None,
+                                 optimizers=optimizers)
         try:
             shard = edge.EdgeShard.create(str(self.folder), config)
         except Exception as err:
@@ -492,3 +498,7 @@ class EdgeCollection(Collection):
 
     def storage_dirs(self) -> list[Path]:
         return [self.folder]
+
+    def indexed_vectors(self) -> int:
+        """Vectors Qdrant has put in an HNSW graph (0: every segment is still scanned exactly)."""
+        return int(self.shard.info().indexed_vectors_count)
