@@ -42,8 +42,8 @@ def add_index_backend_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_qdrant_timeout_flag(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--qdrant_timeout", type=float, metavar="SECONDS", help="With --qdrant_url: seconds one request "
-                   "to the server may take before the run stops with an error (default 10).")
+    g.add_argument("--qdrant_timeout", type=int, metavar="SECONDS", help="With --qdrant_url: whole seconds one "
+                   "request to the server may take before the run stops with an error (default 10).")
 
 
 def build_from_args(args: argparse.Namespace, shards: list[str]):

@@ -153,7 +153,7 @@ class QdrantSettings:
         p = Path(self.path)
         return str(p if p.is_absolute() or index_dir is None else Path(index_dir) / p)
 
-    def connect(self, index_dir: Path | None = None, timeout: float | None = None) -> Collection:
+    def connect(self, index_dir: Path | None = None, timeout: int | None = None) -> Collection:
         """The collection (which may not exist yet) through this settings' engine; a server is asked first whether
         it answers as Qdrant does (one line otherwise)."""
         if self.engine not in ENGINES:
@@ -267,7 +267,7 @@ def build_qdrant_index(
     hnsw_m: int = 16,
     ef_construct: int = 100,
     engine: str = "client",
-    timeout: float | None = None,
+    timeout: int | None = None,
 ) -> IndexMeta:
     """Ingest encoded passage shards into a Qdrant collection and write the index folder (module docstring).
 
@@ -291,8 +291,8 @@ def build_qdrant_index(
             raise ShardFormatError(f"shard {p} does not exist")
     if batch_size < 1:
         raise ConfigError(f"the ingest batch size must be >= 1, got {batch_size}")
-    if timeout is not None and not timeout > 0:
-        raise ConfigError(f"--qdrant_timeout must be a positive number of seconds, got {timeout}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
+        raise ConfigError(f"--qdrant_timeout must be a whole number of seconds >= 1, got {timeout!r}")
     index_dir = Path(index_dir)
     refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
     if (index_dir / META_FILE).exists() and not overwrite:
@@ -508,7 +508,7 @@ class QdrantStore(SearchBackend):
 
 def open_qdrant_store(index_dir: str | os.PathLike, meta: IndexMeta, exact: bool = False,
                       doc_candidates: float | None = None, ef_search: int | None = None,
-                      url: str | None = None, timeout: float | None = None) -> QdrantStore:
+                      url: str | None = None, timeout: int | None = None) -> QdrantStore:
     """The :class:`QdrantStore` of an index folder whose ``multiview.json`` says ``backend: qdrant``;
     ``url`` overrides the recorded server address (a moved cluster), ``timeout`` its seconds per request."""
     index_dir = Path(index_dir)
@@ -522,6 +522,7 @@ def open_qdrant_store(index_dir: str | os.PathLike, meta: IndexMeta, exact: bool
     if not coll.exists():
         raise ConfigError(f"{index_dir}: its {coll.where} does not exist (moved or deleted?)")
     marker = coll.marker() or {}
+    coll.open()
     if not marker.get("complete") or marker.get("num_docs") != meta.num_docs:
         raise ConfigError(f"{index_dir}: {coll.where} is not the complete collection this folder "
                           f"describes ({marker.get('num_docs')} documents recorded, {meta.num_docs} expected): "

@@ -40,7 +40,7 @@ MARKER = "multiview_plugin"  # key of the collection metadata written here
 EDGE_MARKER_FILE = "multiview_plugin.json"  # edge: the collection's metadata, inside its shard folder
 EDGE_CONFIG_FILE = "edge_config.json"
 LOCAL_META_FILE = "meta.json"  # qdrant-client local mode's storage description
-DEFAULT_TIMEOUT = 10.0  # seconds a server may take to answer one request
+DEFAULT_TIMEOUT = 10  # whole seconds a server may take to answer one request
 # edge: segments larger than this (KB of vectors) get their HNSW graph when optimised; None: Qdrant's default
 # (small collections are then scanned exactly). Tests lower it to exercise the graph on tiny data.
 EDGE_INDEXING_THRESHOLD_KB: int | None = None
@@ -93,7 +93,7 @@ def check_url(url: str) -> str:
     return url
 
 
-def describe_server_error(err: BaseException, url: str, timeout: float | None) -> QdrantServerError | None:
+def describe_server_error(err: BaseException, url: str, timeout: int | None) -> QdrantServerError | None:
     """The one-line error for a failed request to the server at ``url`` (None if ``err`` is not one)."""
     import httpx
     import pydantic
@@ -194,7 +194,7 @@ def open_local_client(where: str) -> Any:
     return client
 
 
-def open_server_client(url: str, timeout: float | None) -> Any:
+def open_server_client(url: str, timeout: int | None) -> Any:
     """A qdrant-client for the server at ``url``, checked to answer as Qdrant does (before anything is written)."""
     qdrant_client, _ = require_qdrant()
     check_url(url)
@@ -227,6 +227,10 @@ class Collection(ABC):
 
     @abstractmethod
     def exists(self) -> bool: ...
+
+    @abstractmethod
+    def open(self) -> None:
+        """Open the existing collection now (a lock held elsewhere is reported here, before any work)."""
 
     @abstractmethod
     def marker(self) -> dict | None:
@@ -275,7 +279,7 @@ class Collection(ABC):
 class ClientCollection(Collection):
     """A collection through qdrant-client: a server (``url``) or local mode (``path``, ``:memory:``)."""
 
-    def __init__(self, name: str, url: str | None = None, path: str | None = None, timeout: float | None = None,
+    def __init__(self, name: str, url: str | None = None, path: str | None = None, timeout: int | None = None,
                  client: Any = None):
         self.name, self.url, self.path, self.timeout = name, url, path, timeout
         self.server = url is not None
@@ -296,6 +300,9 @@ class ClientCollection(Collection):
 
     def exists(self) -> bool:
         return bool(self._call(self.client.collection_exists, self.name))
+
+    def open(self) -> None:  # the client opened (and locked) its storage, or reached its server, when made
+        pass
 
     def marker(self) -> dict | None:
         metadata = self._call(self.client.get_collection, self.name).config.metadata or {}
@@ -412,6 +419,9 @@ class EdgeCollection(Collection):
 
     def exists(self) -> bool:
         return self.folder.exists()
+
+    def open(self) -> None:
+        self.shard  # noqa: B018 (loads the shard, taking its write-ahead log's lock)
 
     def marker(self) -> dict | None:
         if not self.marker_file.is_file():

@@ -404,7 +404,7 @@ class MultiVectorSearcher:
         else the class defaults.
     exact : Qdrant folders: score every document over all its views (a full scan) instead of taking candidates.
     qdrant_url : Qdrant folders: the server's address, overriding the one recorded at build time.
-    qdrant_timeout : Qdrant servers: seconds one request may take (default 10).
+    qdrant_timeout : Qdrant servers: whole seconds one request may take (default 10).
     corpus, pseudo_queries : where explanations read sentence texts (a ``{docid: text}`` or corpus file) and DCE's
         pseudo-queries; default: the files recorded when the index was encoded.
 
@@ -432,7 +432,7 @@ class MultiVectorSearcher:
         doc_candidates: float | None = None,
         exact: bool = False,
         qdrant_url: str | None = None,
-        qdrant_timeout: float | None = None,
+        qdrant_timeout: int | None = None,
     ):
         index_dir = Path(index_dir)
         self.index_dir = index_dir
