@@ -76,6 +76,7 @@ from multiview_plugin.search._qdrant_engines import (
     EdgeCollection,
     close_all,
     require_qdrant,
+    vectors_digest,
 )
 from multiview_plugin.search.aggregators import Aggregator
 
@@ -89,6 +90,7 @@ QDRANT_DIR = "qdrant"  # default embedded storage, inside the index folder
 POINT_NAMESPACE = uuid.UUID("6f2d1c9e-3b0a-5c1e-9a55-6d7669657721")  # uuid5 namespace of point ids
 INGEST_BATCH = 256  # documents per upsert
 QUERY_BATCH = 64  # queries per query_batch call
+PROBES = 32  # documents whose vectors' digests the collection record keeps, checked when a folder is opened
 
 
 def point_id(docid: str) -> str:
@@ -361,6 +363,7 @@ def _ingest(paths: list[Path], index_dir: Path, coll: Collection, settings: Qdra
     dim: int | None = next((i.dim for i in infos if i is not None and i.num_vectors), None)
     opened = False
     present = 0
+    probes: list[tuple[str, str]] = []  # (point id, digest of its vectors): the first document of every batch
     with tmp_docids.open("w", encoding="utf-8") as docid_out:
         for path in tqdm(paths, desc="qdrant ingest", unit="shard"):
             reps, lookup, info = read_shard(path, unsafe_pickle)
@@ -389,6 +392,8 @@ def _ingest(paths: list[Path], index_dir: Path, coll: Collection, settings: Qdra
                 points = [(pid, block[int(starts[j]) - base:int(ends[j]) - base], means[j - lo],
                            {"docid": str(docs[j]), "views": int(ends[j] - starts[j])})
                           for j, pid in zip(range(lo, hi), ids) if pid not in have]
+                first = int(starts[lo]) - base, int(ends[lo]) - base
+                probes.append((ids[0], vectors_digest(block[first[0]:first[1]], means[0])))
                 skipped += (hi - lo) - len(points)
                 if points:
                     _upsert(coll, points)
@@ -403,7 +408,11 @@ def _ingest(paths: list[Path], index_dir: Path, coll: Collection, settings: Qdra
     if count != num_docs:
         raise MultiViewError(f"{where} holds {count} documents but the shards have {num_docs}: it holds "
                              "documents of another shard set; rebuild it with --overwrite")
-    coll.set_marker({"model": identity, "dim": dim, "complete": True, "num_docs": num_docs, "shards": shard_ids})
+    keep = np.unique(np.linspace(0, len(probes) - 1, min(PROBES, len(probes))).astype(int))
+    probe = dict(probes[i] for i in keep)
+    _check_probes(coll, probe, where)  # what was written reads back as it was sent
+    coll.set_marker({"model": identity, "dim": dim, "complete": True, "num_docs": num_docs, "shards": shard_ids,
+                     "probe": probe})
     counts = np.concatenate(view_counts)
     os.replace(tmp_docids, index_dir / DOCID_FILE)
     extra = _merge_extra(infos)
@@ -425,6 +434,20 @@ def _ingest(paths: list[Path], index_dir: Path, coll: Collection, settings: Qdra
     logger.info("qdrant index %s: %d documents, %d vectors (max %d views) in %s; %d already present (resumed)",
                 index_dir, num_docs, num_vectors, meta.max_views, where, skipped)
     return meta
+
+
+def _check_probes(coll: Collection, probe: dict[str, str], where: str) -> None:
+    """Refuse a collection whose probe documents' vectors do not read back as ingested (damaged storage)."""
+    if not probe:
+        return
+    found = coll.vectors(list(probe))
+    for pid, digest in probe.items():
+        if pid not in found:
+            raise ConfigError(f"{where}: point {pid} (a document that was ingested) is missing: the storage is damaged "
+                              "or was changed; rebuild the index with --overwrite")
+        if vectors_digest(*found[pid]) != digest:
+            raise ConfigError(f"{where}: the vectors of point {pid} differ from those ingested: the storage is damaged "
+                              "or was changed; rebuild the index with --overwrite")
 
 
 class QdrantStore(SearchBackend):
@@ -527,6 +550,14 @@ def open_qdrant_store(index_dir: str | os.PathLike, meta: IndexMeta, exact: bool
         raise ConfigError(f"{index_dir}: {coll.where} is not the complete collection this folder "
                           f"describes ({marker.get('num_docs')} documents recorded, {meta.num_docs} expected): "
                           "rerun the index build")
+    if settings.embedded:  # cheap here; a server's exact count scans its shards
+        count = coll.count()
+        if count != meta.num_docs:
+            raise ConfigError(f"{index_dir}: {coll.where} holds {count} documents, the folder describes "
+                              f"{meta.num_docs}: the storage is damaged or was changed; rebuild the index with "
+                              "--overwrite")
+    probe = marker.get("probe")
+    _check_probes(coll, probe if isinstance(probe, dict) else {}, f"{index_dir}: {coll.where}")
     lookup = (index_dir / DOCID_FILE).read_text(encoding="utf-8").splitlines()
     docids, row_doc = contiguous_docs(split_lookup(lookup, meta.multi_vector), str(index_dir / DOCID_FILE))
     defaults = meta.search_defaults or {}

@@ -271,9 +271,30 @@ class Collection(ABC):
     def views(self, pid: str) -> np.ndarray | None:
         """The view vectors of a point, None if it does not exist."""
 
+    @abstractmethod
+    def vectors(self, ids: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """{id: (views, document vector)} of the points that exist among ``ids``."""
+
     def storage_dirs(self) -> list[Path]:
         """The folders holding this collection on this machine (for size reports); none for a server."""
         return []
+
+
+def _pair(vector: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(views, document vector) of a retrieved point's named vectors (empty arrays where one is missing)."""
+    vector = vector if isinstance(vector, dict) else {}
+    return (np.asarray(vector.get(VIEWS_VECTOR, []), dtype=np.float32),
+            np.asarray(vector.get(DOC_VECTOR, []), dtype=np.float32))
+
+
+def vectors_digest(views: np.ndarray, doc: np.ndarray) -> str:
+    """A short digest of a point's vectors as float32 bytes (probes of a collection's integrity)."""
+    import hashlib
+
+    h = hashlib.sha256(np.ascontiguousarray(views, dtype=np.float32).tobytes())
+    h.update(b"|")
+    h.update(np.ascontiguousarray(doc, dtype=np.float32).tobytes())
+    return h.hexdigest()[:16]
 
 
 class ClientCollection(Collection):
@@ -369,8 +390,18 @@ class ClientCollection(Collection):
         records = self._call(self.client.retrieve, self.name, [pid], with_payload=False, with_vectors=[VIEWS_VECTOR])
         return np.asarray(records[0].vector[VIEWS_VECTOR], dtype=np.float32) if records else None
 
+    def vectors(self, ids: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        records = self._call(self.client.retrieve, self.name, ids, with_payload=False, with_vectors=True)
+        return {str(r.id): _pair(r.vector) for r in records}
+
     def storage_dirs(self) -> list[Path]:
         return [] if self.server or self.path in (None, MEMORY) else [Path(self.path)]
+
+
+def _passes_through(err: BaseException) -> bool:
+    """Interrupts and exits pass; everything else the engine raises, a Rust panic included (pyo3's
+    ``PanicException`` derives from BaseException), is a damaged or unreadable shard."""
+    return isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit, MultiViewError))
 
 
 def _edge_error(err: BaseException, folder: Path, doing: str) -> ConfigError:
@@ -378,8 +409,9 @@ def _edge_error(err: BaseException, folder: Path, doing: str) -> ConfigError:
     if "WouldBlock" in text or "lock" in text.lower():
         return ConfigError(f"Qdrant edge shard {folder} is in use by another process (its write-ahead log is "
                            "locked): wait for it to finish; one process at a time can open an edge shard")
-    return ConfigError(f"Qdrant edge shard {folder}: cannot {doing} ({text[:200]}); expected a folder written by "
-                       "qdrant-edge (edge_config.json, segments/, wal/)")
+    return ConfigError(f"Qdrant edge shard {folder}: cannot {doing} ({type(err).__name__}: {text[:200]}); expected "
+                       "a folder written by qdrant-edge (edge_config.json, segments/, wal/) and intact: rebuild the "
+                       "index with --overwrite")
 
 
 class EdgeCollection(Collection):
@@ -410,12 +442,22 @@ class EdgeCollection(Collection):
                                       "folder (rebuild the index with --overwrite)")
                 try:
                     shard = edge.EdgeShard.load(str(self.folder))
-                except Exception as err:
+                except BaseException as err:
+                    if _passes_through(err):
+                        raise
                     raise _edge_error(err, self.folder, "load it") from None
                 _OPEN[key] = shard
                 _register_atexit()
             self._shard = shard
         return self._shard
+
+    def _call(self, doing: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except BaseException as err:
+            if _passes_through(err):
+                raise
+            raise _edge_error(err, self.folder, doing) from None
 
     def exists(self) -> bool:
         return self.folder.exists()
@@ -451,7 +493,9 @@ class EdgeCollection(Collection):
                                  optimizers=optimizers)
         try:
             shard = edge.EdgeShard.create(str(self.folder), config)
-        except Exception as err:
+        except BaseException as err:
+            if _passes_through(err):
+                raise
             raise _edge_error(err, self.folder, "create it") from None
         _OPEN[storage_key(self.folder)] = shard
         _register_atexit()
@@ -465,16 +509,16 @@ class EdgeCollection(Collection):
 
     def count(self) -> int:
         edge = require_edge()
-        return int(self.shard.count(edge.CountRequest(exact=True)))
+        return int(self._call("count its points", self.shard.count, edge.CountRequest(exact=True)))
 
     def present(self, ids: list[str]) -> set[str]:
-        return {str(r.id) for r in self.shard.retrieve(ids, with_payload=False, with_vector=False)}
+        return {str(r.id) for r in self._call("read its points", self.shard.retrieve, ids, False, False)}
 
     def upsert(self, points: list[tuple[str, np.ndarray, np.ndarray, dict]]) -> None:
         edge = require_edge()
         structs = [edge.Point(pid, {VIEWS_VECTOR: views.tolist(), DOC_VECTOR: mean.tolist()}, payload)
                    for pid, views, mean, payload in points]
-        self.shard.update(edge.UpdateOperation.upsert_points(structs))
+        self._call("write points", self.shard.update, edge.UpdateOperation.upsert_points(structs))
 
     def set_marker(self, marker: dict) -> None:
         tmp = self.folder / f".{EDGE_MARKER_FILE}.tmp"
@@ -482,8 +526,8 @@ class EdgeCollection(Collection):
         os.replace(tmp, self.marker_file)
 
     def finish(self) -> None:
-        self.shard.optimize()  # builds the document vectors' HNSW on segments past the indexing threshold
-        self.shard.flush()
+        self._call("optimise it", self.shard.optimize)  # builds the HNSW of segments past the indexing threshold
+        self._call("flush it", self.shard.flush)
 
     def query(self, q: np.ndarray, k: int, exact: bool, depth: int, hnsw_ef: int | None
               ) -> list[list[tuple[str, float]]]:
@@ -499,16 +543,20 @@ class EdgeCollection(Collection):
             requests.append(edge.QueryRequest(limit=k, prefetches=[prefetch],
                                               query=edge.Query.Nearest([vec], using=VIEWS_VECTOR),
                                               with_payload=["docid"]))
-        responses = self.shard.query_batch(edge.QueryBatchRequest(requests))
+        responses = self._call("search it", self.shard.query_batch, edge.QueryBatchRequest(requests))
         return [[(p.payload["docid"], float(p.score)) for p in r] for r in responses]
 
     def views(self, pid: str) -> np.ndarray | None:
-        records = self.shard.retrieve([pid], with_payload=False, with_vector=[VIEWS_VECTOR])
+        records = self._call("read its points", self.shard.retrieve, [pid], False, [VIEWS_VECTOR])
         return np.asarray(records[0].vector[VIEWS_VECTOR], dtype=np.float32) if records else None
+
+    def vectors(self, ids: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        records = self._call("read its points", self.shard.retrieve, ids, False, True)
+        return {str(r.id): _pair(r.vector) for r in records}
 
     def storage_dirs(self) -> list[Path]:
         return [self.folder]
 
     def indexed_vectors(self) -> int:
         """Vectors Qdrant has put in an HNSW graph (0: every segment is still scanned exactly)."""
-        return int(self.shard.info().indexed_vectors_count)
+        return int(self._call("describe it", self.shard.info).indexed_vectors_count)

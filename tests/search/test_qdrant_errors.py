@@ -282,3 +282,40 @@ def test_report_counts_the_storage_on_disk(tmp_path, shards):
     assert total > 0
     line = next(line for line in report.splitlines() if line.startswith("qdrant storage"))
     assert str(tmp_path / "elsewhere") in line and f"{total:,} bytes" in line
+
+
+@pytest.mark.parametrize("engine", ["client", "edge"])
+def test_changed_or_damaged_storage_is_refused_at_open(tmp_path, engine):
+    """The collection record keeps digests of probe documents' vectors and the document count; a collection whose
+    points were changed since, or whose storage lost points, is refused instead of searched."""
+    if engine == "edge":
+        pytest.importorskip("qdrant_edge")
+    from multiview_plugin.search import MultiVectorSearcher
+
+    docids, reps, mask = corpus(50)
+    paths = write_shards(tmp_path, docids, reps, mask, 2)
+    build_qdrant_index(paths, tmp_path / "qd", engine=engine, batch_size=8)
+    searcher = MultiVectorSearcher(tmp_path / "qd")
+    coll = searcher.store.collection
+    probe = coll.marker()["probe"]
+    assert 1 < len(probe) <= _qdrant.PROBES
+    pid = next(iter(probe))
+    views, doc = coll.vectors([pid])[pid]
+    coll.upsert([(pid, views + 0.5, doc, {"docid": "x", "views": len(views)})])  # another vector, same id
+    close_embedded()
+    with pytest.raises(ConfigError, match="differ from those ingested"):
+        MultiVectorSearcher(tmp_path / "qd")
+    close_embedded()
+    settings = _qdrant.QdrantSettings.from_record(json.loads((tmp_path / "qd" / "multiview.json").read_text())[
+        "qdrant"], "multiview.json")
+    raw = settings.connect(tmp_path / "qd")
+    other = next(p for p in (_qdrant.point_id(d) for d in docids) if p not in probe)
+    if engine == "edge":
+        from qdrant_edge import UpdateOperation
+
+        raw.shard.update(UpdateOperation.delete_points([other]))
+    else:
+        raw.client.delete(settings.collection, points_selector=[other])
+    close_embedded()
+    with pytest.raises(ConfigError, match="holds 49 documents, the folder describes 50"):
+        MultiVectorSearcher(tmp_path / "qd")
