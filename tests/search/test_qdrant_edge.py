@@ -81,6 +81,8 @@ def test_edge_prefetch_keeps_098_at_the_calibrated_depth(tmp_path, monkeypatch):
     ten, hundred = MultiVectorSearcher(tmp_path / "edge10"), MultiVectorSearcher(tmp_path / "edge100")
     assert ten.store.candidates(100) < hundred.store.candidates(100)
     assert ten.store.calibrated_k == 10
+    want = [[docids[i] for i in row] for row in brute_force(q, reps, mask, 100)[0]]
+    assert recall(ten.search_vectors(q, 100)[0].tolist(), want, 100) < 0.98
 
 
 def test_deeper_than_calibrated_warns(tmp_path, caplog):
