@@ -541,6 +541,8 @@ def open_qdrant_store(index_dir: str | os.PathLike, meta: IndexMeta, exact: bool
         if settings.engine == "edge":
             raise ConfigError(f"{index_dir} lives in a qdrant-edge shard ({settings.storage(index_dir)}); "
                               "--qdrant_url reaches a server, which it is not on")
+    if timeout is not None and not settings.url:
+        raise ConfigError(f"--qdrant_timeout applies to a server; {index_dir} keeps its collection in embedded storage")
     coll = settings.connect(index_dir, timeout)
     if not coll.exists():
         raise ConfigError(f"{index_dir}: its {coll.where} does not exist (moved or deleted?)")

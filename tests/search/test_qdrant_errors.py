@@ -153,6 +153,10 @@ def test_search_against_a_dead_server_is_one_line(tmp_path, shards, capsys):
                                "--output", str(tmp_path / "run.trec"), "--qdrant_url", url]) == 2
     assert url in one_error_line(capsys.readouterr().err)
     assert not (tmp_path / "run.trec").exists()
+    # a timeout for an embedded folder would do nothing: refused, not ignored
+    assert search_driver.main(["--index", str(tmp_path / "qd"), "--encoded_queries", str(tmp_path / "q.pkl"),
+                               "--output", str(tmp_path / "run.trec"), "--qdrant_timeout", "5"]) == 2
+    assert "--qdrant_timeout applies to a server" in one_error_line(capsys.readouterr().err)
 
 
 def test_foreign_meta_json_is_one_line(tmp_path, shards, capsys):
