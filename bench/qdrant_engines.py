@@ -24,6 +24,7 @@ import logging
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -147,7 +148,7 @@ def main() -> None:
         engines.EDGE_INDEXING_THRESHOLD_KB = None
         close_embedded()
         shutil.rmtree(work, ignore_errors=True)
-    command = "python bench/qdrant_engines.py" + ((" --real " + " ".join(args.real)) if args.real else "")
+    command = "python " + " ".join(sys.argv)
     Path(args.json).write_text(json.dumps({"command": command, "versions": header, "rows": rows}, indent=1) + "\n")
 
 
