@@ -17,8 +17,14 @@ def add_index_backend_flags(p: argparse.ArgumentParser) -> None:
                    "multivector, plus an HNSW document vector for candidates); --index_dir then holds the docid "
                    "file and multiview.json naming the collection, so search needs no Qdrant flags. Needs "
                    "pip install 'multiview_plugin[qdrant]'.")
-    g.add_argument("--qdrant_path", metavar="DIR", help="Embedded Qdrant storage folder (default: INDEX_DIR/qdrant). "
-                   "Embedded mode is exact brute force in the process: tests and small corpora.")
+    g.add_argument("--qdrant_path", metavar="DIR", help="Embedded Qdrant storage folder (default: INDEX_DIR/qdrant), "
+                   "run in this process by --qdrant_engine.")
+    g.add_argument("--qdrant_engine", choices=["client", "edge"], default="client", help="Engine of embedded "
+                   "storage. client (default): qdrant-client's local mode, a pure-Python stand-in for the server "
+                   "(numpy brute force, no HNSW; tests and small corpora). edge: Qdrant's own Rust engine in the "
+                   "process (qdrant-edge-py: pip install 'multiview_plugin[qdrant-edge]'; HNSW on the document "
+                   "vectors, one edge shard per collection in DIR/<collection>). Recorded in the index folder, so "
+                   "search needs no flag. A server (--qdrant_url) is always reached with the client.")
     g.add_argument("--qdrant_url", metavar="URL", help="A Qdrant server or cluster (e.g. http://host:6333) instead "
                    "of embedded storage; the API key, if any, is read from $QDRANT_API_KEY.")
     g.add_argument("--qdrant_collection", help="Collection name (default: the index folder's name). An existing "
@@ -32,6 +38,12 @@ def add_index_backend_flags(p: argparse.ArgumentParser) -> None:
                    "disk (memory-mapped) instead of RAM: for corpora larger than the nodes' memory.")
     g.add_argument("--qdrant_batch_size", type=int, default=256, help="Documents per upsert while ingesting "
                    "(bounds memory and request size; default 256).")
+    add_qdrant_timeout_flag(g)
+
+
+def add_qdrant_timeout_flag(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("--qdrant_timeout", type=int, metavar="SECONDS", help="With --qdrant_url: whole seconds one "
+                   "request to the server may take before the run stops with an error (default 10).")
 
 
 def build_from_args(args: argparse.Namespace, shards: list[str]):
@@ -39,8 +51,9 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
     from multiview_plugin.search import build_index
 
     qdrant_flags = [f for f in ("qdrant_path", "qdrant_url", "qdrant_collection", "qdrant_shards",
-                                "qdrant_replication") if getattr(args, f) is not None] + (
-        ["qdrant_on_disk"] if args.qdrant_on_disk else [])
+                                "qdrant_replication", "qdrant_timeout") if getattr(args, f) is not None] + (
+        ["qdrant_on_disk"] if args.qdrant_on_disk else []) + (
+        ["qdrant_engine"] if args.qdrant_engine != "client" else [])
     if args.backend != "qdrant":
         if qdrant_flags:
             raise ConfigError(f"--{qdrant_flags[0]} needs --backend qdrant")
@@ -53,6 +66,11 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                           "--backend qdrant builds its own document-vector HNSW")
     if args.qdrant_path and args.qdrant_url:
         raise ConfigError("give --qdrant_path (embedded) or --qdrant_url (server), not both")
+    if args.qdrant_url and args.qdrant_engine == "edge":
+        raise ConfigError("--qdrant_engine edge runs Qdrant's engine in this process on a storage folder; a server "
+                          "(--qdrant_url) is reached with the client engine")
+    if args.qdrant_timeout is not None and not args.qdrant_url:
+        raise ConfigError("--qdrant_timeout applies to a server (--qdrant_url); embedded storage has no requests")
     from multiview_plugin.search._qdrant import build_qdrant_index
 
     return build_qdrant_index(shards, args.index_dir, qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url,
@@ -60,7 +78,8 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                               replication_factor=args.qdrant_replication, on_disk=args.qdrant_on_disk,
                               aggregation=args.aggregation, overwrite=args.overwrite,
                               allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
-                              batch_size=args.qdrant_batch_size)
+                              batch_size=args.qdrant_batch_size, engine=args.qdrant_engine,
+                              timeout=args.qdrant_timeout)
 
 
 def add_search_backend_flags(p: argparse.ArgumentParser) -> None:
@@ -69,6 +88,7 @@ def add_search_backend_flags(p: argparse.ArgumentParser) -> None:
                    "(a full scan, equal to the Faiss Flat searcher) instead of re-scoring document-vector "
                    "candidates (--doc_candidates).")
     g.add_argument("--qdrant_url", metavar="URL", help="Server address, overriding the one recorded at build time.")
+    add_qdrant_timeout_flag(g)
 
 
 def add_calibration_flags(p: argparse.ArgumentParser) -> None:

@@ -218,7 +218,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
                                    corpus=args.corpus, pseudo_queries=args.pseudo_queries,
                                    overfetch=args.overfetch, rescore=args.rescore,
                                    doc_candidates=args.doc_candidates, exact=args.qdrant_exact,
-                                   qdrant_url=args.qdrant_url)
+                                   qdrant_url=args.qdrant_url, qdrant_timeout=args.qdrant_timeout)
     if args.hybrid:  # before any search: BM25 over another corpus would fuse other texts without a word
         check_corpus_is_indexed(searcher.meta, args.bm25_corpus, None, "--bm25_corpus")
     if args.encoded_queries:

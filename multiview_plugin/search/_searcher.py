@@ -409,6 +409,7 @@ class MultiVectorSearcher:
         else the class defaults.
     exact : Qdrant folders: score every document over all its views (a full scan) instead of taking candidates.
     qdrant_url : Qdrant folders: the server's address, overriding the one recorded at build time.
+    qdrant_timeout : Qdrant servers: whole seconds one request may take (default 10).
     corpus, pseudo_queries : where explanations read sentence texts (a ``{docid: text}`` or corpus file) and DCE's
         pseudo-queries; default: the files recorded when the index was encoded.
 
@@ -436,6 +437,7 @@ class MultiVectorSearcher:
         doc_candidates: float | None = None,
         exact: bool = False,
         qdrant_url: str | None = None,
+        qdrant_timeout: int | None = None,
     ):
         index_dir = Path(index_dir)
         self.index_dir = index_dir
@@ -445,7 +447,8 @@ class MultiVectorSearcher:
         if self.meta.backend == "qdrant":
             from multiview_plugin.search._qdrant import open_qdrant_store
 
-            self.store = open_qdrant_store(index_dir, self.meta, exact, doc_candidates, ef_search, qdrant_url)
+            self.store = open_qdrant_store(index_dir, self.meta, exact, doc_candidates, ef_search, qdrant_url,
+                                           qdrant_timeout)
         else:
             self.store = self._faiss_store(index_dir, overfetch, ef_search, nprobe, rescore, doc_candidates)
         options = {k: v for k, v in (aggregation_options or {}).items() if v is not None}

@@ -246,6 +246,8 @@ def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarra
     if grid is None:
         return None
     kind, knobs = grid
+    if getattr(store, "calibrated_k", None) is not None:
+        store.calibrated_k = None  # calibrated now: searches past an older calibration's depth are expected here
     names = list(knobs)
     outer = names[:-1]
     walked = names[-1]
