@@ -33,7 +33,7 @@ from multiview_plugin.encoding.fingerprint import file_identity
 from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, read_info
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.paths import refuse_output_over_input
-from multiview_plugin.search import MultiVectorSearcher
+from multiview_plugin.search import FaissStore, MultiVectorSearcher
 from multiview_plugin.search._index import INPUT_KEY, IndexMeta, index_files, input_record
 from multiview_plugin.search.aggregators import first_occurrences, take_ranked
 
@@ -112,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              {"--dataset_path": args.dataset_path, "--corpus_path": args.corpus_path,
                               "--index": index_files(args.index)})
     searcher = MultiVectorSearcher(args.index, args.model_name_or_path, aggregation="max", device=args.device)
+    if not isinstance(searcher.store, FaissStore):  # mining reads each hit's best view from the Faiss rows
+        raise ConfigError(f"--index {args.index}: a {searcher.store.kind} index; mining hard negatives needs a Faiss "
+                          "index of the corpus (driver.index without --backend qdrant)")
     sentences = searcher.encoder.config.model_name == "dcsr"
     check_corpus_is_indexed(searcher.meta, args.corpus_path, args.passage_field_separator)
     corpus = load_corpus(args.corpus_path, args.passage_field_separator)

@@ -58,6 +58,7 @@ from multiview_plugin.search._index import (
     passage_shard_infos,
 )
 from multiview_plugin.search.aggregators import Aggregator
+from multiview_plugin.search.calibrate import MIN_DOC_CANDIDATES
 
 logger = logging.getLogger(__name__)
 
@@ -354,6 +355,10 @@ def build_qdrant_index(
     return meta
 
 
+QDRANT_SEARCH_KNOBS = {"doc_candidates": "doc_candidates", "min_doc_candidates": "min_doc_candidates",
+                       "ef_search": "hnsw_ef"}  # search_defaults' name → the QdrantStore attribute
+
+
 class QdrantStore(SearchBackend):
     """Search a Qdrant collection built by :func:`build_qdrant_index` (max over views).
 
@@ -381,9 +386,22 @@ class QdrantStore(SearchBackend):
         self.hnsw_ef, self.query_batch = hnsw_ef, query_batch
         self._doc_of: dict[str, int] | None = None
 
+    kind = "qdrant"
+
     @property
     def dim(self) -> int:
         return self._dim
+
+    def calibration_grid(self) -> tuple[str, dict[str, Any]] | None:
+        """``qdrant``: the candidate floor (``min_doc_candidates``); None in exact mode."""
+        return None if self.exact else ("qdrant", {"min_doc_candidates": MIN_DOC_CANDIDATES})
+
+    def set_search_knob(self, name: str, value: Any) -> None:
+        """``doc_candidates``, ``min_doc_candidates``, ``ef_search`` (the prefetch's ``hnsw_ef``)."""
+        if name not in QDRANT_SEARCH_KNOBS:
+            raise ConfigError(f"the Qdrant backend has no search knob {name!r}; known: "
+                              f"{', '.join(QDRANT_SEARCH_KNOBS)}")
+        setattr(self, QDRANT_SEARCH_KNOBS[name], value)
 
     def candidates(self, k: int) -> int:
         return min(len(self.docids), max(k, self.min_doc_candidates, math.ceil(self.doc_candidates * k)))
