@@ -31,7 +31,7 @@ from multiview_plugin.data.readers import iter_train_records, load_corpus
 from multiview_plugin.encoding.shards import check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.paths import refuse_output_over_input
-from multiview_plugin.search import MultiVectorSearcher
+from multiview_plugin.search import FaissStore, MultiVectorSearcher
 from multiview_plugin.search._index import check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import first_occurrences, take_ranked
 
@@ -79,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              {"--dataset_path": args.dataset_path, "--corpus_path": args.corpus_path,
                               "--index": index_files(args.index)})
     searcher = MultiVectorSearcher(args.index, args.model_name_or_path, aggregation="max", device=args.device)
+    if not isinstance(searcher.store, FaissStore):  # mining reads each hit's best view from the Faiss rows
+        raise ConfigError(f"--index {args.index}: a {searcher.store.kind} index; mining hard negatives needs a Faiss "
+                          "index of the corpus (driver.index without --backend qdrant)")
     sentences = searcher.encoder.config.model_name == "dcsr"
     check_corpus_is_indexed(searcher.meta, args.corpus_path, args.passage_field_separator)
     corpus = load_corpus(args.corpus_path, args.passage_field_separator)

@@ -39,8 +39,8 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import (
+    FaissStore,
     MultiVectorSearcher,
-    VectorStore,
     get_aggregator,
     search_batched,
     search_shards,
@@ -184,7 +184,7 @@ def search_tevatron(args: argparse.Namespace) -> None:
                                      args.query_reps)
     else:
         aggregator = get_aggregator(aggregation, **aggregation_options(args, info.extra if info else {}))
-        store = VectorStore.from_shards(shard_paths, args.allow_unsafe_pickle)
+        store = FaissStore.from_shards(shard_paths, args.allow_unsafe_pickle)
         check_query_dim(args.query_reps, q_reps, store.dim, args.passage_reps)  # sidecar-less shards: known now
         args.depth = cap_depth(args.depth, len(store.docids), "--depth")
         ids, scores = search_batched(store, q_reps, args.depth, aggregator, args.batch_size, progress=not args.quiet)

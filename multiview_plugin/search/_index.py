@@ -49,6 +49,7 @@ ADD_CHUNK = 65_536  # vectors per index.add
 ASSIGN_FILE = ".ivf_lists.int32"  # in the build's temporary folder: each vector's IVF list, from the first pass
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
+BACKENDS = ("faiss", "qdrant")  # multiview.json "backend": each a SearchBackend's kind (search/_backend.py)
 
 
 def check_index_folder(index_dir: str | os.PathLike, overwrite: bool, own_files: Sequence[str] = (),
@@ -162,8 +163,9 @@ class IndexMeta:
         if isinstance(data.get("views_per_doc"), str) and data["views_per_doc"] != "variable":
             raise ShardFormatError(f"{path}: field 'views_per_doc': expected a number or 'variable', got "
                                    f"{data['views_per_doc']!r}")
-        if data.get("backend", "faiss") not in ("faiss", "qdrant"):
-            raise ShardFormatError(f"{path}: field 'backend': expected 'faiss' or 'qdrant', got {data['backend']!r}")
+        if data.get("backend", "faiss") not in BACKENDS:
+            raise ShardFormatError(f"{path}: field 'backend': expected {' or '.join(map(repr, BACKENDS))}, got "
+                                   f"{data['backend']!r}")
         if data.get("rescore_store") is not None:
             _check_rescore_record(path, data["rescore_store"])
         if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:

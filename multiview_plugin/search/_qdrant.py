@@ -79,6 +79,7 @@ from multiview_plugin.search._qdrant_engines import (
     vectors_digest,
 )
 from multiview_plugin.search.aggregators import Aggregator
+from multiview_plugin.search.calibrate import MIN_DOC_CANDIDATES
 
 logger = logging.getLogger(__name__)
 
@@ -445,6 +446,10 @@ def _check_probes(coll: Collection, probe: dict[str, str], where: str) -> None:
                               "or was changed; rebuild the index with --overwrite")
 
 
+QDRANT_SEARCH_KNOBS = {"doc_candidates": "doc_candidates", "min_doc_candidates": "min_doc_candidates",
+                       "ef_search": "hnsw_ef"}  # search_defaults' name → the QdrantStore attribute
+
+
 class QdrantStore(SearchBackend):
     """Search a Qdrant collection built by :func:`build_qdrant_index` (max over views).
 
@@ -476,9 +481,23 @@ class QdrantStore(SearchBackend):
         self._warned_depth = False
         self._doc_of: dict[str, int] | None = None
 
+    kind = "qdrant"
+
     @property
     def dim(self) -> int:
         return self._dim
+
+    def calibration_grid(self) -> tuple[str, dict[str, Any]] | None:
+        """``qdrant``: the candidate floor (``min_doc_candidates``); None in exact mode."""
+        return None if self.exact else ("qdrant", {"min_doc_candidates": MIN_DOC_CANDIDATES})
+
+    def set_search_knob(self, name: str, value: Any) -> None:
+        """``doc_candidates``, ``min_doc_candidates``, ``ef_search`` (the prefetch's ``hnsw_ef``)."""
+        if name not in QDRANT_SEARCH_KNOBS:
+            raise ConfigError(f"the Qdrant backend has no search knob {name!r}; known: "
+                              f"{', '.join(QDRANT_SEARCH_KNOBS)}")
+        setattr(self, QDRANT_SEARCH_KNOBS[name], value)
+        self.calibrated_k = None  # a knob set by hand or by calibration: an older calibration's depth no longer applies
 
     def candidates(self, k: int) -> int:
         return min(len(self.docids), max(k, self.min_doc_candidates, math.ceil(self.doc_candidates * k)))

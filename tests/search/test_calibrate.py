@@ -10,10 +10,11 @@ import pytest
 from multiview_plugin.driver import index as index_driver
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search import IndexMeta, MultiVectorSearcher, VectorStore, build_index
+from multiview_plugin.search import FaissStore, IndexMeta, MultiVectorSearcher, SearchBackend, build_index
 from multiview_plugin.search.aggregators import MaxAggregator
 from multiview_plugin.search.calibrate import (
     DEFAULT_SAMPLER,
+    OVERFETCH,
     calibrate_index,
     calibrate_store,
     calibration_aim,
@@ -45,7 +46,7 @@ def held_out_recall(searcher, docs, mask, seed):
     flat = faiss.IndexFlatIP(docs.shape[2])
     flat.add(docs[mask])
     lookup = [f"d{i}#{j}" for i, c in enumerate(mask.sum(1)) for j in range(c)]
-    exact = VectorStore.from_lookup(flat, lookup, True, "exact").search(q, 10, MaxAggregator())[0]
+    exact = FaissStore.from_lookup(flat, lookup, True, "exact").search(q, 10, MaxAggregator())[0]
     got = np.vectorize(lambda d: int(d[1:]))(searcher.search_vectors(q, 10)[0])
     return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.tolist(), exact.tolist())]))
 
@@ -130,21 +131,32 @@ def test_qdrant_candidates_are_calibrated(tmp_path):
         close_embedded()
 
 
-class ScriptedStore:
+class ScriptedStore(SearchBackend):
     """An approximate store whose recall is scripted by over-fetch: at each value, the first ``misses[value]``
     of 200 queries lose one of their 10 exact documents."""
 
-    def __init__(self, misses: dict[float, int]):
-        from types import SimpleNamespace
+    kind = "scripted"
 
-        self.doc_index, self.misses = None, misses
-        self.approximate = SimpleNamespace(active=True, _ivf=None, _hnsw=None, overfetch=None)
+    def __init__(self, misses: dict[float, int]):
+        self.misses, self.overfetch = misses, None
+
+    dim = 4
 
     def search(self, q, k, aggregator):
         ids = np.arange(len(q))[:, None] * 10 + np.arange(k)[None]  # exact top-10 + one more
-        lose = np.arange(len(q)) < self.misses.get(self.approximate.overfetch, 0)
+        lose = np.arange(len(q)) < self.misses.get(self.overfetch, 0)
         ids[lose, 0] = -7  # a document outside the exact top-10
         return ids, np.zeros(ids.shape, dtype=np.float32)
+
+    def doc_vectors(self, doc):
+        raise NotImplementedError
+
+    def calibration_grid(self):
+        return "approximate", {"overfetch": OVERFETCH}
+
+    def set_search_knob(self, name, value):
+        assert name == "overfetch"
+        self.overfetch = value
 
 
 def test_views_must_beat_the_target_by_a_margin():
