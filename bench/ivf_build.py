@@ -12,8 +12,10 @@ centroid). This bench builds the same index shape — nlist = 2^round(log2(N / 1
 - ``fast-pq``: the same with ``PQ{dim/8}`` codes (8 dims per sub-quantiser, as PQ96 at dim 768): the low-RAM option
   (built at the largest size only, for its recall and bytes per vector; its build time is not fitted).
 
-It fits build seconds = a · N^b over the sizes (least squares in log-log) per way, measures the dim exponent
-at one size (``--dims``), and extrapolates to the nq mvr plan (168,122,592 vectors, dim 768) on one core.
+Times are the process's CPU seconds (``time.process_time``, one Faiss thread): on a shared machine wall time
+would count the other jobs. It fits build seconds = a · N^b over the sizes (least squares in log-log) per way,
+measures the dim exponent at one size (``--dims`` at ``--dim_size``), and extrapolates to the nq mvr plan
+(168,122,592 vectors, dim 768) on one core.
 
 Recall on held-out queries (the largest size): clustered synthetic documents (8 views, ``--clusters`` topics),
 queries near a random view; the first half of the queries calibrates nprobe (the smallest of 1, 2, 4, ... whose
@@ -22,7 +24,7 @@ that nprobe. Candidates: the documents of the top ``--depth`` vectors, re-scored
 (what ``--rescore_store fp16`` gives the searcher), and without re-scoring (SQ8 codes alone).
 
     nice -n 10 python bench/ivf_build.py --sizes 1250000 2500000 5000000 --dim 64 --dims 64 128 256 \\
-        --json bench/ivf_build.json > bench/ivf_build.log 2>&1
+        --dim_size 500000 --json bench/ivf_build.json > bench/ivf_build.log 2>&1
 """
 
 from __future__ import annotations
@@ -66,16 +68,16 @@ def build(way: str, x: np.ndarray, seed: int) -> tuple[faiss.Index, dict]:
     index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     rng = np.random.default_rng(seed)
     sample = x[np.sort(rng.choice(n, TRAIN_PER_LIST * nlist, replace=False))]
-    start = time.perf_counter()
+    start = time.process_time()
     if way == "flat":
         index.train(sample)
     else:
         train_ivf_two_level(index, sample, factory, seed)
-    train_s = time.perf_counter() - start
-    start = time.perf_counter()
+    train_s = time.process_time() - start
+    start = time.process_time()
     for lo in range(0, n, 65_536):
         index.add(x[lo:lo + 65_536])
-    add_s = time.perf_counter() - start
+    add_s = time.process_time() - start
     return index, {"way": way, "factory": factory, "vectors": n, "dim": dim, "nlist": nlist,
                    "train_size": len(sample), "train_s": round(train_s, 2), "add_s": round(add_s, 2),
                    "build_s": round(train_s + add_s, 2), "bytes_per_vector": round(_index_bytes(index) / n, 1)}
@@ -106,9 +108,9 @@ def search_docs(index: faiss.Index, q: np.ndarray, store: np.ndarray | None, vie
                 depth: int) -> np.ndarray:
     """Top-k documents from the index's top ``depth`` vectors; with ``store`` (docs × views × dim, fp16) the
     candidate documents are re-scored exactly over all their views."""
-    scores, ids = index.search(q, depth)
+    ids = index.search(q, depth)[1]
     out = []
-    for qi, (srow, row) in enumerate(zip(scores, ids)):
+    for qi, row in enumerate(ids):
         docs = np.asarray(list(dict.fromkeys((row[row >= 0] // views).tolist())))
         if store is None:
             out.append((docs[:k].tolist() + [-1] * k)[:k])
@@ -132,9 +134,9 @@ def calibrated(index: faiss.Index, qc, ec, qh, eh, store, views, k, depth, targe
             hnsw.hnsw.efSearch = max(16, 2 * p)
         rc = recall(search_docs(index, qc, store, views, k, depth), ec)
         if rc >= target or p == probes[-1]:
-            start = time.perf_counter()
+            start = time.process_time()
             found = search_docs(index, qh, store, views, k, depth)
-            ms = 1000 * (time.perf_counter() - start) / len(qh)
+            ms = 1000 * (time.process_time() - start) / len(qh)
             return {"nprobe": p, "calibration_recall": round(rc, 4), "held_out_recall": round(recall(found, eh), 4),
                     "reached": rc >= target, "ms_per_query": round(ms, 3)}
     raise AssertionError("unreachable")

@@ -15,8 +15,9 @@ those architectures (the cost does not depend on the weights), in one run:
   of up to ``--gen_len`` tokens with top-k 10 from a ``--gen_input_len``-token passage. Random weights rarely
   emit the end token, so every query runs to ``--gen_len`` tokens: an upper bound for real queries.
 
-Interleaved repeats (``--repeats``), median. CPU ratios are an upper bound for a GPU, where the small MiniLM
-leaves more of the device idle than bert-base does.
+Times are the process's CPU seconds (``time.process_time``, one torch thread: wall time on a shared machine
+would count the other jobs). Interleaved repeats (``--repeats``), median. CPU ratios are an upper bound for a
+GPU, where the small MiniLM leaves more of the device idle than bert-base does.
 
     nice -n 10 python bench/pipeline_costs.py --json bench/pipeline_costs.json > bench/pipeline_costs.log 2>&1
 """
@@ -50,32 +51,32 @@ def train_step_s(model: BertModel, examples: int, query_len: int, group: int, pa
     vocab = model.config.vocab_size
     q = torch.randint(1000, vocab, (examples, query_len))
     p = torch.randint(1000, vocab, (examples * group, passage_len))
-    start = time.perf_counter()
+    start = time.process_time()
     qv = model(input_ids=q).last_hidden_state.mean(1)
     pv = model(input_ids=p).last_hidden_state.mean(1)
     loss = torch.nn.functional.cross_entropy(qv @ pv.T, torch.arange(examples) * group)
     loss.backward()
     model.zero_grad(set_to_none=True)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 @torch.no_grad()
 def encode_s(model: BertModel, passages: int, passage_len: int) -> float:
     model.eval()
     p = torch.randint(1000, model.config.vocab_size, (passages, passage_len))
-    start = time.perf_counter()
+    start = time.process_time()
     model(input_ids=p)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 @torch.no_grad()
 def generate_s(model: T5ForConditionalGeneration, input_len: int, num_queries: int, gen_len: int) -> float:
     model.eval()
     x = torch.randint(100, model.config.vocab_size, (1, input_len))
-    start = time.perf_counter()
+    start = time.process_time()
     model.generate(input_ids=x, do_sample=True, top_k=10, num_return_sequences=num_queries, max_new_tokens=gen_len,
                    min_new_tokens=gen_len)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def main() -> None:
@@ -107,7 +108,7 @@ def main() -> None:
     train = {s: [] for s in shapes}
     enc = {s: [] for s in shapes}
     gen = []
-    for name, L in shapes:  # warm-up (allocations, kernels)
+    for name, _ in shapes:  # warm-up (allocations, kernels)
         train_step_s(models[name], 1, 8, 1, 16)
         encode_s(models[name], 1, 16)
     generate_s(t5, 8, 1, 2)

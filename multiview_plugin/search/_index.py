@@ -219,7 +219,7 @@ def train_ivf_two_level(index: faiss.Index, sample: np.ndarray, factory: str, se
     indexes and never gives a first-level cluster zero centroids. Refused for an IVF behind a pre-transform
     (``PCA64,IVF...``), whose sample would have to be transformed first."""
     ivf = faiss.try_extract_index_ivf(index)
-    if ivf is None or faiss.downcast_index(index).__class__.__name__ == "IndexPreTransform":
+    if ivf is None or isinstance(faiss.downcast_index(index), faiss.IndexPreTransform):
         raise ConfigError(f"--ivf_training two_level: {factory!r} is not a plain IVF index (IVF<n>,... or "
                           "IVF<n>_HNSW32,...)")
     nlist, dim = int(ivf.nlist), int(ivf.d)
@@ -413,6 +413,10 @@ def build_index(
                     dim = reps.shape[1]
                     del reps  # the set-up below may read every shard again: hold one shard at a time, not two
                     index = make_faiss_index(dim, index_factory)
+                    if ivf_training != "flat" and (faiss.try_extract_index_ivf(index) is None or isinstance(
+                            faiss.downcast_index(index), faiss.IndexPreTransform)):
+                        raise ConfigError(f"--ivf_training {ivf_training}: {index_factory!r} is not a plain IVF "
+                                          "index (IVF<n>,... or IVF<n>_HNSW32,...); drop the flag")
                     if store_dtype is not None and isinstance(faiss.downcast_index(index), faiss.IndexFlat):
                         raise ConfigError(f"--rescore_store {rescore_store} with --index_factory {index_factory}: "
                                           "a Flat index holds the exact vectors and searches exactly; the store is "
