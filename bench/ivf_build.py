@@ -10,21 +10,24 @@ centroid). This bench builds the same index shape — nlist = 2^round(log2(N / 1
   two_level``: sqrt(nlist) first-level clusters, each split into its share of the lists) and added through the
   HNSW quantiser (``--index_factory IVF{nlist}_HNSW32,SQ8``);
 - ``fast-pq``: the same with ``PQ{dim/8}`` codes (8 dims per sub-quantiser, as PQ96 at dim 768): the low-RAM option
-  (built at the largest size only, for its recall and bytes per vector; its build time is not fitted).
+  (built at the largest size only, for its recall and bytes per vector; its build time is not fitted);
+- ``fast-fp16``: the same with ``SQfp16`` codes, for indexes searched without re-scoring (dcsr's HasAns
+  aggregation never re-scores, so its index's own codes must keep the recall; largest size only).
 
 Times are the process's CPU seconds (``time.process_time``, one Faiss thread): on a shared machine wall time
 would count the other jobs. It fits build seconds = a · N^b over the sizes (least squares in log-log) per way,
 measures the dim exponent at one size (``--dims`` at ``--dim_size``), and extrapolates to the nq mvr plan
 (168,122,592 vectors, dim 768) on one core.
 
-Recall on held-out queries (the largest size): clustered synthetic documents (8 views, ``--clusters`` topics),
+Recall on held-out queries (the largest size; the fast ways only: flat is the build baseline): clustered
+synthetic documents (8 views, ``--clusters`` topics),
 queries near a random view; the first half of the queries calibrates nprobe (the smallest of 1, 2, 4, ... whose
 document recall@10 of exact max-over-views reaches 0.98), the second half is held out and reports recall at
 that nprobe. Candidates: the documents of the top ``--depth`` vectors, re-scored from an fp16 copy of the views
 (what ``--rescore_store fp16`` gives the searcher), and without re-scoring (SQ8 codes alone).
 
     nice -n 10 python bench/ivf_build.py --sizes 1250000 2500000 5000000 --dim 64 --dims 64 128 256 \\
-        --dim_size 500000 --json bench/ivf_build.json > bench/ivf_build.log 2>&1
+        --dim_size 250000 --json bench/ivf_build.json > bench/ivf_build.log 2>&1
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def nlist_for(n: int) -> int:
 def factory_for(way: str, nlist: int, dim: int) -> str:
     if way == "flat":
         return f"IVF{nlist},SQ8"
-    return f"IVF{nlist}_HNSW32," + ("SQ8" if way == "fast" else f"PQ{dim // 8}")
+    return f"IVF{nlist}_HNSW32," + {"fast": "SQ8", "fast-fp16": "SQfp16"}.get(way, f"PQ{dim // 8}")
 
 
 def build(way: str, x: np.ndarray, seed: int) -> tuple[faiss.Index, dict]:
@@ -147,10 +150,11 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[1_250_000, 2_500_000, 5_000_000])
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--dims", type=int, nargs="*", default=[64, 128, 256], help="dim sweep (fast way) at --dim_size")
-    p.add_argument("--dim_size", type=int, default=500_000)
+    p.add_argument("--dim_size", type=int, default=250_000)
     p.add_argument("--views", type=int, default=8)
     p.add_argument("--clusters", type=int, default=1000)
-    p.add_argument("--ways", nargs="+", default=["flat", "fast", "fast-pq"], choices=["flat", "fast", "fast-pq"])
+    p.add_argument("--ways", nargs="+", default=["flat", "fast", "fast-fp16"],
+                   choices=["flat", "fast", "fast-pq", "fast-fp16"])
     p.add_argument("--queries", type=int, default=400, help="half calibrate, half are held out")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--depth", type=int, default=100, help="vectors fetched per query before re-scoring")
@@ -168,6 +172,13 @@ def main() -> None:
           f", {os.cpu_count()} CPUs (shared), faiss threads {args.threads}; load average {os.getloadavg()}",
           flush=True)
     rows, recalls = [], []
+
+    def dump(rows: list, dim_rows: list, recalls: list, projection: dict) -> None:
+        Path(args.json).write_text(json.dumps({"command": command, "git": git, "threads": args.threads,
+                                               "complete": bool(projection), "rows": rows, "dim_rows": dim_rows,
+                                               "recall": recalls, "projection": projection}, indent=1) + "\n",
+                                   encoding="utf-8")
+
     for n in args.sizes:
         docs = clustered_documents(n // args.views, args.views, args.dim, clusters=args.clusters, seed=args.seed)
         x = docs.reshape(-1, args.dim)
@@ -180,14 +191,15 @@ def main() -> None:
             del flat
             half = len(q) // 2
             store = docs.astype(np.float16)
-        for way in [w for w in args.ways if largest or w != "fast-pq"]:  # PQ: recall and bytes at the largest
+        for way in [w for w in args.ways if largest or w in ("flat", "fast")]:  # others: recall, bytes at the largest
             index, row = build(way, x, args.seed)
             rows.append(row)
             print(f"N {n:>10,}  dim {args.dim}  {row['factory']:26s} train {row['train_s']:8.1f} s (sample "
                   f"{row['train_size']:,})  add {row['add_s']:8.1f} s  build {row['build_s']:8.1f} s  "
                   f"{row['bytes_per_vector']} B/vector", flush=True)
-            if largest:
-                for rescore in (True, False):
+            if largest:  # flat: the build baseline only; fast-pq is searched re-scored, fast-fp16 by its codes alone
+                modes = {"flat": (), "fast": (True, False), "fast-pq": (True,), "fast-fp16": (False,)}[way]
+                for rescore in modes:
                     depth = args.pq_depth if way == "fast-pq" else args.depth
                     r = calibrated(index, q[:half], exact[:half], q[half:], exact[half:], store if rescore else None,
                                    args.views, args.k, depth, args.target)
@@ -198,6 +210,8 @@ def main() -> None:
                     print(f"    recall@{args.k} {'re-scored fp16' if rescore else 'codes alone   '}: nprobe "
                           f"{r['nprobe']:>3}  calibration {r['calibration_recall']:.4f}  held-out "
                           f"{r['held_out_recall']:.4f}  {r['ms_per_query']:.2f} ms/query", flush=True)
+                    dump(rows, [], recalls, {})
+            dump(rows, [], recalls, {})  # partial results survive an interrupted run
             del index
         del docs, x
     dim_rows = []
@@ -205,6 +219,7 @@ def main() -> None:
         docs = clustered_documents(args.dim_size // args.views, args.views, d, clusters=args.clusters, seed=args.seed)
         index, row = build("fast", docs.reshape(-1, d), args.seed)
         dim_rows.append(row)
+        dump(rows, dim_rows, recalls, {})
         print(f"dim sweep: N {args.dim_size:,}  dim {d:4d}  {row['factory']:26s} train {row['train_s']:8.1f} s  "
               f"add {row['add_s']:8.1f} s  build {row['build_s']:8.1f} s", flush=True)
         del index, docs
@@ -238,9 +253,7 @@ def main() -> None:
         a = next(r for r in rows if r["way"] == "flat" and r["vectors"] == big)
         b = next(r for r in rows if r["way"] == "fast" and r["vectors"] == big)
         print(f"  measured at {big:,}: flat / fast build time {a['build_s'] / b['build_s']:.2f}x (same run)")
-    Path(args.json).write_text(json.dumps({"command": command, "git": git, "threads": args.threads, "rows": rows,
-                                           "dim_rows": dim_rows, "recall": recalls, "projection": projection},
-                                          indent=1) + "\n", encoding="utf-8")
+    dump(rows, dim_rows, recalls, projection)
 
 
 if __name__ == "__main__":

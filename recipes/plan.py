@@ -118,33 +118,57 @@ def corpus_docs(benchmark: str, recipe: dict, beir_dirs: list[str] | None = None
 
 
 def ivf_build(path: Path | None = None) -> dict:
-    """bench/ivf_build.json: per way (flat, fast, fast-pq) the measured rows, fitted exponents, held-out recall."""
-    return _json(path or IVF_BUILD)
+    """bench/ivf_build.json (per way: flat, fast, fast-pq — the measured rows, fitted exponents, held-out recall),
+    with bench/ivf_build_fp16.json's rows and recall (the fast way with SQfp16 codes) when it is there."""
+    path = Path(path or IVF_BUILD)
+    bench = _json(path)
+    extra = path.with_name(path.stem + "_fp16.json")
+    if extra.is_file():
+        more = _json(extra)
+        bench = {**bench, "rows": bench["rows"] + [dict(r, run="fp16") for r in more["rows"]],
+                 "recall": bench["recall"] + more["recall"]}
+    return bench
 
 
 def _ivf_way_seconds(bench: dict, way: str, n: int, dim: int) -> tuple[float, float]:
-    """(train, add) seconds on one core for ``way`` at ``n`` vectors of ``dim``: the largest measured size scaled
-    by the measured exponents of N (train and add fitted separately) and of dim (fast way's sweep)."""
-    proj = bench["projection"]["fast" if way == "fast-pq" else way]
-    row = max((r for r in bench["rows"] if r["way"] == way), key=lambda r: r["vectors"])
+    """(train, add) seconds on one core for ``way`` at ``n`` vectors of ``dim``: the fast way's largest measured
+    size scaled by the measured exponents of N (train and add fitted separately) and of dim (its dim sweep), times
+    the measured cost of ``way``'s codes against SQ8's (the same run, same size) for fast-pq / fast-fp16."""
+    proj = bench["projection"]["fast" if way.startswith("fast") else way]
+    base = "fast" if way.startswith("fast") else way
+    row = max((r for r in bench["rows"] if r["way"] == base and "run" not in r), key=lambda r: r["vectors"])
     scale_d = (dim / row["dim"]) ** max(1.0, proj["dim_exponent"])  # never below linear in dim
     s = n / row["vectors"]
-    return row["train_s"] * s ** proj["train_exponent"] * scale_d, row["add_s"] * s ** proj["add_exponent"] * scale_d
+    train = row["train_s"] * s ** proj["train_exponent"] * scale_d
+    add = row["add_s"] * s ** proj["add_exponent"] * scale_d
+    if way != base:  # the codes' own cost, measured beside the fast SQ8 way in one run at one size
+        mine = next(r for r in bench["rows"] if r["way"] == way)
+        ref = next(r for r in bench["rows"] if r["way"] == base and r["vectors"] == mine["vectors"]
+                   and r.get("run") == mine.get("run"))
+        train *= mine["train_s"] / max(ref["train_s"], 1e-9)
+        add *= mine["add_s"] / max(ref["add_s"], 1e-9)
+    return train, add
 
 
-def _ivf_recall(bench: dict, way: str) -> dict | None:
-    rows = [r for r in bench["recall"] if r["way"] == way and r["rescore_store"] == "fp16"]
-    return rows[0] if rows else None
+def _ivf_recall(bench: dict, way: str, rescored: bool) -> dict | None:
+    rows = [r for r in bench["recall"] if r["way"] == way and (r["rescore_store"] == "fp16") == rescored]
+    return max(rows, key=lambda r: r["vectors"]) if rows else None
+
+
+# the fast IVF ways: (codes, code bytes per dim, searched with the fp16 re-scoring store?)
+FAST_WAYS = {"fast": ("SQ8", 1.0), "fast-pq": (f"PQ{DIM // 8}", 1 / 8), "fast-fp16": ("SQfp16", 2.0)}
 
 
 def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Path = COSTS,
                   ivf_bench: Path | None = None) -> list[dict]:
-    """Every index type measured to reach ``MIN_RECALL``, projected to ``n_vectors`` (one node's share)."""
-    ivf_bench = ivf_bench or IVF_BUILD
+    """Every index type measured to reach ``MIN_RECALL``, projected to ``n_vectors`` (one node's share). IVF types
+    are built the measured fast way (bench/ivf_build.py): SQ8 or PQ codes re-scored from an fp16 store for max
+    aggregation; for dcsr's HasAns, which never re-scores, the codes alone must keep the recall (SQ8 or SQfp16)."""
+    ivf_bench = Path(ivf_bench or IVF_BUILD)
     proj = _projection()
     measured = _json(costs)
     margs = measured["args"]
-    bench = ivf_build(ivf_bench) if Path(ivf_bench).is_file() else None
+    bench = ivf_build(ivf_bench) if ivf_bench.is_file() else None
     system = "dpr" if views == 1 else "mvr"
     options = []
     for row in proj.pick_per_index(measured["rows"], system, MIN_RECALL):
@@ -156,42 +180,40 @@ def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Pa
         p.update(index_ram=p["ram"], measured=row, recall=row["recall"], recall_k=margs["k"],
                  recall_source=f"bench/ann.py at {row['index']}, {setting} on {row['vectors']:,} synthetic vectors",
                  ivf_training=None, build_source="bench/ann.json (bench/scale_projection.py rules)")
-        if p["index"].startswith("IVF") and bench is not None and "SQ8" in p["index"]:
-            p.update(_fast_ivf(p, "fast", bench, n_vectors))
-            if max_aggregation and _ivf_recall(bench, "fast-pq") and \
-                    _ivf_recall(bench, "fast-pq")["held_out_recall"] >= MIN_RECALL:
-                pq = dict(p)
-                pq.update(_fast_ivf(p, "fast-pq", bench, n_vectors))
-                options.append(pq)
-        elif p["index"].startswith("IVF") and bench is not None:
-            continue  # SQfp16 IVF: SQ8 + the fp16 store is the measured fast path with the same recall
-        options.append(p)
+        if not (p["index"].startswith("IVF") and bench is not None):
+            options.append(p)
+        elif "SQ8" in p["index"]:  # the IVF row stands for every fast way (SQfp16's row adds nothing)
+            for way in FAST_WAYS:
+                rec = _ivf_recall(bench, way, rescored=max_aggregation and way != "fast-fp16")
+                if rec and rec["held_out_recall"] >= MIN_RECALL:
+                    options.append({**p, **_fast_ivf(p, way, bench, n_vectors, rec)})
     return options
 
 
-def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int) -> dict:
-    """An IVF option rebuilt the measured fast way: ``IVF<n>_HNSW32`` quantiser, two-level k-means; PQ codes for
-    ``fast-pq`` (dim / 8 bytes per vector), both re-scored from an fp16 store on disk."""
+def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int, rec: dict) -> dict:
+    """An IVF option built the measured fast way: ``IVF<n>_HNSW32`` quantiser, two-level k-means, ``way``'s codes
+    (SQ8, PQ dim/8 or SQfp16), with its held-out recall ``rec`` (re-scored from fp16 or codes alone)."""
     nlist = p["nlist"]
+    codes, per_dim = FAST_WAYS[way]
     train_s, add_s = _ivf_way_seconds(bench, way, n_vectors, DIM)
-    rec = _ivf_recall(bench, way)
     row = next(r for r in bench["rows"] if r["way"] == way)
-    code0 = row["dim"] if way == "fast" else row["dim"] // 8  # SQ8: 1 byte per dim; PQ: dim/8 bytes
-    code = DIM if way == "fast" else DIM // 8
-    per_vector = row["bytes_per_vector"] - code0 + code + 8  # + the searcher's 8-byte row map (as bench/ann.json)
-    factory = f"IVF{nlist}_HNSW32," + ("SQ8" if way == "fast" else f"PQ{DIM // 8}")
+    # bytes per vector: the measured index bytes, its codes rescaled from the measured dim to DIM, + the
+    # searcher's 8-byte row map (as bench/ann.json counts it)
+    per_vector = row["bytes_per_vector"] - per_dim * row["dim"] + per_dim * DIM + 8
     latency = p["latency_ms"]
-    if way == "fast-pq":  # measured at the largest size in one run: PQ's re-scored search / SQ8's
-        sq = _ivf_recall(bench, "fast")
-        latency *= rec["ms_per_query"] / sq["ms_per_query"] if sq and sq["ms_per_query"] else 1.0
-    return {"index": factory, "ram": n_vectors * per_vector, "index_ram": n_vectors * per_vector,
-            "disk": n_vectors * (per_vector - 8), "build": train_s + add_s, "latency_ms": latency,
-            "ivf_training": "two_level", "recall": rec["held_out_recall"], "recall_k": rec["k"],
+    sq = _ivf_recall(bench, "fast", rescored=rec["rescore_store"] == "fp16")
+    if way != "fast" and sq and sq["ms_per_query"]:  # measured in one run at one size: this way's search / SQ8's
+        latency *= rec["ms_per_query"] / sq["ms_per_query"]
+    how = "re-scored from fp16" if rec["rescore_store"] == "fp16" else "codes alone (no re-scoring)"
+    fast = bench["projection"]["fast"]
+    return {"index": f"IVF{nlist}_HNSW32,{codes}", "ram": n_vectors * per_vector,
+            "index_ram": n_vectors * per_vector, "disk": n_vectors * (per_vector - 8), "build": train_s + add_s,
+            "latency_ms": latency, "ivf_training": "two_level", "recall": rec["held_out_recall"], "recall_k": rec["k"],
             "recall_source": f"bench/ivf_build.py: {rec['factory']} (two-level k-means, HNSW quantiser) at "
-            f"{rec['vectors']:,} synthetic vectors, nprobe {rec['nprobe']} calibrated on other queries, re-scored "
-            "from fp16", "build_source": "bench/ivf_build.json (measured 1.25M-5M vectors, N^"
-            f"{bench['projection']['fast']['build_exponent']:.2f} fitted; dim^"
-            f"{max(1.0, bench['projection']['fast']['dim_exponent']):.2f})", "lossy": True}
+            f"{rec['vectors']:,} synthetic vectors, nprobe {rec['nprobe']} calibrated on other queries, {how}",
+            "build_source": f"bench/ivf_build.json (measured {min(r['vectors'] for r in bench['rows']):,}-"
+            f"{max(r['vectors'] for r in bench['rows']):,} vectors: train N^{fast['train_exponent']:.2f}, add "
+            f"N^{fast['add_exponent']:.2f}, dim^{max(1.0, fast['dim_exponent']):.2f})"}
 
 
 def _lossy_codes(factory: str) -> bool:
