@@ -118,16 +118,8 @@ def corpus_docs(benchmark: str, recipe: dict, beir_dirs: list[str] | None = None
 
 
 def ivf_build(path: Path | None = None) -> dict:
-    """bench/ivf_build.json (per way: flat, fast, fast-pq — the measured rows, fitted exponents, held-out recall),
-    with bench/ivf_build_fp16.json's rows and recall (the fast way with SQfp16 codes) when it is there."""
-    path = Path(path or IVF_BUILD)
-    bench = _json(path)
-    extra = path.with_name(path.stem + "_fp16.json")
-    if extra.is_file():
-        more = _json(extra)
-        bench = {**bench, "rows": bench["rows"] + [dict(r, run="fp16") for r in more["rows"]],
-                 "recall": bench["recall"] + more["recall"]}
-    return bench
+    """bench/ivf_build.json: per way (flat, fast, fast-fp16) the measured rows, fitted exponents, held-out recall."""
+    return _json(Path(path or IVF_BUILD))
 
 
 def _ivf_way_seconds(bench: dict, way: str, n: int, dim: int) -> tuple[float, float]:
@@ -136,15 +128,14 @@ def _ivf_way_seconds(bench: dict, way: str, n: int, dim: int) -> tuple[float, fl
     the measured cost of ``way``'s codes against SQ8's (the same run, same size) for fast-pq / fast-fp16."""
     proj = bench["projection"]["fast" if way.startswith("fast") else way]
     base = "fast" if way.startswith("fast") else way
-    row = max((r for r in bench["rows"] if r["way"] == base and "run" not in r), key=lambda r: r["vectors"])
+    row = max((r for r in bench["rows"] if r["way"] == base), key=lambda r: r["vectors"])
     scale_d = (dim / row["dim"]) ** max(1.0, proj["dim_exponent"])  # never below linear in dim
     s = n / row["vectors"]
     train = row["train_s"] * s ** proj["train_exponent"] * scale_d
     add = row["add_s"] * s ** proj["add_exponent"] * scale_d
     if way != base:  # the codes' own cost, measured beside the fast SQ8 way in one run at one size
         mine = next(r for r in bench["rows"] if r["way"] == way)
-        ref = next(r for r in bench["rows"] if r["way"] == base and r["vectors"] == mine["vectors"]
-                   and r.get("run") == mine.get("run"))
+        ref = next(r for r in bench["rows"] if r["way"] == base and r["vectors"] == mine["vectors"])
         train *= mine["train_s"] / max(ref["train_s"], 1e-9)
         add *= mine["add_s"] / max(ref["add_s"], 1e-9)
     return train, add
@@ -182,11 +173,13 @@ def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Pa
                  ivf_training=None, build_source="bench/ann.json (bench/scale_projection.py rules)")
         if not (p["index"].startswith("IVF") and bench is not None):
             options.append(p)
-        elif "SQ8" in p["index"]:  # the IVF row stands for every fast way (SQfp16's row adds nothing)
-            for way in FAST_WAYS:
-                rec = _ivf_recall(bench, way, rescored=max_aggregation and way != "fast-fp16")
-                if rec and rec["held_out_recall"] >= MIN_RECALL:
-                    options.append({**p, **_fast_ivf(p, way, bench, n_vectors, rec)})
+            continue
+        # the IVF rows stand for the fast ways with their codes (their latency: bench/ann.json's projection)
+        for way in [w for w, (codes, _) in FAST_WAYS.items() if p["index"].endswith("," + codes)
+                    or (codes.startswith("PQ") and p["index"].endswith(",SQ8"))]:
+            rec = _ivf_recall(bench, way, rescored=max_aggregation and way != "fast-fp16")
+            if rec and rec["held_out_recall"] >= MIN_RECALL:
+                options.append({**p, **_fast_ivf(p, way, bench, n_vectors, rec)})
     return options
 
 
@@ -201,9 +194,9 @@ def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int, rec: dict) -> dict
     # searcher's 8-byte row map (as bench/ann.json counts it)
     per_vector = row["bytes_per_vector"] - per_dim * row["dim"] + per_dim * DIM + 8
     latency = p["latency_ms"]
-    sq = _ivf_recall(bench, "fast", rescored=rec["rescore_store"] == "fp16")
-    if way != "fast" and sq and sq["ms_per_query"]:  # measured in one run at one size: this way's search / SQ8's
-        latency *= rec["ms_per_query"] / sq["ms_per_query"]
+    if way == "fast-pq":  # PQ's re-scored search / SQ8's, measured in one run at one size
+        sq = _ivf_recall(bench, "fast", rescored=True)
+        latency *= rec["ms_per_query"] / sq["ms_per_query"] if sq and sq["ms_per_query"] else 1.0
     how = "re-scored from fp16" if rec["rescore_store"] == "fp16" else "codes alone (no re-scoring)"
     fast = bench["projection"]["fast"]
     return {"index": f"IVF{nlist}_HNSW32,{codes}", "ram": n_vectors * per_vector,
@@ -316,7 +309,7 @@ def plan_line(plan: dict | None) -> str:
         plan["nodes"] > 1 else "")
     per_node = " per node" if plan["nodes"] > 1 else ""
     return (f"plan: RAM {plan['ram_gb']:.0f} GB{per_node}, disk {plan['disk_gb']:.0f} GB{per_node}, build "
-            f"{plan['build_h']:.1f} h, search {plan['ms_per_query']:.1f} ms/query ({index}; RAM {ram} GB; "
+            f"{_hours(plan['build_h'])}, search {plan['ms_per_query']:.1f} ms/query ({index}; RAM {ram} GB; "
             f"{measured}; {plan['docs']:,} passages x {plan['views']:g} views x {DIM} dims; {where})")
 
 
@@ -353,6 +346,8 @@ def gpu_runs(logs: Path = GPU_LOGS, records: Path = GPU_RECORDS) -> dict[str, di
 
 
 def _hours(h: float) -> str:
+    if h < 1:
+        return f"{h:.2f} h"
     return f"{h:,.1f} h" if h < 48 else f"{h:,.0f} h ({h / 24:,.1f} days)"
 
 
@@ -500,6 +495,10 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
                  + " [bench/ann.json projection, single-thread latency]")
     ram = max((p["ram_gb"] for _, p in builds), default=0.0)
     disk = sum(p["disk_gb"] for _, p in builds)
+    if nodes > 1:
+        lines.append(f"nodes: {nodes}, one shard index each: run the index step on each node over its 1/{nodes} of "
+                     "the encoded shards (the commands below build one index over all of them) and merge the nodes' "
+                     "top-k at search time (docs/scaling.md, plans for the whole pipeline)")
     lines.append(f"totals: RAM {ram:.0f} GB per node (budget {args.ram_budget_gb:g}), disk "
                  f"{disk + shard_gb / nodes:,.0f} GB per node (index {disk:,.0f} + shards {shard_gb / nodes:,.0f}), "
                  f"index build {_hours(total_build)} on {cores} core{'s' if cores > 1 else ''}"

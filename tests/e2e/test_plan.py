@@ -14,7 +14,7 @@ sys.path.insert(0, str(RECIPES))
 import plan as plan_mod  # noqa: E402
 import run as recipe_run  # noqa: E402
 
-LINE = re.compile(r"^plan: RAM \d+ GB, disk \d+ GB, build [\d.]+ h, search [\d.]+ ms/query")
+LINE = re.compile(r"^plan: RAM \d+ GB, disk \d+ GB, build [\d.,]+ h( \([\d.,]+ days\))?, search [\d.]+ ms/query")
 
 
 def recipes():
@@ -68,7 +68,9 @@ def test_only_lossy_codes_get_a_rescoring_store():
     assert plan["rescore_store"] is None and plan["store_gb"] == 0
     # dcsr's IVF,SQ8 plan neither: it ranks by HasAns, which never re-scores, so a store would be dead weight
     plan = plan_mod.make_plan("nq", "dcsr", json.loads((RECIPES / "nq" / "dcsr.json").read_text()))
-    assert plan["index_factory"].endswith("SQ8") and plan["rescore_store"] is None
+    assert plan["index_factory"].endswith(("SQ8", "SQfp16")) and plan["rescore_store"] is None
+    # and its recall is that of the codes alone (HasAns never re-scores), measured held out
+    assert "codes alone" in plan["recall_source"] and plan["recall"] >= 0.98
 
 
 def test_budget_changes_the_choice():
@@ -176,7 +178,7 @@ def test_dry_run_prints_every_stage_within_a_day_on_32_cores(argv, shard_gb, tmp
 def test_more_cores_and_gpus_shorten_their_stages(tmp_path, capsys):
     one = dry_run(["nq", "mvr", "--cores", "1", "--gpus", "1"], tmp_path, capsys)
     many = dry_run(["nq", "mvr", "--cores", "32", "--gpus", "8"], tmp_path, capsys)
-    assert hours(stage(many, "index build:")) * 31 < hours(stage(one, "index build:"))
+    assert hours(stage(many, "index build:")) * 20 < hours(stage(one, "index build:"))
     assert "on 8 GPUs" in stage(many, "encoding:") and "on 1 GPU" in stage(one, "encoding:")
     other = dry_run(["nq", "mvr", "--gpu_name", "A100"], tmp_path, capsys)
     assert "no committed run on A100" in stage(other, "training:")
