@@ -200,13 +200,16 @@ def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int, rec: dict) -> dict
     how = "re-scored from fp16" if rec["rescore_store"] == "fp16" else "codes alone (no re-scoring)"
     fast = bench["projection"]["fast"]
     return {"index": f"IVF{nlist}_HNSW32,{codes}", "ram": n_vectors * per_vector,
-            "index_ram": n_vectors * per_vector, "disk": n_vectors * (per_vector - 8), "build": train_s + add_s,
+            "index_ram": n_vectors * per_vector, "build": train_s + add_s,
+            "disk": n_vectors * (per_vector - 8) + n_vectors * (len(str(n_vectors)) + 3),  # + "docid#j" lines
             "latency_ms": latency, "ivf_training": "two_level", "recall": rec["held_out_recall"], "recall_k": rec["k"],
             "recall_source": f"bench/ivf_build.py: {rec['factory']} (two-level k-means, HNSW quantiser) at "
             f"{rec['vectors']:,} synthetic vectors, nprobe {rec['nprobe']} calibrated on other queries, {how}",
             "build_source": f"bench/ivf_build.json (measured {min(r['vectors'] for r in bench['rows']):,}-"
             f"{max(r['vectors'] for r in bench['rows']):,} vectors: train N^{fast['train_exponent']:.2f}, add "
-            f"N^{fast['add_exponent']:.2f}, dim^{max(1.0, fast['dim_exponent']):.2f})"}
+            f"N^{fast['add_exponent']:.2f}, dim^{max(1.0, fast['dim_exponent']):.2f}"
+            + (f" (measured dim^{fast['dim_exponent']:.2f}, floored at linear)" if fast["dim_exponent"] < 1 else "")
+            + ")"}
 
 
 def _lossy_codes(factory: str) -> bool:
