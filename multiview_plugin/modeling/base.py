@@ -30,23 +30,14 @@ from multiview_plugin import scoring
 from multiview_plugin.backbones import resolve_backbone
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
+from multiview_plugin.losses.distributed import gather_across_processes
+from multiview_plugin.losses.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE, temperature_at
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter
 from multiview_plugin.modeling.lora import is_lora, wants_lora
 from multiview_plugin.modeling.options import MethodOptions
-from multiview_plugin.modeling.persistence import (  # noqa: F401  (re-exported: their earlier home)
-    EXTRA_WEIGHTS_NAME,
-    PASSAGE_SUBDIR,
-    QUERY_SUBDIR,
-    T5_MODEL_TYPES,
-    PersistenceMixin,
-    load_backbone,
-    load_encoder,
-    load_tokenizer,
-)
+from multiview_plugin.modeling.persistence import T5_MODEL_TYPES, PersistenceMixin, load_backbone, load_tokenizer
 from multiview_plugin.registry import get_loss_class
-from multiview_plugin.training.distributed import gather_across_processes
-from multiview_plugin.training.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE, temperature_at
 
 logger = logging.getLogger(__name__)
 

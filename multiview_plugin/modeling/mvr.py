@@ -39,6 +39,7 @@ from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.data.sentences import sentence_spans, split_sentences, token_spans
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
+from multiview_plugin.losses.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.dcsr import span_means
@@ -46,7 +47,6 @@ from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
 from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
-from multiview_plugin.training.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE
 
 logger = logging.getLogger(__name__)
 
@@ -440,6 +440,3 @@ class MvrEncoder(MultiViewEncoder):
 
     def describe_views(self) -> dict[str, Any]:
         return {"kind": "viewer", "labels": viewer_tokens(self.options.num_views)}
-
-
-MultiViewerEncoder = MvrEncoder  # the earlier name

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses import GlobalLocalLoss
 from multiview_plugin.losses.global_local import view_balance_loss
@@ -13,9 +14,10 @@ from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.dcsr import span_means
 from multiview_plugin.modeling.mvr import QUERY_VIEWER, MvrOptions, read_only_viewer_mask, viewer_tokens
+from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.scoring import view_scores
-from tests.losses.test_losses import MASK, P, Q, lse
-from tests.modeling.test_modeling import TEXTS, build
+from tests.losses.test_contrastive import MASK, P, Q, lse
+from tests.modeling.test_base import TEXTS, build
 
 
 def test_mvr_viewer_tokens_added_once_each(tiny_bert):
@@ -557,3 +559,14 @@ def test_quickstart_train_flag_sentence_distill_reaches_the_saved_config(tiny_be
     assert model_dir.name == "mvr-residual-distill0.1"
     assert config["options"]["mvr_sentence_distill_weight"] == 0.1 and config["options"]["mvr_views"] == "residual"
     assert set(SPAN_KEYS) <= set(seen["batch"]["passage"])
+
+
+def test_temperature_below_the_annealing_floor_is_refused(tiny_bert):
+    from multiview_plugin.errors import ConfigError
+
+    args = dict(model_name_or_path=str(tiny_bert), model_name="mvr", temperature=0.1,
+                temperature_schedule="annealed", mvr_min_temperature=0.3)
+    with pytest.raises(ConfigError, match=r"--temperature 0.1 is below --mvr_min_temperature 0.3"):
+        get_encoder_class("mvr").build(ModelArguments(**args), DataArguments())
+    args["mvr_min_temperature"] = 0.05  # below the start: the schedule anneals from 0.1 to 0.05
+    assert get_encoder_class("mvr").build(ModelArguments(**args), DataArguments()).temperature == pytest.approx(0.1)
