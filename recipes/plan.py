@@ -348,6 +348,13 @@ def gpu_runs(logs: Path = GPU_LOGS, records: Path = GPU_RECORDS) -> dict[str, di
     return out
 
 
+def _gpus(gpu_h: float, gpus: int) -> str:
+    """Wall time of ``gpu_h`` GPU-hours on ``gpus`` GPUs (divided evenly: assumed, not measured)."""
+    if gpus == 0:
+        return "no GPU stated (--gpus 0): the CPU figure applies"
+    return f"{_hours(gpu_h / gpus)} on {gpus} GPU{'s' if gpus > 1 else ''}"
+
+
 def _hours(h: float) -> str:
     if h < 1:
         return f"{h:.2f} h"
@@ -437,8 +444,8 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
         for name, n, what in examples:
             gpu_h = n * run["s_per_example"] * ratio_t / 3600
             cpu_h = n * cpu_train / 3600
-            parts.append(f"{name} {what}: {gpu_h:,.1f} GPU-h on {MEASURED_GPU} ({_hours(gpu_h / max(gpus, 1))} on "
-                         f"{max(gpus, 1)} GPU{'s' if max(gpus, 1) > 1 else ''}){gpu_note}; on CPU "
+            parts.append(f"{name} {what}: {gpu_h:,.1f} GPU-h on {MEASURED_GPU} ({_gpus(gpu_h, gpus)}){gpu_note}; "
+                         "on CPU "
                          f"{_hours(cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''}")
         lines.append("training: " + "; ".join(parts) + f" [{gpu_src.format(ratio=ratio_t)}; CPU: bench/pipeline_costs"
                      f".log {cpu_train:.2f} s/example on 1 core, divided by cores]")
@@ -462,9 +469,9 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     vps = gpu_rate * vectors / max(all_docs, 1)
     lines.append(f"encoding: {all_docs:,} passages -> {vectors:,} vectors"
                  + (f" ({passes:g} encoder passes per passage)" if passes > 1 else "")
-                 + f": {vps:,.0f} vectors/s per GPU = {_hours(enc_gpu_h / max(gpus, 1))} on {max(gpus, 1)} GPU"
-                 + ("s" if max(gpus, 1) > 1 else "") + f"{gpu_note}; on CPU {_hours(enc_cpu_h / cores)} on {cores} "
-                 f"cores [GPU: results/squad/squad-gpu20-*.json encode_s ({run['passages_per_s']:.0f} MiniLM "
+                 + f": {vps:,.0f} vectors/s per GPU = {_gpus(enc_gpu_h, gpus)}{gpu_note}; on CPU "
+                 f"{_hours(enc_cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''} [GPU: "
+                 f"results/squad/squad-gpu20-*.json encode_s ({run['passages_per_s']:.0f} MiniLM "
                  f"passages/s, model load and a 2,067-passage corpus included: an upper bound on time) / "
                  f"{ratio_e:.2f} (bert-base@{length} / MiniLM@192, bench/pipeline_costs.log); CPU: "
                  f"bench/pipeline_costs.log {1 / costs['encode_s_per_passage'][key]:.2f} passages/s per core]")

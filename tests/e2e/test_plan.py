@@ -182,6 +182,8 @@ def test_more_cores_and_gpus_shorten_their_stages(tmp_path, capsys):
     assert "on 8 GPUs" in stage(many, "encoding:") and "on 1 GPU" in stage(one, "encoding:")
     other = dry_run(["nq", "mvr", "--gpu_name", "A100"], tmp_path, capsys)
     assert "no committed run on A100" in stage(other, "training:")
+    cpu = dry_run(["nq", "mvr", "--gpus", "0", "--cores", "32"], tmp_path, capsys)
+    assert "--gpus 0" in stage(cpu, "training:") and "on 32 cores" in stage(cpu, "encoding:")
 
 
 def ram_of(out: str) -> float:
