@@ -356,17 +356,9 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
     @classmethod
     def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
         """A fresh model from a backbone, configured by the parsed arguments."""
-        backbone = resolve_backbone(model_args.model_name_or_path)
         config = cls.config_from_args(model_args, data_args)
         cls.validate_config(config)
-        revision = getattr(model_args, "model_revision", None)
-        tokenizer = load_tokenizer(resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
-                                   cache_dir=model_args.cache_dir, revision=revision)
-        config_name = getattr(model_args, "config_name", None)
-        query_encoder = load_backbone(backbone, config_name=resolve_backbone(config_name) if config_name else None,
-                                      cache_dir=model_args.cache_dir, revision=revision,
-                                      **backbone_options(model_args))
-        passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
+        tokenizer, query_encoder, passage_encoder = cls.load_pretrained(config, model_args)
         vocabulary = len(tokenizer)
         cls.prepare_backbone(config, tokenizer, query_encoder, passage_encoder)
         model = cls(config, query_encoder, passage_encoder, tokenizer)
@@ -375,6 +367,23 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
 
             wrap_model(model, model_args, list(range(vocabulary, len(tokenizer))))
         return model
+
+    @classmethod
+    def load_pretrained(cls, config: EncoderConfig, model_args: Any) -> tuple[PreTrainedTokenizerBase,
+                                                                              PreTrainedModel, PreTrainedModel]:
+        """The tokenizer and the query and passage backbones a fresh model starts from (the same module when
+        tied): by default ``--model_name_or_path`` (``--tokenizer_name``, ``--config_name``). MVR's
+        ``--mvr_init_from`` takes them from a saved model instead."""
+        revision = getattr(model_args, "model_revision", None)
+        tokenizer = load_tokenizer(resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
+                                   cache_dir=model_args.cache_dir, revision=revision)
+        config_name = getattr(model_args, "config_name", None)
+        query_encoder = load_backbone(resolve_backbone(model_args.model_name_or_path),
+                                      config_name=resolve_backbone(config_name) if config_name else None,
+                                      cache_dir=model_args.cache_dir, revision=revision,
+                                      **backbone_options(model_args))
+        passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
+        return tokenizer, query_encoder, passage_encoder
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:
