@@ -60,9 +60,12 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
         return build_index(shards, args.index_dir, index_factory=args.index_factory, aggregation=args.aggregation,
                            train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite,
                            allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
-                           doc_index_factory=args.doc_index_factory, rescore_store=args.rescore_store)
-    if args.index_factory != "Flat" or args.doc_index_factory or args.use_gpu or args.rescore_store != "none":
-        raise ConfigError("--index_factory, --doc_index_factory, --rescore_store and --use_gpu are Faiss flags; "
+                           doc_index_factory=args.doc_index_factory, rescore_store=args.rescore_store,
+                           ivf_training=args.ivf_training)
+    if (args.index_factory != "Flat" or args.doc_index_factory or args.use_gpu or args.rescore_store != "none"
+            or args.ivf_training != "flat"):
+        raise ConfigError("--index_factory, --doc_index_factory, --rescore_store, --ivf_training and --use_gpu are "
+                          "Faiss flags; "
                           "--backend qdrant builds its own document-vector HNSW")
     if args.qdrant_path and args.qdrant_url:
         raise ConfigError("give --qdrant_path (embedded) or --qdrant_url (server), not both")

@@ -248,6 +248,74 @@ def train_faiss_index(index: faiss.Index, sample: np.ndarray, factory: str, flag
                           "which need no training)") from None
 
 
+IVF_TRAININGS = ("flat", "two_level")  # --ivf_training: how an IVF index's coarse centroids are trained
+
+
+def train_ivf_two_level(index: faiss.Index, sample: np.ndarray, factory: str, seed: int = 42) -> None:
+    """Train an IVF index's ``nlist`` coarse centroids by two-level k-means, then the rest of the index.
+
+    Flat k-means costs sample × nlist distance computations per iteration (467 h on one core for the nq mvr
+    plan's 131,072 lists); here ``nc1 = round(sqrt(nlist))`` first-level centroids are trained on the sample,
+    each sample vector goes to its nearest one, and each first-level cluster is split into a share of the
+    ``nlist`` centroids proportional to its size (at least one): sample × 2·sqrt(nlist) per iteration. The
+    centroids are then added to the index's quantiser (a flat or an HNSW one, ``IVF<n>_HNSW32``) and Faiss trains
+    what remains (the SQ / PQ codes on the residuals). The idea and the rebalancing are Faiss's
+    ``faiss.contrib.clustering.two_level_clustering``; this version also serves inner-product (spherical)
+    indexes and never gives a first-level cluster zero centroids. Refused for an IVF behind a pre-transform
+    (``PCA64,IVF...``), whose sample would have to be transformed first."""
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None or isinstance(faiss.downcast_index(index), faiss.IndexPreTransform):
+        raise ConfigError(f"--ivf_training two_level: {factory!r} is not a plain IVF index (IVF<n>,... or "
+                          "IVF<n>_HNSW32,...)")
+    nlist, dim = int(ivf.nlist), int(ivf.d)
+    if len(sample) < nlist:
+        raise ConfigError(f"--index_factory {factory!r}: cannot train {nlist} lists on the {len(sample)} vectors "
+                          "available; raise --train_size or use fewer lists")
+    cp = ivf.cp
+    nc1 = max(1, min(nlist, int(round(math.sqrt(nlist)))))
+    x = np.ascontiguousarray(sample, dtype=np.float32)
+    km = faiss.Kmeans(dim, nc1, niter=cp.niter, spherical=cp.spherical, seed=seed,
+                      max_points_per_centroid=max(cp.max_points_per_centroid, len(x) // nc1 + 1))
+    km.train(x)
+    assign = km.assign(x)[1]
+    sizes = np.bincount(assign, minlength=nc1)
+    # a share of the lists proportional to each cluster's size, at least one per non-empty cluster
+    share = np.maximum((sizes > 0).astype(np.int64), np.floor(sizes * nlist / len(x)).astype(np.int64))
+    order = np.argsort(-(sizes * nlist / len(x) - share))  # hand the remainder to the largest fractions
+    i = 0
+    while share.sum() < nlist:
+        c = order[i % nc1]
+        if share[c] < sizes[c]:
+            share[c] += 1
+        i += 1
+    while share.sum() > nlist:  # only when many tiny clusters each got their one list
+        c = int(np.argmax(share))
+        share[c] -= 1
+    centroids = []
+    for c in tqdm(range(nc1), desc="two-level k-means", unit="cluster", leave=False):
+        members = x[assign == c]
+        if share[c] == 0:
+            continue
+        if share[c] == 1 or len(members) <= share[c]:
+            sub = members[:share[c]] if len(members) >= share[c] else members
+            centroids.append(sub.mean(axis=0, keepdims=True) if share[c] == 1 else sub)
+            continue
+        sub = faiss.Kmeans(dim, int(share[c]), niter=cp.niter, spherical=cp.spherical, seed=seed + 1 + c,
+                           max_points_per_centroid=cp.max_points_per_centroid, min_points_per_centroid=1)
+        sub.train(members)
+        centroids.append(sub.centroids)
+    cent = np.ascontiguousarray(np.concatenate(centroids)[:nlist], dtype=np.float32)
+    if cp.spherical:
+        faiss.normalize_L2(cent)
+    if len(cent) != nlist:
+        raise ConfigError(f"--ivf_training two_level: {factory!r}: {len(cent)} centroids for {nlist} lists "
+                          "(too few distinct training vectors); raise --train_size")
+    ivf.quantizer.reset()
+    ivf.quantizer.add(cent)
+    ivf.quantizer.is_trained = True
+    train_faiss_index(index, x, factory)  # the quantiser holds nlist centroids: Faiss trains only the codes
+
+
 def contiguous_docs(row_docids: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
     """Document of each row → (docid of each document in order, document index of each row).
 
@@ -317,6 +385,7 @@ def build_index(
     unsafe_pickle: bool = False,
     doc_index_factory: str | None = None,
     rescore_store: str = "none",
+    ivf_training: str = "flat",
 ) -> IndexMeta:
     """Write an index folder from encoded shards (see module docstring).
 
@@ -332,7 +401,16 @@ def build_index(
     row order at that precision (rows × dim × 2 or 4 bytes of disk): searchers memory-map it and re-score candidate
     documents from it instead of the index's own (for SQ8 / PQ lossy) codes. Refused for a ``Flat`` index, which
     already holds the exact vectors.
+    ``ivf_training`` (``flat``, the default: Faiss's k-means over all ``nlist`` centroids; ``two_level``:
+    :func:`train_ivf_two_level`, for 10⁴–10⁶ lists, where flat k-means dominates the build) says how an IVF
+    index's coarse centroids are trained; pair it with an HNSW quantiser (``IVF131072_HNSW32,SQ8``) so the adds
+    do not scan every centroid either (``bench/ivf_build.py``).
     """
+    if ivf_training not in IVF_TRAININGS:
+        raise ConfigError(f"--ivf_training {ivf_training!r}: expected one of {', '.join(IVF_TRAININGS)}")
+    if ivf_training != "flat" and use_gpu:
+        raise ConfigError("--ivf_training two_level trains on the CPU; drop --use_gpu (GPU k-means is flat and "
+                          "fast) or use --ivf_training flat")
     if rescore_store not in RESCORE_STORES:
         raise ConfigError(f"--rescore_store {rescore_store!r}: expected one of {', '.join(RESCORE_STORES)}")
     store_dtype = RESCORE_STORES[rescore_store]
@@ -379,6 +457,10 @@ def build_index(
                     dim = reps.shape[1]
                     del reps  # the set-up below may read every shard again: hold one shard at a time, not two
                     index = make_faiss_index(dim, index_factory)
+                    if ivf_training != "flat" and (faiss.try_extract_index_ivf(index) is None or isinstance(
+                            faiss.downcast_index(index), faiss.IndexPreTransform)):
+                        raise ConfigError(f"--ivf_training {ivf_training}: {index_factory!r} is not a plain IVF "
+                                          "index (IVF<n>,... or IVF<n>_HNSW32,...); drop the flag")
                     if store_dtype is not None and isinstance(faiss.downcast_index(index), faiss.IndexFlat):
                         raise ConfigError(f"--rescore_store {rescore_store} with --index_factory {index_factory}: "
                                           "a Flat index holds the exact vectors and searches exactly; the store is "
@@ -392,8 +474,12 @@ def build_index(
                         index = _to_gpu(index)
                     if not index.is_trained:
                         sample = _sample_for_training(paths, sizes, train_size, seed, unsafe_pickle)
-                        logger.info("training %s on %d vectors", index_factory, len(sample))
-                        train_faiss_index(index, sample, index_factory)
+                        logger.info("training %s on %d vectors (%s k-means)", index_factory, len(sample),
+                                    ivf_training)
+                        if ivf_training == "two_level":
+                            train_ivf_two_level(index, sample, index_factory, seed)
+                        else:
+                            train_faiss_index(index, sample, index_factory)
                         del sample
                     presized = PresizedIVFAdds.prepare(index, paths, tmp_dir / ASSIGN_FILE, unsafe_pickle)
                     if doc_index_factory:
