@@ -7,7 +7,7 @@ import pytest
 from multiview_plugin.driver import index as index_driver
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search import MultiVectorSearcher, VectorStore, build_index
+from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index
 from multiview_plugin.search._index import train_ivf_two_level
 from multiview_plugin.search.aggregators import MaxAggregator
 from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
@@ -27,7 +27,7 @@ def data(tmp_path_factory):
     flat = faiss.IndexFlatIP(DIM)
     flat.add(docs.reshape(-1, DIM))
     lookup = [f"d{i}#{j}" for i in range(N_DOCS) for j in range(VIEWS)]
-    exact = VectorStore.from_lookup(flat, lookup, True, "exact").search(queries, 10, MaxAggregator())[0]
+    exact = FaissStore.from_lookup(flat, lookup, True, "exact").search(queries, 10, MaxAggregator())[0]
     return folder, docs, queries, exact
 
 
