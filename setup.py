@@ -27,20 +27,26 @@ setup(
         "regex>=2022.1.18",
         "accelerate>=0.26",
         "matplotlib>=3.5",  # training-curve and view-usage plots
+        "scipy>=1.7",  # the paired significance tests (evaluation/significance.py)
     ],
     extras_require={
         # peft: the LoRA tests run with the rest (without it they would skip, unseen, in CI's core step)
         # qdrant-client: the Qdrant backend's tests (embedded mode, tiny data) run in CI's core step too;
-        # hypothesis: the property-based tests of bad input; ray: the loopback-cluster tests of the Ray encode and
-        # sharded search (tests/encoding/test_ray_encode.py, tests/search/test_sharded.py), psutil for their kills
-        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13", "qdrant-client>=1.16", "hypothesis>=6.100", "ray>=2.9",
-                "psutil>=5.9"],
+        # hypothesis: the property-based tests of bad input
+        # qdrant-edge-py: the Qdrant data model tested on Qdrant's own engine (in the process, tiny data)
+        # ray: the loopback-cluster tests of the Ray encode and sharded search (tests/encoding/test_ray_encode.py,
+        # tests/search/test_sharded.py), psutil for their kills
+        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13", "qdrant-client>=1.16", "qdrant-edge-py>=0.9",
+                "hypothesis>=6.100", "ray>=2.9", "psutil>=5.9"],
         # Ray as the cluster runtime: driver.encode --ray_address (one model per worker) and sharded search
         # (driver.search --index a,b,c --ray_address; multiview_plugin.search.sharded.ShardedSearcher)
         "ray": ["ray>=2.9"],
         # Qdrant backend (driver.index --backend qdrant): embedded storage, or a server/cluster via --qdrant_url.
         # 1.16+: collection metadata (the model identity that guards resumed ingests), MAX_SIM multivectors.
         "qdrant": ["qdrant-client>=1.16"],
+        # --backend qdrant --qdrant_engine edge: Qdrant's Rust engine in the process (tested with qdrant-edge-py
+        # 0.9.0); with qdrant-client, so both engines (and servers) are there
+        "qdrant-edge": ["qdrant-client>=1.16", "qdrant-edge-py>=0.9"],
         # GPU Faiss: install faiss-gpu-cu12 (or conda's faiss-gpu) instead of faiss-cpu on CUDA machines.
         "gpu": ["faiss-gpu-cu12>=1.8"],
         "t5": ["sentencepiece>=0.1.99"],

@@ -226,6 +226,16 @@ def test_qrels_errors(tmp_path):
         load_qrels(write(tmp_path / "rel.tsv", "query-id\tcorpus-id\tscore\nq\td\t1\nq\td2\tx\n"))
 
 
+
+def test_qrels_line_with_another_column_count_than_the_file_is_malformed(tmp_path):
+    """main: a 3-column line inside a 4-column TREC qrels file was read as a (qid, docid, relevance) judgment."""
+    with pytest.raises(InputFormatError, match=located("mixed.txt", 3) + ": 3 columns, but line 1 has 4 "
+                       r"\(TREC: qid 0 docid relevance\)"):
+        load_qrels(write(tmp_path / "mixed.txt", "q1 0 d1 1\nq1 0 d2 0\nq2 d3 1\n"))
+    with pytest.raises(InputFormatError, match=located("mixed.tsv", 3) + ": 4 columns, but line 2 has 3"):
+        load_qrels(write(tmp_path / "mixed.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\t0\td3\t1\n"))
+
+
 def test_load_beir(tmp_path):
     jsonl(tmp_path / "corpus.jsonl", {"_id": "d1", "title": "T", "text": "x"}, {"_id": "d2", "text": "y"})
     jsonl(tmp_path / "queries.jsonl", {"_id": "q1", "text": "a"}, {"_id": "q2", "text": "b"},
@@ -293,3 +303,30 @@ def test_real_anserini_topics_and_qrels(real_data):
     qrels = load_qrels(root / "qrels" / "qrels.dl19-passage.txt")
     assert len(qrels) == 43 and sum(map(len, qrels.values())) == 9260
     assert {r for judged in qrels.values() for r in judged.values()} == {0, 1, 2, 3}
+
+
+def test_tsv_docid_and_query_id_with_a_space(tmp_path):
+    from multiview_plugin.data.readers import InputFormatError, load_corpus, load_queries
+
+    tsv = tmp_path / "psgs.tsv"
+    tsv.write_text("id\ttext\ttitle\n1\tparis\tfrance\n2 3\trome\titaly\n")
+    with pytest.raises(InputFormatError, match=r"psgs.tsv line 3: field 'id': docid '2 3' contains whitespace"):
+        load_corpus(tsv)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"query_id": "q 1", "query": "what"}\n')
+    with pytest.raises(InputFormatError, match="q.jsonl line 1: field 'query_id': query id 'q 1' contains"):
+        load_queries(queries)
+
+
+def test_a_positive_listed_as_negative_is_dropped_with_a_warning(tmp_path, caplog):
+    from multiview_plugin.data.readers import iter_train_records
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"query_id": "0", "query": "who", "positive_passages": [
+        {"docid": "d0", "text": "paris"}], "negative_passages": [
+        {"docid": "d0", "text": "paris"}, {"docid": "d1", "text": "rome"}, {"text": "paris"}],
+        "answers": []}) + "\n")
+    caplog.set_level("WARNING")
+    (rec,) = iter_train_records(path)
+    assert rec["negatives"] == ["rome"] and rec["negative_docids"] == ["d1"] and rec["negative_sentences"] == [-1]
+    assert "dropped 2 negative passages that are also positives of their query (in 1 queries)" in caplog.text
