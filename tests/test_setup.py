@@ -9,7 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # import name -> distribution, where they differ (or the distribution is not installed here)
-DISTRIBUTION = {"faiss": "faiss-cpu", "qdrant_client": "qdrant-client", "qdrant_edge": "qdrant-edge-py", "ir_measures": "ir-measures",
+DISTRIBUTION = {"faiss": "faiss-cpu", "qdrant_client": "qdrant-client", "qdrant_edge": "qdrant-edge-py",
+                "ir_measures": "ir-measures",
                 "pyserini": "pyserini", "tevatron": "tevatron"}
 # imported, and installed by a declared requirement that depends on it
 TRANSITIVE = {"tokenizers": "transformers", "pyarrow": "datasets", "pandas": "datasets",
