@@ -9,9 +9,13 @@ on the rendered page)::
 aggregate), ``FIELD`` a field of the row (``answer_Top1``, ``nDCG@10``, ``PPL``, ``hybrid_alpha``, …, or
 ``p_value`` / ``p_delta``: the row's paired test against dpr, made in its run or computed from the per-question
 outcomes of dpr of the same setting and seed, as the tables do), ``AGGREGATE`` one of ``mean``, ``sd`` (sample
-standard deviation), ``min``, ``max`` over the pairs. The number written before the tag (``**``, ``%`` and a
-leading ``+`` or ``−`` allowed) must equal the value rounded to as many decimals as it is written with
-(a p-value may also be written to two significant digits, as the tables write it).
+standard deviation), ``min``, ``max`` over the pairs, or ``diff`` (the first minus the second). The number written
+before the tag (``**``, ``%`` and a leading ``+`` or ``−`` allowed) must equal the value rounded to as many
+decimals as it is written with (a p-value may also be written to two significant digits, as the tables write it).
+
+A number quoted from a committed benchmark log carries ``<!-- log: bench/NAME.log -->`` (the log must hold a number
+that rounds to it); a setting or a target that is no measurement (a flag's value, the significance level) carries
+``<!-- setting -->``.
 
 :func:`check` lists every tagged number that is not its record's value, and every tag that names no record,
 row or field; :func:`untagged` lists the decimals of a page's prose (outside code blocks, tables and generated
@@ -27,9 +31,12 @@ from pathlib import Path
 from multiview_plugin.reporting import records as rec
 
 PAGES = [rec.ROOT / "README.md", rec.ROOT / "docs" / "results.md", rec.ROOT / "docs" / "training.md"]
-TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- record: (?P<spec>.*?) -->")
+TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?P<kind>record|log): (?P<spec>.*?) -->")
+# a number that is a setting or a target (a flag's value, alpha), not a measurement
+SETTING = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- setting -->")
 DECIMAL = re.compile(r"(?<![\w.@/-])[-+−]?\d+\.\d+(?![\w.]*\d)")
-AGGREGATES = ("mean", "sd", "min", "max")
+AGGREGATES = ("mean", "sd", "min", "max", "diff")
+LICENCE = re.compile(r"CC BY(?:-SA)? \d\.\d")  # a licence's version is no number to check
 
 
 class ProseError(ValueError):
@@ -91,6 +98,10 @@ def value(spec: str, cache: dict | None = None) -> float:
             raise ProseError(f"tag {spec!r}: sd needs two rows or more")
         mean = sum(values) / len(values)
         return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    if aggregate == "diff":
+        if len(values) != 2:
+            raise ProseError(f"tag {spec!r}: diff needs exactly two rows")
+        return values[0] - values[1]
     return min(values) if aggregate == "min" else max(values)
 
 
@@ -104,12 +115,25 @@ def normalise(number: str) -> str:
     return number.replace("−", "-").replace(",", "").lstrip("+")
 
 
+def in_log(written: str, log: str) -> bool:
+    """Whether ``log`` holds a number that, rounded to ``written``'s decimals, is ``written``."""
+    decimals = len(written.split(".", 1)[1]) if "." in written else 0
+    return any(f"{float(x):.{decimals}f}" == written for x in re.findall(r"-?\d+(?:\.\d+)?", log))
+
+
 def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
     """One line per tagged number of ``text`` that is not its record's value (or whose tag is broken)."""
     cache = {} if cache is None else cache
     problems = []
     for m in TAG.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
+        if m.group("kind") == "log":
+            log = rec.ROOT / m.group("spec").strip()
+            if not log.is_file():
+                problems.append(f"{where}:{line}: no log {m.group('spec').strip()}")
+            elif not in_log(normalise(m.group("num")), log.read_text(encoding="utf-8", errors="replace")):
+                problems.append(f"{where}:{line}: {m.group('num')} is not in {m.group('spec').strip()}")
+            continue
         try:
             v = value(m.group("spec"), cache)
         except ProseError as err:
@@ -135,7 +159,7 @@ def check(pages: Iterable[Path] = PAGES) -> list[str]:
 
 
 def prose_lines(text: str) -> list[tuple[int, str]]:
-    """``(line number, line)`` of the prose: outside code blocks, tables and generated sections."""
+    """``(line number, line)`` of the prose: outside code blocks and generated sections (hand-written tables count)."""
     out, fenced, generated = [], False, False
     for i, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -147,7 +171,7 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
         if re.match(r"<!-- \w+:end -->", stripped):
             generated = False
             continue
-        if fenced or generated or stripped.startswith("|"):
+        if fenced or generated:
             continue
         out.append((i, line))
     return out
@@ -158,6 +182,6 @@ def untagged(text: str) -> list[tuple[int, str]]:
     commands, file names) do not count."""
     found = []
     for i, line in prose_lines(text):
-        bare = TAG.sub("", re.sub(r"`[^`]*`", "", line))
+        bare = SETTING.sub("", TAG.sub("", LICENCE.sub("", re.sub(r"`[^`]*`", "", line))))
         found += [(i, m.group(0)) for m in DECIMAL.finditer(bare)]
     return found
