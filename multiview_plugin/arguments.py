@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from transformers import TrainingArguments
 
 from multiview_plugin.bounds import LENGTH_BOUNDS, MAX_LORA_RANK, PAD_BOUNDS, Bounds, check_fields
+from multiview_plugin.cli import ParsedArguments
 from multiview_plugin.errors import ConfigError
 
 # the help of Tevatron's encode-only DataArguments (multiview_plugin.tevatron_parity.ENCODE_ONLY)
@@ -32,7 +33,7 @@ _HELP_ORDER = ("mvr", "mlr", "dcsr", "mebert")
 
 
 @dataclass
-class BaseModelArguments:
+class BaseModelArguments(ParsedArguments):
     model_name_or_path: str = field(
         metadata={"help": "Backbone to start from (HF folder or hub id), or a saved multiview_plugin model "
                   "folder (one holding multiview_config.json) to continue training it."}
@@ -140,6 +141,15 @@ class BaseModelArguments:
         check_fields(self, bounds=self.BOUNDS)
         for _, options in _method_options():
             options.from_args(self)
+
+    @classmethod
+    def current(cls) -> type:
+        """``ModelArguments`` with the flags of every method registered now (``cli.parse_dataclasses`` asks)."""
+        return model_arguments() if getattr(cls, "assembled_from_registry", False) else cls
+
+    def check_argv(self, argv: Sequence[str]) -> None:
+        """Refuse the options of a method other than ``--model_name`` given in ``argv`` (``cli`` asks)."""
+        refuse_foreign_options(argv, self.model_name)
 
 
 @dataclass

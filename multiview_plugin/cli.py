@@ -1,7 +1,7 @@
 """Shared command-line plumbing: argument parsing, logging set-up and clean error exits.
 
-A bottom-floor module (it imports no driver), so the library's own command-line entry points (``data/beir.py``,
-``data/msmarco.py``, ...) use it as the drivers do.
+A base-floor module (it imports only base modules: docs/layout.md#floors), so the library's own command-line entry
+points (``data/beir.py``, ``data/msmarco.py``, ...) use it as the drivers do.
 """
 
 from __future__ import annotations
@@ -17,6 +17,20 @@ from transformers import HfArgumentParser
 from multiview_plugin.errors import ConfigError, MultiViewError
 
 
+class ParsedArguments:
+    """A base of argument dataclasses that take part in their parsing (``ModelArguments``, whose flags come from the
+    registered methods): :func:`parse_dataclasses` parses the class :meth:`current` gives, then calls
+    :meth:`check_argv` with the command line."""
+
+    @classmethod
+    def current(cls) -> type:
+        """The class to parse now."""
+        return cls
+
+    def check_argv(self, argv: Sequence[str]) -> None:
+        """Refuse, with a ``ConfigError``, what the command line asked that these values cannot express."""
+
+
 def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: str | None = None,
                       ignored: tuple = ()) -> tuple:
     """Parse ``argv`` into the dataclasses; a single ``*.json`` argument is read as a config file.
@@ -24,13 +38,13 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
     ``driver`` ('train', 'encode'): refuse the Tevatron flags that driver does not support, with what to use
     instead. ``ignored``: dataclasses whose flags are accepted but unused here (logged), as Tevatron's encode
     accepts every training flag. When the result holds model arguments, method options given for a method other
-    than ``--model_name`` are refused (:func:`~multiview_plugin.arguments.refuse_foreign_options`).
+    than ``--model_name`` are refused (``check_argv``: :func:`~multiview_plugin.arguments.refuse_foreign_options`).
     """
-    from multiview_plugin.arguments import BaseModelArguments, model_arguments, refuse_foreign_options
     from multiview_plugin.tevatron_parity import refuse_unsupported
 
-    # ModelArguments with the flags of every method registered now (a plugin may have been loaded since import)
-    types = tuple(model_arguments() if getattr(t, "assembled_from_registry", False) else t for t in types)
+    # ModelArguments with the flags of every method registered now (a plugin may have been loaded since import);
+    # the argument classes say so themselves, so this base module never imports the methods
+    types = tuple(t.current() if issubclass(t, ParsedArguments) else t for t in types)
     parser = HfArgumentParser(types)
     argv = list(sys.argv[1:] if argv is None else argv)
     if driver:
@@ -44,8 +58,8 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
         if remaining:
             raise ConfigError(f"unrecognised arguments: {' '.join(remaining)} (see --help)")
     for args in parsed:
-        if isinstance(args, BaseModelArguments):
-            refuse_foreign_options(argv, args.model_name)
+        if isinstance(args, ParsedArguments):  # ModelArguments: refuse another method's options
+            args.check_argv(argv)
     return tuple(parsed)
 
 

@@ -70,7 +70,8 @@ def _build() -> dict[str, type]:
         EncodeQueryEncoder = object
     base_encoder = getattr(psf, "QueryEncoder", None) or EncodeQueryEncoder
 
-    from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+    from multiview_plugin.modeling.base import MultiViewEncoder
+    from multiview_plugin.modeling.persistence import load_encoder
     from multiview_plugin.search import MultiVectorSearcher
 
     class MultiViewQueryEncoder(base_encoder):
@@ -239,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from multiview_plugin.data.topics import load_topics
-    from multiview_plugin.modeling.base import load_encoder
+    from multiview_plugin.modeling.persistence import load_encoder
 
     topics = load_topics(args.topics)
     model = load_encoder(args.encoder)

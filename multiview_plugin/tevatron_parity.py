@@ -1,6 +1,6 @@
 """Tevatron v2 flag parity: which of Tevatron's flags each driver refuses, and why, and what to use instead.
 
-Every other Tevatron flag is accepted with Tevatron's meaning (``tests/interop/test_tevatron_parity.py`` checks this
+Every other Tevatron flag is accepted with Tevatron's meaning (``tests/test_tevatron_parity.py`` checks this
 against ``tests/fixtures/tevatron_flags.json``, a snapshot of Tevatron's parsers written by
 ``tools/tevatron_flags.py``, which also writes the parity table of the documentation from these tables). The
 encode driver, like Tevatron's, also accepts the training flags: the ones it has no use for are logged as ignored

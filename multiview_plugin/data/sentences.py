@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Sequence
 
-from multiview_plugin.evaluation.answers import has_answer
+from multiview_plugin.data.answers import has_answer
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 # A small English stop list: overlap on "the"/"of" says nothing about which sentence a query is about.

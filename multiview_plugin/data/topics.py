@@ -13,7 +13,7 @@ def load_topics(path: PathLike) -> dict[str, str]:
     is_dpr = (len(cells) == 2 and cells[1].lstrip('"').startswith("[")) or (
         first.lstrip().startswith("{") and '"question"' in first)
     if is_dpr:
-        from multiview_plugin.evaluation.answers import load_qa  # questions read with their answers
+        from multiview_plugin.data.answers import load_qa  # questions read with their answers
 
         return load_qa(path)[0]
     return load_queries(path)

@@ -28,16 +28,12 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
-from multiview_plugin.encoding.encode import (  # noqa: F401  (the loop's earlier home: re-exported)
-    count_items,
-    describe_shard_views,
-    encode_to_shard,
-    iter_items,
-    shard_bounds,
-)
+from multiview_plugin.encoding.encode import encode_to_shard
 from multiview_plugin.encoding.parallel import launch_rank, rank_shards, shard_output_path
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+from multiview_plugin.modeling.base import MultiViewEncoder
+from multiview_plugin.modeling.lora import merge_lora
+from multiview_plugin.modeling.persistence import load_encoder
 
 logger = logging.getLogger("multiview_plugin.encode")
 
@@ -127,23 +123,6 @@ def load_model(args: EncodeArguments) -> MultiViewEncoder:
     if args.lora_name_or_path:
         merge_lora(model, args.lora_name_or_path)
     return model
-
-
-def merge_lora(model: MultiViewEncoder, adapter: str) -> None:
-    """Merge a peft LoRA adapter into the model's (tied) encoder, as Tevatron's ``DenseModel.load`` does.
-    ``adapter``: a peft adapter folder or hub id, or one of our LoRA-trained folders (its ``lora_adapter/``)."""
-    from multiview_plugin.modeling.lora import OPTION, adapter_folder, check_adapter_config, require_peft
-
-    peft = require_peft()
-    if OPTION in model.config.options:
-        raise ConfigError("--lora_name_or_path: this model was trained with --lora and its folder already holds "
-                          "the merged weights: encode it without --lora_name_or_path")
-    if model.passage_encoder is not None:
-        raise ConfigError("--lora_name_or_path: the model has untied encoders; merge an adapter into each first")
-    check_adapter_config(adapter_folder(adapter))
-    adapted = peft.PeftModel.from_pretrained(model.query_encoder, adapter_folder(adapter))
-    model.query_encoder = adapted.merge_and_unload()
-    logger.info("merged the LoRA adapter %s", adapter)
 
 
 @cli

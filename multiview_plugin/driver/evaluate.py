@@ -21,12 +21,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from multiview_plugin.cli import cli, setup_logging
+from multiview_plugin.data.answers import load_qa
 from multiview_plugin.data.readers import iter_corpus, load_qrels, load_queries
-from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.evaluation.answers import (
     build_retrieval,
-    load_qa,
     retrieval_accuracy,
     write_retrieval_json,
 )

@@ -17,13 +17,13 @@ import glob
 import sys
 from collections.abc import Sequence
 
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.driver.backends import (
     add_calibration_flags,
     add_index_backend_flags,
     build_from_args,
     calibrate_from_args,
 )
-from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.errors import ConfigError

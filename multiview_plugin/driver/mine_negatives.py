@@ -26,12 +26,12 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
+from multiview_plugin.cli import cli, setup_logging
+from multiview_plugin.data.answers import has_answer
 from multiview_plugin.data.readers import iter_train_records, load_corpus
-from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.encoding.fingerprint import file_identity
 from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, read_info
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.evaluation.answers import has_answer
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import MultiVectorSearcher
 from multiview_plugin.search._index import INPUT_KEY, IndexMeta, index_files, input_record

@@ -27,17 +27,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import faiss
-import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
+from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.data.topics import load_topics
 from multiview_plugin.driver.backends import add_search_backend_flags
-from multiview_plugin.driver.common import cli, setup_logging
 from multiview_plugin.encoding.shard_sets import check_query_dim, check_shard_set, load_query_reps, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, sidecar_path
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.evaluation.runs import write_run
+from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import (
     MultiVectorSearcher,
@@ -153,11 +152,6 @@ def require_positive(value: int, flag: str) -> int:
     if value < 1:
         raise ConfigError(f"{flag} must be a positive number of documents per query, got {value}")
     return value
-
-
-def to_run(q_ids: Sequence[str], docids: np.ndarray, scores: np.ndarray) -> dict[str, list[tuple[str, float]]]:
-    return {qid: [(d, float(s)) for d, s in zip(row_d, row_s) if d is not None]
-            for qid, row_d, row_s in zip(q_ids, docids.tolist(), scores.tolist())}
 
 
 def search_tevatron(args: argparse.Namespace) -> None:

@@ -27,12 +27,13 @@ import torch
 from transformers import set_seed
 
 from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
+from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.data.dataset import TrainDataset, load_train_records
-from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling import lora
-from multiview_plugin.modeling.base import MultiViewEncoder, backbone_options, load_encoder
+from multiview_plugin.modeling.base import MultiViewEncoder, backbone_options
 from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
+from multiview_plugin.modeling.persistence import load_encoder
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.tevatron_parity import ENCODE_ONLY
@@ -140,8 +141,8 @@ def load_training_data(data_args: DataArguments, training_args: MultiViewTrainin
 
 def dev_callback(dev_args: DevArguments, data_args: DataArguments,
                  training_args: MultiViewTrainingArguments, model: MultiViewEncoder) -> Any:
-    """Model selection on the dev split (see :mod:`multiview_plugin.training.dev_eval`)."""
-    from multiview_plugin.training.dev_eval import DevSelectionCallback, DevSet
+    """Model selection on the dev split (see :mod:`multiview_plugin.evaluation.dev_eval`)."""
+    from multiview_plugin.evaluation.dev_eval import DevSelectionCallback, DevSet
 
     missing = [f"--{n}" for n in ("dev_queries", "dev_qrels", "dev_corpus") if not getattr(dev_args, n)]
     if missing:

@@ -1,13 +1,9 @@
 """Evaluation (docs/retrieval.md): run files, ranking metrics and DPR top-k answer accuracy."""
 
+from multiview_plugin.data.answers import has_answer, load_answers, load_qa, normalize_answer, tokenize
 from multiview_plugin.evaluation.answers import (
     build_retrieval,
-    has_answer,
-    load_answers,
-    load_qa,
-    normalize_answer,
     retrieval_accuracy,
-    tokenize,
     topk_accuracy,
     write_retrieval_json,
 )

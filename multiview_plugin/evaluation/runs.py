@@ -16,7 +16,10 @@ import logging
 import math
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import InputFormatError, iter_lines, open_text
@@ -282,3 +285,10 @@ def _bad_number(path: PathLike, lineno: int, fmt: str, parts: list[str]) -> Inpu
         return InputFormatError(str(path), lineno, field, f"expected a finite number, got {score_s!r} (a run "
                                 "with NaN or infinite scores cannot be ranked)")
     return InputFormatError(str(path), lineno, field, f"expected a number, got {score_s!r}")
+
+
+def to_run(q_ids: Sequence[str], docids: np.ndarray, scores: np.ndarray) -> Run:
+    """A run from a search's (Q, depth) docid and score arrays; ``None`` docids (fewer hits than the depth) are
+    left out."""
+    return {qid: [(d, float(s)) for d, s in zip(row_d, row_s) if d is not None]
+            for qid, row_d, row_s in zip(q_ids, docids.tolist(), scores.tolist())}

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
-from multiview_plugin.registry import register_loss
+from multiview_plugin.registry import get_encoder_class, register_loss
 
 
 def view_balance_loss(view_logits: torch.Tensor) -> torch.Tensor:
@@ -75,9 +75,9 @@ class GlobalLocalLoss(MultiViewLoss):
     def from_options(cls, options: Any) -> GlobalLocalLoss:
         """lambda and the balance weight from MVR's options (``--mvr_lambda``, ``--mvr_balance_weight``; their
         defaults with another method's)."""
-        from multiview_plugin.modeling.mvr import MvrOptions  # the flags live with the method
-
-        opts = MvrOptions.coerce(options)
+        # the flags live with the method; looked up by its registered name (as an encoder names its default
+        # loss), so losses never import modeling (docs/layout.md)
+        opts = get_encoder_class("mvr").options_class.coerce(options)
         return cls(lam=opts.lam, balance_weight=opts.balance_weight)
 
     def forward(self, scores: torch.Tensor, target: torch.Tensor, temperature: float) -> LossOutput:

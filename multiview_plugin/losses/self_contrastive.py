@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
-from multiview_plugin.registry import register_loss
+from multiview_plugin.registry import get_encoder_class, register_loss
 
 
 @register_loss("mlr_self_contrastive")
@@ -44,9 +44,9 @@ class SelfContrastiveLoss(MultiViewLoss):
     def from_options(cls, options: Any) -> SelfContrastiveLoss:
         """lambda and tau_r from MLR's options (``--mlr_lambda``, ``--mlr_reg_temperature``; their defaults with
         another method's)."""
-        from multiview_plugin.modeling.mlr import MlrOptions  # the flags live with the method
-
-        opts = MlrOptions.coerce(options)
+        # the flags live with the method; looked up by its registered name (as an encoder names its default
+        # loss), so losses never import modeling (docs/layout.md)
+        opts = get_encoder_class("mlr").options_class.coerce(options)
         return cls(lam=opts.lam, reg_temperature=opts.reg_temperature)
 
     def forward(self, scores: torch.Tensor, target: torch.Tensor, temperature: float) -> LossOutput:

@@ -3,13 +3,13 @@ options class; saving and loading in :mod:`multiview_plugin.modeling.persistence
 
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
-from multiview_plugin.modeling.dce import DceEncoder, DualCrossEncoder, PairFormatter
-from multiview_plugin.modeling.dcsr import ContextualSentenceEncoder, DcsrEncoder, DcsrOptions, SentenceFormatter
-from multiview_plugin.modeling.dpr import DenseEncoder, DprEncoder
+from multiview_plugin.modeling.dce import DceEncoder, PairFormatter
+from multiview_plugin.modeling.dcsr import DcsrEncoder, DcsrOptions, SentenceFormatter
+from multiview_plugin.modeling.dpr import DprEncoder
 from multiview_plugin.modeling.formatting import InputFormatter
-from multiview_plugin.modeling.mebert import MebertEncoder, MebertOptions, MultiEmbeddingEncoder
-from multiview_plugin.modeling.mlr import MlrEncoder, MlrOptions, MultiLayerEncoder
-from multiview_plugin.modeling.mvr import MultiViewerEncoder, MvrEncoder, MvrOptions, ViewerFormatter
+from multiview_plugin.modeling.mebert import MebertEncoder, MebertOptions
+from multiview_plugin.modeling.mlr import MlrEncoder, MlrOptions
+from multiview_plugin.modeling.mvr import MvrEncoder, MvrOptions, ViewerFormatter
 from multiview_plugin.modeling.options import MethodOptions, option
 from multiview_plugin.modeling.persistence import load_encoder
 
@@ -34,11 +34,4 @@ __all__ = [
     "ViewerFormatter",
     "SentenceFormatter",
     "PairFormatter",
-    # earlier names of the encoders
-    "DenseEncoder",
-    "MultiViewerEncoder",
-    "MultiEmbeddingEncoder",
-    "MultiLayerEncoder",
-    "ContextualSentenceEncoder",
-    "DualCrossEncoder",
 ]

@@ -30,23 +30,14 @@ from multiview_plugin import scoring
 from multiview_plugin.backbones import resolve_backbone
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
+from multiview_plugin.losses.distributed import gather_across_processes
+from multiview_plugin.losses.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE, temperature_at
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter
 from multiview_plugin.modeling.lora import is_lora, wants_lora
 from multiview_plugin.modeling.options import MethodOptions
-from multiview_plugin.modeling.persistence import (  # noqa: F401  (re-exported: their earlier home)
-    EXTRA_WEIGHTS_NAME,
-    PASSAGE_SUBDIR,
-    QUERY_SUBDIR,
-    T5_MODEL_TYPES,
-    PersistenceMixin,
-    load_backbone,
-    load_encoder,
-    load_tokenizer,
-)
+from multiview_plugin.modeling.persistence import T5_MODEL_TYPES, PersistenceMixin, load_backbone, load_tokenizer
 from multiview_plugin.registry import get_loss_class
-from multiview_plugin.training.distributed import gather_across_processes
-from multiview_plugin.training.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE, temperature_at
 
 logger = logging.getLogger(__name__)
 
@@ -365,17 +356,9 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
     @classmethod
     def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
         """A fresh model from a backbone, configured by the parsed arguments."""
-        backbone = resolve_backbone(model_args.model_name_or_path)
         config = cls.config_from_args(model_args, data_args)
         cls.validate_config(config)
-        revision = getattr(model_args, "model_revision", None)
-        tokenizer = load_tokenizer(resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
-                                   cache_dir=model_args.cache_dir, revision=revision)
-        config_name = getattr(model_args, "config_name", None)
-        query_encoder = load_backbone(backbone, config_name=resolve_backbone(config_name) if config_name else None,
-                                      cache_dir=model_args.cache_dir, revision=revision,
-                                      **backbone_options(model_args))
-        passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
+        tokenizer, query_encoder, passage_encoder = cls.load_pretrained(config, model_args)
         vocabulary = len(tokenizer)
         cls.prepare_backbone(config, tokenizer, query_encoder, passage_encoder)
         model = cls(config, query_encoder, passage_encoder, tokenizer)
@@ -384,6 +367,23 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
 
             wrap_model(model, model_args, list(range(vocabulary, len(tokenizer))))
         return model
+
+    @classmethod
+    def load_pretrained(cls, config: EncoderConfig, model_args: Any) -> tuple[PreTrainedTokenizerBase,
+                                                                              PreTrainedModel, PreTrainedModel]:
+        """The tokenizer and the query and passage backbones a fresh model starts from (the same module when
+        tied): by default ``--model_name_or_path`` (``--tokenizer_name``, ``--config_name``). MVR's
+        ``--mvr_init_from`` takes them from a saved model instead."""
+        revision = getattr(model_args, "model_revision", None)
+        tokenizer = load_tokenizer(resolve_backbone(model_args.tokenizer_name or model_args.model_name_or_path),
+                                   cache_dir=model_args.cache_dir, revision=revision)
+        config_name = getattr(model_args, "config_name", None)
+        query_encoder = load_backbone(resolve_backbone(model_args.model_name_or_path),
+                                      config_name=resolve_backbone(config_name) if config_name else None,
+                                      cache_dir=model_args.cache_dir, revision=revision,
+                                      **backbone_options(model_args))
+        passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
+        return tokenizer, query_encoder, passage_encoder
 
     @classmethod
     def validate_config(cls, config: EncoderConfig) -> None:

@@ -100,9 +100,6 @@ class DceEncoder(MultiViewEncoder):
         return {"kind": "pseudo_query"}
 
 
-DualCrossEncoder = DceEncoder  # the earlier name
-
-
 class QueryPairCollator:
     """(q, d⁺, d⁻...) → (q, q+d⁺, q+d⁻...): every passage of a group is cross-encoded with its own query
     (one view each), so the other groups' passages are the in-batch negatives (q'+d')."""

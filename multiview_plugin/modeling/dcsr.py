@@ -349,6 +349,3 @@ class DcsrEncoder(MultiViewEncoder):
                 rows.append((0, len(text), 0))
             n += bool(plan)
         return np.asarray(rows, dtype=np.int32).reshape(-1, 3)
-
-
-ContextualSentenceEncoder = DcsrEncoder  # the earlier name

@@ -27,6 +27,3 @@ class DprEncoder(MultiViewEncoder):
         hidden = self._last_hidden(self.p_encoder, batch)
         reps = self._finish(self._pool(hidden, batch["attention_mask"])).unsqueeze(1)
         return reps, torch.ones(reps.shape[:2], dtype=torch.bool, device=reps.device)
-
-
-DenseEncoder = DprEncoder  # the earlier name

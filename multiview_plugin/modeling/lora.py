@@ -8,7 +8,7 @@ only those rows of the embedding matrix change. Parameters outside the backbones
 MLR's scalar mix) are not the adapter's business: they train as in full fine-tuning.
 
 On disk a LoRA-trained model folder is a complete ordinary model folder (the backbone weights with every adapter
-merged, so every tool and :func:`~multiview_plugin.modeling.base.load_encoder` reads it unchanged) plus the
+merged, so every tool and :func:`~multiview_plugin.modeling.persistence.load_encoder` reads it unchanged) plus the
 peft adapter in ``lora_adapter/`` (``lora_adapter/query_model`` and ``lora_adapter/passage_model`` for untied
 encoders), which is what a resumed run loads. ``multiview_config.json`` records the settings under
 ``options["lora"]``.
@@ -273,7 +273,7 @@ def save_adapter(peft_model: Any, folder: str | os.PathLike) -> None:
 
 def adapter_folders(folder: str | os.PathLike, untied: bool) -> dict[str, Path]:
     """``{encoder attribute: adapter folder}`` of a LoRA model folder (``untied``: one adapter per encoder)."""
-    from multiview_plugin.modeling.base import PASSAGE_SUBDIR, QUERY_SUBDIR
+    from multiview_plugin.modeling.persistence import PASSAGE_SUBDIR, QUERY_SUBDIR
 
     root = Path(folder) / LORA_ADAPTER_DIR
     if not untied:
@@ -325,7 +325,7 @@ def new_token_ids_of_saved(model: MultiViewEncoder, saved: dict[str, Any] | None
 def wrap_model(model: MultiViewEncoder, model_args: Any, new_token_ids: list[int]) -> MultiViewEncoder:
     """Give ``model``'s backbone(s) LoRA adapters (:func:`apply_lora`), record the settings in its config and log
     the trainable share of the parameters. Untied encoders get one adapter each."""
-    from multiview_plugin.modeling.base import PASSAGE_SUBDIR, QUERY_SUBDIR
+    from multiview_plugin.modeling.persistence import PASSAGE_SUBDIR, QUERY_SUBDIR
 
     untied = model.passage_encoder is not None
     model.query_encoder = apply_lora(model.query_encoder, model_args, new_token_ids, QUERY_SUBDIR if untied else None)
@@ -347,8 +347,8 @@ def wrap_model(model: MultiViewEncoder, model_args: Any, new_token_ids: list[int
 def _load_extra_of_adapter_folder(model: MultiViewEncoder, adapter: str) -> None:
     """Starting from one of our LoRA-trained folders of the same method: its parameters outside the backbone
     (e.g. MVR's residual view gates) come with its adapter. A plain peft adapter has none."""
-    from multiview_plugin.modeling.base import EXTRA_WEIGHTS_NAME
     from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
+    from multiview_plugin.modeling.persistence import EXTRA_WEIGHTS_NAME
 
     if not is_multiview_model(adapter) or not (Path(adapter) / EXTRA_WEIGHTS_NAME).is_file():
         return
@@ -365,8 +365,8 @@ def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **
     scores as the folder's merged weights do (up to rounding). ``hf_kwargs`` go to the backbone's
     ``from_pretrained``."""
     from multiview_plugin.backbones import resolve_backbone
-    from multiview_plugin.modeling.base import load_backbone, load_tokenizer
     from multiview_plugin.modeling.config import EncoderConfig
+    from multiview_plugin.modeling.persistence import load_backbone, load_tokenizer
     from multiview_plugin.registry import get_encoder_class
 
     peft = require_peft()
@@ -385,3 +385,18 @@ def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **
                                                                  is_trainable=is_trainable))
     model.load_extra_weights(folder)
     return model
+
+
+def merge_lora(model: MultiViewEncoder, adapter: str) -> None:
+    """Merge a peft LoRA adapter into the model's (tied) encoder, as Tevatron's ``DenseModel.load`` does.
+    ``adapter``: a peft adapter folder or hub id, or one of our LoRA-trained folders (its ``lora_adapter/``)."""
+    peft = require_peft()
+    if OPTION in model.config.options:
+        raise ConfigError("--lora_name_or_path: this model was trained with --lora and its folder already holds "
+                          "the merged weights: encode it without --lora_name_or_path")
+    if model.passage_encoder is not None:
+        raise ConfigError("--lora_name_or_path: the model has untied encoders; merge an adapter into each first")
+    check_adapter_config(adapter_folder(adapter))
+    adapted = peft.PeftModel.from_pretrained(model.query_encoder, adapter_folder(adapter))
+    model.query_encoder = adapted.merge_and_unload()
+    logger.info("merged the LoRA adapter %s", adapter)

@@ -57,6 +57,3 @@ class MebertEncoder(MultiViewEncoder):
 
     def describe_views(self) -> dict:
         return {"kind": "token", "labels": list(range(self.options.num_vectors))}
-
-
-MultiEmbeddingEncoder = MebertEncoder  # the earlier name

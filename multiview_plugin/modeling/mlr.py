@@ -167,6 +167,3 @@ class MlrEncoder(MultiViewEncoder):
         if self.pooling_mode == "self_contrastive":
             return {"kind": "layer", "labels": self.layers[:1]}
         return {"kind": "document", "layers": list(self.layers), "pooling": self.pooling_mode}
-
-
-MultiLayerEncoder = MlrEncoder  # the earlier name

@@ -21,10 +21,27 @@ dcsr's ``--dcsr_sentence_pooling mean`` forms its sentence views, finished like 
 (:func:`~multiview_plugin.losses.sentence_coverage.sentence_coverage_loss`), logged as ``loss_distill``: every
 sentence should be covered by some view. Only the training collator asks the formatter for the sentence spans,
 so encoding and search are unchanged.
+
+Views that differ from step 0 (issue 32). With the defaults every residual view starts as dpr's vector, so every
+view-level loss sits at its symmetric value and nothing pushes the views apart. Three levers break the symmetry:
+
+* ``mvr_view_init`` sets view i's *base* b_i in v_i = b_i + g_i · h(viewer i) (:meth:`MvrEncoder.view_bases`);
+  with g_i = 0 at step 0, v_i = b_i. 'none': b_i = pool(text) (the form above). Otherwise b_i = (1/|R_i|)
+  Σ_{t ∈ R_i} h_t, the mean of the text token states over a region R_i, and pool(text) where R_i is empty:
+  'sentences', R_i = sentence i (:func:`sentence_regions`: the last view takes sentences k..S of a longer
+  passage; spare views of a shorter one are pool(text)); 'segments', R_i = the i-th contiguous segment
+  (:func:`segment_mask`); 'kmeans', R_i = cluster i of a spherical k-means of the token states
+  (:func:`kmeans_members`). The score stays max_i <q, v_i>, so a query about one sentence can match that
+  sentence's view from the first step; a passage is still k vectors.
+* ``mvr_init_from`` starts the backbone and tokenizer from a saved model (a staged start: a trained dcsr-mean
+  model, or a dpr ``--pooling cls`` model for the paper form) before the viewer tokens are added.
+* ``mvr_diversity_weight`` w adds w · L_div, L_div = mean over passages of (1/(k(k−1))) Σ_{i≠j} cos(v_i, v_j)
+  (:func:`view_diversity_loss`), logged as ``loss_diversity``.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Sequence
@@ -39,20 +56,23 @@ from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.data.sentences import sentence_spans, split_sentences, token_spans
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
-from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
-from multiview_plugin.modeling.config import EncoderConfig
+from multiview_plugin.losses.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE
+from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder, backbone_options
+from multiview_plugin.modeling.config import CONFIG_NAME, EncoderConfig, is_multiview_model
 from multiview_plugin.modeling.dcsr import span_means
 from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
 from multiview_plugin.modeling.options import MethodOptions, option
+from multiview_plugin.modeling.persistence import load_encoder
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
-from multiview_plugin.training.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE
 
 logger = logging.getLogger(__name__)
 
 QUERY_VIEWER = "[VIE]"
 VIEW_FORMS = ("paper", "residual")
 VIEWER_SCOPES = ("full", "segments")
+VIEW_INITS = ("none", "sentences", "segments", "kmeans")
+KMEANS_ITERATIONS = 5
 SENTENCE_SPAN_KEYS = ("sentence_starts", "sentence_ends", "sentence_mask")  # dcsr's mean-pooling layout
 COLLAPSE_COSINE = 0.99
 DEFAULT_GATE_LEARNING_RATE = 1e-3
@@ -121,6 +141,29 @@ class MvrOptions(MethodOptions):
         "sentence views), finished like the views and detached (a teacher). Every sentence should be covered by "
         "some view, which pushes the views apart toward distinct sentences. Logged as loss_distill; training "
         "only (encoding is unchanged). Default 0: off.")
+    view_init: str = option(
+        "none",
+        "MVR --mvr_views residual: what view i is before its viewer adds anything (its base b_i; view i = b_i + "
+        "g_i * h(viewer i), the gates g_i start at 0, so at step 0 view i is b_i). 'none' (default): every b_i is "
+        "pool(text), dpr's passage vector (the k views start identical). 'sentences': b_i is the mean of sentence "
+        "i's text token states (dcsr's --dcsr_sentence_pooling mean sentence view); a passage of more than k "
+        "sentences gives the last view sentences k..S together, one of fewer gives its spare views pool(text); "
+        "the sentences are found at encoding too. 'segments': b_i is the mean of the i-th of k contiguous "
+        "near-equal token segments (--mvr_viewer_scope segments' segments). 'kmeans': b_i is the mean of the "
+        "token states of cluster i of a spherical k-means of the passage's token states (initialised from the "
+        "segments, a few deterministic iterations without gradient; an empty cluster gives pool(text)). Not the "
+        "viewer-token embeddings: that is --mvr_viewer_init.")
+    init_from: str | None = option(
+        None,
+        "MVR: a model folder saved by this package (e.g. a trained dcsr --dcsr_sentence_pooling mean model, or a "
+        "dpr --pooling cls model for --mvr_views paper) whose backbone and tokenizer this model starts from "
+        "instead of --model_name_or_path's (the viewer tokens are added to them); a staged start. Its "
+        "--untie_encoder must match; a folder that is not such a model is refused. Only the path is saved.")
+    diversity_weight: float = option(
+        0.0,
+        "MVR: weight w of a diversity term between each training passage's views: w * the mean pairwise cosine "
+        "of its k views (off the diagonal), averaged over the batch's passages (positives and negatives), "
+        "logged as loss_diversity. Pushes a passage's views apart. Default 0: off.")
 
 
 def viewer_tokens(num_views: int) -> list[str]:
@@ -191,8 +234,8 @@ class ViewerFormatter(InputFormatter):
         ``sentence_mask`` (B, S). The spans come from the tokenizer's character offsets of the very tokens the
         model reads, so a passage cut by ``passage_max_len`` keeps the sentences it still shows."""
         if not getattr(self.tokenizer, "is_fast", False):
-            raise ConfigError("--mvr_sentence_distill_weight needs a fast tokenizer (its character offsets), "
-                              f"got {type(self.tokenizer).__name__}")
+            raise ConfigError("--mvr_sentence_distill_weight and --mvr_view_init sentences need a fast tokenizer "
+                              f"(its character offsets), got {type(self.tokenizer).__name__}")
         full = [self.passage_prefix + t for t in texts]
         offsets = self.tokenizer(full, max_length=self.passage_max_len, truncation=True,
                                  return_offsets_mapping=True)["offset_mapping"]
@@ -241,6 +284,69 @@ def segment_mask(text_mask: torch.Tensor, num_segments: int) -> torch.Tensor:
     return torch.where((end > start)[..., None], inside, text_mask[:, None])
 
 
+def sentence_regions(starts: torch.Tensor, ends: torch.Tensor, sentence_mask: torch.Tensor,
+                     num_views: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``--mvr_view_init sentences``: the token span [start, end) of view i's sentence, (B, k) each, and whether
+    view i has one, from the passages' sentence spans (B, S) (:meth:`ViewerFormatter.sentence_token_spans`).
+    View i < k−1 takes sentence i; the last view takes sentences k..S together (from the start of sentence k to
+    the end of the last one) when a passage has more than k; a view past a passage's last sentence has none."""
+    k = num_views
+    size, width = starts.shape
+    if width < k:  # pad to k columns: no sentence there
+        pad = k - width
+        starts = torch.nn.functional.pad(starts, (0, pad))
+        ends = torch.nn.functional.pad(ends, (0, pad), value=1)
+        sentence_mask = torch.nn.functional.pad(sentence_mask, (0, pad))
+    count = sentence_mask.long().sum(1)  # (B,)
+    last_end = ends.gather(1, (count - 1).clamp(min=0)[:, None])[:, 0]
+    region_ends = ends[:, :k].clone()
+    region_ends[:, k - 1] = torch.where(count > k, last_end, region_ends[:, k - 1])
+    return starts[:, :k], region_ends, sentence_mask[:, :k].bool()
+
+
+def view_diversity_loss(views: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``--mvr_diversity_weight``: the mean pairwise cosine of each passage's views (B, k, D), off the diagonal
+    (over its real views where ``mask`` (B, k) is given), averaged over the passages that have two or more; 1
+    when a passage's views are one direction, 0 when they are orthogonal, below 0 when they point apart."""
+    unit = torch.nn.functional.normalize(views.float(), dim=-1)
+    cosine = unit @ unit.transpose(1, 2)  # (B, k, k)
+    k = views.shape[1]
+    real = torch.ones(views.shape[:2], dtype=torch.bool, device=views.device) if mask is None else mask.bool()
+    pairs = real[:, :, None] & real[:, None, :] & ~torch.eye(k, dtype=torch.bool, device=views.device)
+    counts = pairs.sum((1, 2))
+    per_passage = (cosine * pairs).sum((1, 2)) / counts.clamp(min=1)
+    used = counts > 0
+    return per_passage[used].mean() if bool(used.any()) else cosine.new_zeros(())
+
+
+def masked_means(hidden: torch.Tensor, members: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, k, H) means of the states ``hidden`` (B, L, H) over each region's tokens ``members`` (B, k, L), and
+    (B, k) whether a region has any token."""
+    weights = members.to(hidden.dtype)
+    counts = weights.sum(-1, keepdim=True)
+    return weights @ hidden / counts.clamp(min=1), counts[..., 0] > 0
+
+
+def kmeans_members(hidden: torch.Tensor, text_mask: torch.Tensor, num_views: int,
+                   iterations: int = KMEANS_ITERATIONS) -> torch.Tensor:
+    """``--mvr_view_init kmeans``: (B, k, L) bool, which real tokens fall in cluster i of a spherical k-means of
+    each passage's token states (cosine to unit centroids), started from the k contiguous segments of
+    :func:`segment_mask` and run ``iterations`` Lloyd steps: deterministic and without gradient (the view bases
+    are then differentiable means over the clusters). A cluster left empty keeps its previous centroid."""
+    text_mask = text_mask.bool()
+    with torch.no_grad():
+        unit = torch.nn.functional.normalize(hidden.detach().float(), dim=-1)
+        members = segment_mask(text_mask, num_views)
+        centroids = torch.nn.functional.normalize(members.float() @ unit, dim=-1)
+        clusters = torch.arange(num_views, device=hidden.device)[None, :, None]
+        for _ in range(iterations):
+            nearest = (unit @ centroids.transpose(1, 2)).argmax(-1)  # (B, L)
+            members = (nearest[:, None, :] == clusters) & text_mask[:, None]
+            centroids = torch.where(members.any(-1, keepdim=True),
+                                    torch.nn.functional.normalize(members.float() @ unit, dim=-1), centroids)
+    return members
+
+
 @register_encoder("mvr")
 class MvrEncoder(MultiViewEncoder):
     """MVR: k viewer-token vectors per document, one viewer vector per query, max-over-views score.
@@ -252,7 +358,9 @@ class MvrEncoder(MultiViewEncoder):
     :func:`~multiview_plugin.losses.global_local.view_balance_loss`, 0 = off), ``mvr_viewer_scope`` (residual
     views: each viewer reads the whole text, 'full', or its own contiguous segment of it, 'segments') and
     ``mvr_sentence_distill_weight`` (residual views: the sentence-coverage term of
-    :func:`~multiview_plugin.losses.sentence_coverage.sentence_coverage_loss`, 0 = off).
+    :func:`~multiview_plugin.losses.sentence_coverage.sentence_coverage_loss`, 0 = off), ``mvr_view_init``
+    (residual views: where each view starts, :meth:`view_bases`), ``mvr_init_from`` (a staged start from a saved
+    model) and ``mvr_diversity_weight`` (the term of :func:`view_diversity_loss`, 0 = off).
     """
 
     default_loss = "mvr_global_local"
@@ -267,7 +375,8 @@ class MvrEncoder(MultiViewEncoder):
     @classmethod
     def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
         opts: MvrOptions = config.options
-        return {"num_views": opts.num_views, "viewer_positions": opts.viewer_positions, "views": opts.views}
+        return {"num_views": opts.num_views, "viewer_positions": opts.viewer_positions, "views": opts.views,
+                "sentence_spans": opts.view_init == "sentences"}
 
     @classmethod
     def annealing(cls, config: EncoderConfig) -> tuple[float, float]:
@@ -314,6 +423,19 @@ class MvrEncoder(MultiViewEncoder):
         if distill and views != "residual":
             raise ConfigError(f"--mvr_sentence_distill_weight {distill} applies to --mvr_views residual only (it "
                               f"distils the residual views toward the passage's sentence vectors): leave it out")
+        if opts.view_init not in VIEW_INITS:
+            raise ConfigError(f"--mvr_view_init must be one of {', '.join(VIEW_INITS)}, got {opts.view_init!r}")
+        if opts.view_init != "none" and views != "residual":
+            raise ConfigError(f"--mvr_view_init {opts.view_init} applies to --mvr_views residual only (it sets the "
+                              f"residual views' bases; the paper's views are viewer states): leave it out")
+        diversity = opts.diversity_weight
+        if not (math.isfinite(diversity) and diversity >= 0):
+            raise ConfigError(f"--mvr_diversity_weight must be a finite number >= 0, got {diversity}")
+        if diversity and opts.num_views < 2:
+            raise ConfigError(f"--mvr_diversity_weight {diversity} needs --mvr_num_views >= 2 (it compares a "
+                              f"passage's views pairwise)")
+        if opts.init_from is not None and not opts.init_from:
+            raise ConfigError("--mvr_init_from is empty: give a saved model folder or leave it out")
 
     @classmethod
     def prepare_backbone(
@@ -326,6 +448,43 @@ class MvrEncoder(MultiViewEncoder):
         tokens = [QUERY_VIEWER, *viewer_tokens(config.options.num_views)]
         # "Randomly initialised" (paper §3.2), at the scale of the backbone's own word embeddings
         add_marker_tokens(tokenizer, [query_encoder, passage_encoder], tokens, init=config.options.viewer_init)
+
+    @classmethod
+    def load_pretrained(cls, config: EncoderConfig, model_args: Any) -> tuple[PreTrainedTokenizerBase,
+                                                                              PreTrainedModel, PreTrainedModel]:
+        """``--mvr_init_from PATH``: the tokenizer and backbone(s) of the model saved at PATH (a staged start;
+        the viewer tokens are added afterwards by :meth:`prepare_backbone`); without it, the default."""
+        source = config.options.init_from
+        if source is None:
+            return super().load_pretrained(config, model_args)
+        if not is_multiview_model(source):
+            raise ConfigError(f"--mvr_init_from {source}: not a model folder saved by this package (no "
+                              f"{CONFIG_NAME} there)")
+        own = [f"--{name}" for name in ("config_name", "tokenizer_name") if getattr(model_args, name, None)]
+        if own:
+            raise ConfigError(f"{' and '.join(own)}: --mvr_init_from {source} brings its own backbone config and "
+                              "tokenizer; drop the flag")
+        saved = load_encoder(source, **backbone_options(model_args))
+        if saved.config.model_name == cls.registered_name:
+            raise ConfigError(f"--mvr_init_from {source} holds an mvr model already: to keep training it, pass it "
+                              "as --model_name_or_path instead")
+        untied = saved.passage_encoder is not None
+        if untied and not config.untie_encoder:
+            raise ConfigError(f"--mvr_init_from {source} has separate query and passage encoders: add "
+                              "--untie_encoder")
+        if saved.is_lora:  # never: a saved LoRA model loads merged
+            raise ConfigError(f"--mvr_init_from {source}: loaded with LoRA adapters; merge them first")
+        if saved.config.backbone != config.backbone:
+            logger.warning("mvr: --mvr_init_from %s was trained from %s, not --model_name_or_path %s: its backbone "
+                           "and tokenizer are used", source, saved.config.backbone, config.backbone)
+        logger.info("mvr: starting from the %s model at %s (its backbone and tokenizer; pooling %s)",
+                    saved.config.model_name, source, saved.config.pooling)
+        query_encoder = saved.query_encoder
+        if untied:
+            passage_encoder = saved.passage_encoder
+        else:
+            passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
+        return saved.tokenizer, query_encoder, passage_encoder
 
     @classmethod
     def build(cls, model_args: Any, data_args: Any) -> MultiViewEncoder:
@@ -396,35 +555,62 @@ class MvrEncoder(MultiViewEncoder):
         return reps, torch.ones(reps.shape[:2], dtype=torch.bool, device=reps.device)
 
     def _residual_views(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The residual views (B, k, D), finished, and the last-layer states of the text tokens (B, L, H)."""
+        """The residual views (B, k, D), finished, and the last-layer states of the text tokens (B, L, H).
+        Sentence spans in ``batch`` are read by ``--mvr_view_init sentences`` and otherwise ignored."""
         batch = dict(batch)
+        spans = [batch.pop(key, None) for key in SENTENCE_SPAN_KEYS]
         num_text = int(batch.pop("num_text_tokens"))
         text_mask = batch["attention_mask"][:, :num_text]
         dtype = self.p_encoder.dtype
         batch["attention_mask"] = read_only_viewer_mask(batch["attention_mask"], num_text, dtype,
                                                         self.options.viewer_scope)
         hidden = self._last_hidden(self.p_encoder, batch)
-        text = self._pool(hidden[:, :num_text], text_mask)  # exactly dpr's passage vector, before _finish
-        views = text.unsqueeze(1) + self.view_gates.to(hidden.dtype)[None, :, None] * hidden[:, num_text:]
-        return self._finish(views), hidden[:, :num_text]
+        text_hidden = hidden[:, :num_text]
+        bases = self.view_bases(text_hidden, text_mask, *spans)
+        views = bases + self.view_gates.to(hidden.dtype)[None, :, None] * hidden[:, num_text:]
+        return self._finish(views), text_hidden
+
+    def view_bases(self, text_hidden: torch.Tensor, text_mask: torch.Tensor,
+                   starts: torch.Tensor | None = None, ends: torch.Tensor | None = None,
+                   sentence_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The residual views' bases b_i, (B, k, H), before :meth:`_finish` (``--mvr_view_init``): pool(text),
+        exactly dpr's passage vector, for every view ('none'), or the mean of view i's region of the text —
+        its sentence, its segment or its k-means cluster — where it has one, else pool(text)."""
+        k = self.options.num_views
+        text = self._pool(text_hidden, text_mask).unsqueeze(1)  # (B, 1, H)
+        how = self.options.view_init
+        if how == "none":
+            return text.expand(-1, k, -1)
+        if how == "sentences":
+            if starts is None:
+                raise ConfigError("--mvr_view_init sentences: this passage batch has no sentence spans (build it "
+                                  "with the model's own formatter)")
+            region_starts, region_ends, has = sentence_regions(starts.to(text_hidden.device),
+                                                               ends.to(text_hidden.device),
+                                                               sentence_mask.to(text_hidden.device), k)
+            regions = span_means(text_hidden, region_starts, region_ends)
+        elif how == "segments":
+            regions, has = masked_means(text_hidden, segment_mask(text_mask, k))
+        else:  # kmeans
+            regions, has = masked_means(text_hidden, kmeans_members(text_hidden, text_mask, k))
+        return torch.where(has[..., None], regions, text)
 
     def train_collator(self) -> Any:
         """With ``mvr_sentence_distill_weight`` > 0 the training passages also carry their sentences' token spans
         (:meth:`ViewerFormatter.sentence_token_spans`); the model's own formatter, for encoding, never does."""
         collator = super().train_collator()
-        collator.formatter.sentence_spans = self.options.sentence_distill_weight > 0
+        collator.formatter.sentence_spans = (self.options.sentence_distill_weight > 0
+                                             or self.options.view_init == "sentences")
         return collator
 
     def forward(self, query: dict[str, torch.Tensor] | None = None, passage: dict[str, torch.Tensor] | None = None,
                 passage_keys: torch.Tensor | None = None) -> EncoderOutput:
         """With sentence spans in ``passage`` (the training collator's, ``mvr_sentence_distill_weight`` > 0), the
         loss also holds w · the sentence-coverage term of the training passages, logged as ``loss_distill``."""
-        if passage is None or "sentence_starts" not in passage:
-            return super().forward(query, passage, passage_keys)
-        passage = dict(passage)
-        starts, ends, sentence_mask = (passage.pop(key) for key in SENTENCE_SPAN_KEYS)
-        if not self.training:
-            return super().forward(query, passage, passage_keys)
+        distill = self.options.sentence_distill_weight
+        if passage is None or "sentence_starts" not in passage or not distill or not self.training:
+            return super().forward(query, passage, passage_keys)  # the views read the spans they need
+        starts, ends, sentence_mask = (passage[key] for key in SENTENCE_SPAN_KEYS)
         if query is None:
             raise ConfigError("--mvr_sentence_distill_weight needs each batch in one forward pass: not with "
                               "--grad_cache")
@@ -434,12 +620,21 @@ class MvrEncoder(MultiViewEncoder):
                                                              device=p_reps.device), passage_keys=passage_keys)
         teachers = self._finish(span_means(text_hidden, starts, ends))  # detached by the loss
         loss_distill = sentence_coverage_loss(p_reps, teachers, sentence_mask=sentence_mask)
-        out.loss = out.loss + self.options.sentence_distill_weight * loss_distill.to(out.loss.dtype)
+        out.loss = out.loss + distill * loss_distill.to(out.loss.dtype)
         out.parts["loss_distill"] = loss_distill.detach()
+        return out
+
+    def loss_from_reps(self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor,
+                       passage_keys: torch.Tensor | None = None, **inputs: Any) -> EncoderOutput:
+        """With ``mvr_diversity_weight`` w > 0 the loss also holds w · :func:`view_diversity_loss` of the batch's
+        passages, logged as ``loss_diversity`` (also under ``--grad_cache``, which calls this on cached vectors)."""
+        out = super().loss_from_reps(q_reps, p_reps, p_mask, passage_keys=passage_keys, **inputs)
+        weight = self.options.diversity_weight
+        if weight:
+            loss_diversity = view_diversity_loss(p_reps, p_mask)
+            out.loss = out.loss + weight * loss_diversity.to(out.loss.dtype)
+            out.parts["loss_diversity"] = loss_diversity.detach()
         return out
 
     def describe_views(self) -> dict[str, Any]:
         return {"kind": "viewer", "labels": viewer_tokens(self.options.num_views)}
-
-
-MultiViewerEncoder = MvrEncoder  # the earlier name

@@ -26,15 +26,16 @@ import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.atomic import atomic_open
+from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
+from multiview_plugin.data.answers import load_answers
 from multiview_plugin.data.readers import load_corpus, load_qrels, load_queries
-from multiview_plugin.driver.common import cli, parse_dataclasses, setup_logging
-from multiview_plugin.driver.encode import encode_to_shard
-from multiview_plugin.driver.search import load_query_reps, to_run
 from multiview_plugin.driver.train import main as train_main
+from multiview_plugin.encoding.encode import encode_to_shard
+from multiview_plugin.encoding.shard_sets import load_query_reps
 from multiview_plugin.encoding.shards import read_shard, split_lookup
-from multiview_plugin.evaluation.answers import build_retrieval, load_answers, retrieval_accuracy
+from multiview_plugin.evaluation.answers import build_retrieval, retrieval_accuracy
 from multiview_plugin.evaluation.metrics import evaluate_run
-from multiview_plugin.evaluation.runs import write_run
+from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.quickstart.options import BM25, SYSTEMS, build_parser, train_seed
 from multiview_plugin.registry import get_encoder_class

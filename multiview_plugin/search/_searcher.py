@@ -452,7 +452,8 @@ class MultiVectorSearcher:
         self.query_batch_size = query_batch_size
         self.encoder = None
         if query_encoder is not None:
-            from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+            from multiview_plugin.modeling.base import MultiViewEncoder
+            from multiview_plugin.modeling.persistence import load_encoder
 
             encoder = query_encoder if isinstance(query_encoder, MultiViewEncoder) else load_encoder(query_encoder)
             name = "the query encoder" if encoder is query_encoder else str(query_encoder)

@@ -1,1 +1,1 @@
-"""Training: trainer, temperature schedules and cross-process helpers."""
+"""Training: the trainer, GradCache, checkpoints and run settings."""

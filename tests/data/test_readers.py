@@ -293,3 +293,30 @@ def test_real_anserini_topics_and_qrels(real_data):
     qrels = load_qrels(root / "qrels" / "qrels.dl19-passage.txt")
     assert len(qrels) == 43 and sum(map(len, qrels.values())) == 9260
     assert {r for judged in qrels.values() for r in judged.values()} == {0, 1, 2, 3}
+
+
+def test_tsv_docid_and_query_id_with_a_space(tmp_path):
+    from multiview_plugin.data.readers import InputFormatError, load_corpus, load_queries
+
+    tsv = tmp_path / "psgs.tsv"
+    tsv.write_text("id\ttext\ttitle\n1\tparis\tfrance\n2 3\trome\titaly\n")
+    with pytest.raises(InputFormatError, match=r"psgs.tsv line 3: field 'id': docid '2 3' contains whitespace"):
+        load_corpus(tsv)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"query_id": "q 1", "query": "what"}\n')
+    with pytest.raises(InputFormatError, match="q.jsonl line 1: field 'query_id': query id 'q 1' contains"):
+        load_queries(queries)
+
+
+def test_a_positive_listed_as_negative_is_dropped_with_a_warning(tmp_path, caplog):
+    from multiview_plugin.data.readers import iter_train_records
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"query_id": "0", "query": "who", "positive_passages": [
+        {"docid": "d0", "text": "paris"}], "negative_passages": [
+        {"docid": "d0", "text": "paris"}, {"docid": "d1", "text": "rome"}, {"text": "paris"}],
+        "answers": []}) + "\n")
+    caplog.set_level("WARNING")
+    (rec,) = iter_train_records(path)
+    assert rec["negatives"] == ["rome"] and rec["negative_docids"] == ["d1"] and rec["negative_sentences"] == [-1]
+    assert "dropped 2 negative passages that are also positives of their query (in 1 queries)" in caplog.text

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
-from multiview_plugin.driver.encode import encode_to_shard, shard_bounds
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.driver.index import main as index_main
 from multiview_plugin.driver.search import main as search_main
+from multiview_plugin.encoding.encode import encode_to_shard, shard_bounds
 from multiview_plugin.evaluation.metrics import evaluate_run, own_metrics
 from multiview_plugin.evaluation.runs import read_run
 from multiview_plugin.modeling import load_encoder

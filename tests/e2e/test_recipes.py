@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
-from multiview_plugin.driver.common import parse_dataclasses
+from multiview_plugin.cli import parse_dataclasses
 from multiview_plugin.driver.encode import EncodeArguments
-from multiview_plugin.driver.generate_queries import GenerateArguments
+from multiview_plugin.encoding.doc2query import GenerateArguments
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 spec = importlib.util.spec_from_file_location("recipes_run", RECIPES / "run.py")

@@ -8,14 +8,14 @@ import torch
 import torch.nn.functional as F
 
 from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
+from multiview_plugin.cli import parse_dataclasses
 from multiview_plugin.data.dataset import TrainCollator, content_keys
 from multiview_plugin.data.dev_split import carve_dev_split, parse_groups
-from multiview_plugin.driver.common import parse_dataclasses
 from multiview_plugin.driver.train import main as train_main
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.base import duplicate_positive_mask
-from multiview_plugin.modeling.mvr import MultiViewerEncoder
+from multiview_plugin.modeling.mvr import MvrEncoder
 from multiview_plugin.registry import get_encoder_class
 from tests.conftest import write_topics_corpus
 
@@ -129,7 +129,7 @@ def test_collapse_guard_measures_and_names_the_fix(tiny_bert, caplog, monkeypatc
         emb = model.p_encoder.get_input_embeddings().weight
         emb[ids] = emb[ids[0]].clone()
     assert model.viewer_similarity() == pytest.approx(1.0, abs=1e-5)
-    monkeypatch.setattr(MultiViewerEncoder, "viewer_similarity", lambda self, texts=None: 0.9991)
+    monkeypatch.setattr(MvrEncoder, "viewer_similarity", lambda self, texts=None: 0.9991)
     with caplog.at_level(logging.WARNING, logger="multiview_plugin.modeling.mvr"):
         build("mvr", tiny_bert, "--mvr_num_views", "4")
     assert "0.9991" in caplog.text and "--mvr_views residual" in caplog.text

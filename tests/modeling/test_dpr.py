@@ -5,7 +5,7 @@ import torch
 
 from multiview_plugin.errors import ConfigError
 from tests.conftest import make_tiny_t5
-from tests.modeling.test_modeling import TEXTS, build
+from tests.modeling.test_base import TEXTS, build
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
-from multiview_plugin.driver.encode import encode_to_shard
+from multiview_plugin.encoding.encode import encode_to_shard
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses import SelfContrastiveLoss
 from multiview_plugin.modeling import load_encoder

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses import GlobalLocalLoss
 from multiview_plugin.losses.global_local import view_balance_loss
@@ -13,9 +14,10 @@ from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.dcsr import span_means
 from multiview_plugin.modeling.mvr import QUERY_VIEWER, MvrOptions, read_only_viewer_mask, viewer_tokens
+from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.scoring import view_scores
-from tests.losses.test_losses import MASK, P, Q, lse
-from tests.modeling.test_modeling import TEXTS, build
+from tests.losses.test_contrastive import MASK, P, Q, lse
+from tests.modeling.test_base import TEXTS, build
 
 
 def test_mvr_viewer_tokens_added_once_each(tiny_bert):
@@ -557,3 +559,312 @@ def test_quickstart_train_flag_sentence_distill_reaches_the_saved_config(tiny_be
     assert model_dir.name == "mvr-residual-distill0.1"
     assert config["options"]["mvr_sentence_distill_weight"] == 0.1 and config["options"]["mvr_views"] == "residual"
     assert set(SPAN_KEYS) <= set(seen["batch"]["passage"])
+
+
+# ---------------------------------------------- views that differ from step 0 (issue 32): --mvr_view_init
+def views_at_start(model, texts=SENTENCE_TEXTS):
+    """The passage views of the untrained model (gates at 0), (B, k, D), and the text token states."""
+    assert not model.view_gates.any()
+    with torch.no_grad():
+        batch = model.formatter.passages(texts)
+        views, _ = model.encode_passage(batch)
+        _, text_states = model._residual_views(batch)
+    return views, text_states, batch
+
+
+def pairwise_cosine(views):
+    unit = torch.nn.functional.normalize(views, dim=-1)
+    return unit @ unit.transpose(1, 2)
+
+
+def test_view_init_none_is_the_default_and_every_view_starts_as_the_pooled_text(tiny_bert):
+    assert MvrOptions().view_init == "none"
+    model = residual(tiny_bert, mvr_num_views=3, normalize=True)
+    views, _, batch = views_at_start(model)
+    assert not set(SPAN_KEYS) & set(batch)  # encoding asks for no sentence spans
+    assert torch.allclose(pairwise_cosine(views), torch.ones(3, 3, 3), atol=1e-5)  # the symmetric start
+
+
+def test_view_init_sentences_starts_each_view_at_its_sentence_view(tiny_bert):
+    """At step 0 view i is dcsr-mean's sentence view i (same spans, same vectors): passage 0 has 3 sentences for
+    2 views (the last view takes sentences 2..3 together), passage 1 one (its spare view is dpr's vector)."""
+    mvr = residual(tiny_bert, mvr_num_views=2, normalize=True, mvr_view_init="sentences")
+    dcsr = build("dcsr", tiny_bert, pooling="mean", normalize=True, dcsr_sentence_pooling="mean").eval()
+    dpr = build("dpr", tiny_bert, pooling="mean", normalize=True).eval()
+    views, text_states, batch = views_at_start(mvr)
+    assert set(SPAN_KEYS) <= set(batch)  # the model's own formatter finds the sentences, for encoding too
+    with torch.no_grad():
+        sentences, mask = dcsr.encode_passage(dcsr.formatter.passages(SENTENCE_TEXTS))
+        passage = dpr.encode_passage(dpr.formatter.passages(SENTENCE_TEXTS))[0][:, 0]
+    assert mask.sum(1).tolist() == [3, 1, 2]
+    torch.testing.assert_close(views[0, 0], sentences[0, 0], atol=1e-5, rtol=0)
+    start, end = int(batch["sentence_starts"][0, 1]), int(batch["sentence_ends"][0, 2])
+    merged = mvr._finish(text_states[0, start:end].mean(0))
+    torch.testing.assert_close(views[0, 1], merged, atol=1e-5, rtol=0)
+    assert not torch.allclose(views[0, 1], sentences[0, 1], atol=1e-3)
+    torch.testing.assert_close(views[1, 0], sentences[1, 0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(views[1, 1], passage[1], atol=1e-5, rtol=0)
+    torch.testing.assert_close(views[2], sentences[2, :2], atol=1e-5, rtol=0)
+    cosine = pairwise_cosine(views)
+    assert cosine[0, 0, 1] < 0.999 and cosine[2, 0, 1] < 0.999  # the views differ per view at step 0
+
+
+@pytest.mark.parametrize("how", ["segments", "kmeans"])
+def test_view_init_regions_start_each_view_at_its_region_mean(tiny_bert, how):
+    """'segments': view i = the mean of segment i's token states (the --mvr_viewer_scope segments' segments);
+    'kmeans': of cluster i of a k-means of the token states (the clusters partition the real tokens). Each view
+    starts elsewhere, unlike 'none'."""
+    from multiview_plugin.modeling.mvr import kmeans_members, segment_mask
+
+    k = 3
+    model = residual(tiny_bert, mvr_num_views=k, normalize=True, mvr_view_init=how)
+    views, text_states, batch = views_at_start(model)
+    assert not set(SPAN_KEYS) & set(batch)
+    text_mask = batch["attention_mask"][:, :int(batch["num_text_tokens"])].bool()
+    if how == "segments":
+        members = segment_mask(text_mask, k)
+    else:
+        members = kmeans_members(text_states, text_mask, k)
+        assert torch.equal(members.sum(1), text_mask.long())  # every real token in exactly one cluster
+        assert torch.equal(members, kmeans_members(text_states, text_mask, k))  # deterministic
+        assert not torch.equal(members, segment_mask(text_mask, k))  # the Lloyd steps moved the segments
+    for b in range(len(SENTENCE_TEXTS)):
+        for i in range(k):
+            if members[b, i].any():
+                expected = model._finish(text_states[b, members[b, i]].mean(0))
+            else:  # an empty cluster: the pooled text
+                expected = model._finish(text_states[b, text_mask[b]].mean(0))
+            torch.testing.assert_close(views[b, i], expected, atol=1e-5, rtol=0)
+    off_diagonal = ~torch.eye(k, dtype=torch.bool)
+    assert pairwise_cosine(views)[0][off_diagonal].max() < 0.999  # a 3-sentence passage: 3 different views
+    assert model.viewer_similarity() < residual(tiny_bert, mvr_num_views=k, normalize=True).viewer_similarity()
+
+
+def test_kmeans_members_clusters_separable_states():
+    """Two well-separated groups of token states, interleaved: the k-means keeps them apart (a cluster holds one
+    group only), whatever the contiguous segments it starts from."""
+    from multiview_plugin.modeling.mvr import kmeans_members
+
+    a, b = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0])
+    hidden = torch.stack([a, b, a, b, a, b, torch.zeros(3)])[None] + 0.01 * torch.randn(1, 7, 3)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 0]])
+    members = kmeans_members(hidden, mask, 2)[0]
+    assert not members[:, 6].any()  # padding in no cluster
+    groups = {tuple(m.nonzero().flatten().tolist()) for m in members}
+    assert groups == {(0, 2, 4), (1, 3, 5)}
+
+
+def test_view_init_gates_then_move_the_views_off_their_bases(tiny_bert):
+    model = residual(tiny_bert, mvr_num_views=2, normalize=True, mvr_view_init="segments")
+    start, _, batch = views_at_start(model)
+    with torch.no_grad():
+        model.view_gates.fill_(0.5)
+        moved, _ = model.encode_passage(batch)
+    assert (moved - start).abs().amax(-1).min() > 1e-3
+
+
+def test_view_init_round_trips_and_is_validated(tiny_bert, tmp_path):
+    from multiview_plugin.arguments import refuse_foreign_options
+
+    model = residual(tiny_bert, mvr_num_views=2, normalize=True, mvr_view_init="sentences")
+    views, _, batch = views_at_start(model)
+    model.save(tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "multiview_config.json").read_text())["options"]["mvr_view_init"] == \
+        "sentences"
+    loaded = load_encoder(tmp_path / "m").eval()
+    assert loaded.options.view_init == "sentences"
+    torch.testing.assert_close(views_at_start(loaded)[0], views, atol=1e-6, rtol=0)
+    assert set(SPAN_KEYS) <= set(distill_batch(loaded)["passage"])  # trains with the spans too
+    loaded.options.view_init = "none"  # the saved option, not a default, made those vectors
+    with torch.no_grad():
+        assert not torch.allclose(loaded.encode_passage(batch)[0], views, atol=1e-4)
+    with pytest.raises(ConfigError, match="--mvr_view_init must be one of none, sentences, segments, kmeans, "
+                                          "got 'random'"):
+        residual(tiny_bert, mvr_view_init="random")
+    with pytest.raises(ConfigError, match="--mvr_view_init segments applies to --mvr_views residual only") as err:
+        build("mvr", tiny_bert, mvr_view_init="segments")  # the paper's views
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="--mvr_view_init belongs to mvr, not --model_name dpr"):
+        refuse_foreign_options(["--model_name", "dpr", "--mvr_view_init", "sentences"], "dpr")
+    with pytest.raises(ConfigError, match="--mvr_view_init belongs to mvr, not --model_name dcsr"):
+        refuse_foreign_options(["--model_name", "dcsr", "--mvr_view_init=kmeans"], "dcsr")
+
+
+# ------------------------------------------------- a diversity term between a passage's views (issue 32)
+def test_view_diversity_loss_hand_computed():
+    from multiview_plugin.modeling.mvr import view_diversity_loss
+
+    views = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]],    # cosines 0, 1/√2, 1/√2
+                          [[1.0, 0.0], [3.0, 0.0], [-1.0, 0.0]]])  # cosines 1, -1, -1
+    first, second = (2 * 0.5 ** 0.5) / 3, -1 / 3
+    assert view_diversity_loss(views).item() == pytest.approx((first + second) / 2, abs=1e-6)
+    mask = torch.tensor([[True, True, False], [True, True, True]])  # padded views left out
+    assert view_diversity_loss(views, mask).item() == pytest.approx((0.0 + second) / 2, abs=1e-6)
+    same = torch.ones(1, 4, 2)
+    assert view_diversity_loss(same).item() == pytest.approx(1.0)
+
+
+def test_diversity_weight_changes_the_loss_and_the_gradients(tiny_bert):
+    from multiview_plugin.modeling.mvr import view_diversity_loss
+
+    assert MvrOptions().diversity_weight == 0.0
+    for form in ({"mvr_views": "residual", "pooling": "mean"}, {}):
+        plain = build("mvr", tiny_bert, normalize=True, mvr_num_views=3, **form).train()
+        diverse = build("mvr", tiny_bert, normalize=True, mvr_num_views=3, mvr_diversity_weight=0.5, **form).train()
+        diverse.load_state_dict(plain.state_dict())
+        if plain.residual:
+            with torch.no_grad():
+                for m in (plain, diverse):
+                    m.view_gates.fill_(0.5)
+        batch = distill_batch(plain)
+        torch.manual_seed(0)
+        base = plain(**batch)
+        torch.manual_seed(0)
+        out = diverse(**batch)
+        assert "loss_diversity" not in base.parts
+        term = out.parts["loss_diversity"]
+        torch.manual_seed(0)
+        with torch.no_grad():
+            diverse.encode_query(batch["query"])
+            views, mask = diverse.encode_passage(batch["passage"])
+        assert term.item() == pytest.approx(view_diversity_loss(views, mask).item(), abs=1e-6)
+        assert 0 < term.item() <= 1
+        assert out.loss.item() == pytest.approx(base.loss.item() + 0.5 * term.item(), abs=1e-6)
+        embeddings = [m.query_encoder.get_input_embeddings().weight for m in (plain, diverse)]
+        rows = plain.tokenizer.convert_tokens_to_ids(viewer_tokens(3))
+        got = torch.autograd.grad(out.loss, embeddings[1])[0][rows]
+        want = torch.autograd.grad(base.loss, embeddings[0])[0][rows]
+        assert not torch.allclose(got, want)  # the term moves the viewers
+        if plain.residual:
+            torch.manual_seed(0)
+            out = diverse(**batch)
+            torch.manual_seed(0)
+            base = plain(**batch)
+            assert not torch.allclose(torch.autograd.grad(out.loss, diverse.view_gates)[0],
+                                      torch.autograd.grad(base.loss, plain.view_gates)[0])
+
+
+def test_diversity_weight_round_trips_and_is_validated(tiny_bert, tmp_path):
+    from multiview_plugin.arguments import refuse_foreign_options
+
+    model = residual(tiny_bert, mvr_num_views=2, mvr_diversity_weight=0.25)
+    model.save(tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "multiview_config.json").read_text())["options"][
+        "mvr_diversity_weight"] == 0.25
+    assert load_encoder(tmp_path / "m").options.diversity_weight == 0.25
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="--mvr_diversity_weight must be a finite number >= 0") as err:
+            residual(tiny_bert, mvr_diversity_weight=bad)
+        assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="--mvr_diversity_weight 0.1 needs --mvr_num_views >= 2"):
+        residual(tiny_bert, mvr_num_views=1, mvr_diversity_weight=0.1)
+    with pytest.raises(ConfigError, match="--mvr_diversity_weight belongs to mvr, not --model_name dpr"):
+        refuse_foreign_options(["--model_name", "dpr", "--mvr_diversity_weight", "0.1"], "dpr")
+
+
+# --------------------------------------- a staged start from a trained model (issue 32): --mvr_init_from
+def trained_like(model, seed=3):
+    """``model`` with every backbone weight moved, as training would, so a copy of it is recognisable."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.query_encoder.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=generator))
+    return model
+
+
+def backbone_weights(model):
+    """The backbone's weights except the word embeddings (which grow by the viewer tokens)."""
+    return {k: v for k, v in model.query_encoder.state_dict().items() if "word_embeddings" not in k}
+
+
+@pytest.mark.parametrize("source, form", [("dcsr", {"mvr_views": "residual", "pooling": "mean"}),
+                                          ("dpr", {})])  # a dpr --pooling cls stage, then the paper form
+def test_init_from_loads_the_backbone_of_the_model_it_names(tiny_bert, tmp_path, source, form):
+    extra = {"dcsr_sentence_pooling": "mean", "pooling": "mean"} if source == "dcsr" else {"pooling": "cls"}
+    stage = trained_like(build(source, tiny_bert, normalize=True, **extra))
+    stage.save(tmp_path / "stage")
+    model = build("mvr", tiny_bert, normalize=True, mvr_num_views=3, mvr_init_from=str(tmp_path / "stage"), **form)
+    fresh = build("mvr", tiny_bert, normalize=True, mvr_num_views=3, **form)
+    want = backbone_weights(stage)
+    for name, value in backbone_weights(model).items():
+        assert torch.equal(value, want[name]), name
+    assert not all(torch.equal(v, backbone_weights(fresh)[k]) for k, v in backbone_weights(model).items())
+    words = model.query_encoder.get_input_embeddings().weight
+    stage_words = stage.query_encoder.get_input_embeddings().weight
+    vocabulary = len(stage.tokenizer)
+    assert torch.equal(words[:vocabulary], stage_words[:vocabulary])  # the checkpoint's vocabulary, as trained
+    assert len(model.tokenizer) == len(stage.tokenizer) + 4  # + [VIE] [VIE1..3]
+    assert model.config.options.init_from == str(tmp_path / "stage")
+    if model.residual:  # the residual views start as the stage's passage vector
+        with torch.no_grad():
+            views, _ = model.encode_passage(model.formatter.passages(TEXTS))
+            text_vectors = dpr_vectors(tmp_path / "stage", tiny_bert, TEXTS)
+        torch.testing.assert_close(views[:, 0], text_vectors, atol=1e-5, rtol=0)
+    model.save(tmp_path / "mvr")  # saved with the path it came from; reloads without that folder
+    import shutil
+
+    shutil.rmtree(tmp_path / "stage")
+    loaded = load_encoder(tmp_path / "mvr")
+    assert loaded.options.init_from == str(tmp_path / "stage")
+    assert all(torch.equal(v, want[k]) for k, v in backbone_weights(loaded).items())
+
+
+def dpr_vectors(folder, tiny_bert, texts):
+    """The mean-pooled normalised passage vectors of the backbone saved in ``folder`` (dpr's)."""
+    from multiview_plugin.modeling.persistence import load_backbone, load_tokenizer
+
+    backbone, tokenizer = load_backbone(folder), load_tokenizer(folder)
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    hidden = backbone(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+
+
+def test_init_from_refuses_what_it_cannot_start_from_in_one_line(tiny_bert, tmp_path):
+    from multiview_plugin.arguments import refuse_foreign_options
+
+    (tmp_path / "empty").mkdir()
+    for folder in (tmp_path / "empty", tiny_bert, tmp_path / "missing"):  # a plain HF backbone is no saved model
+        with pytest.raises(ConfigError, match=rf"^--mvr_init_from {folder}: not a model folder saved by this "
+                                              r"package \(no multiview_config.json there\)$"):
+            residual(tiny_bert, mvr_init_from=str(folder))
+    residual(tiny_bert, mvr_num_views=2).save(tmp_path / "mvr")
+    with pytest.raises(ConfigError, match="holds an mvr model already"):
+        residual(tiny_bert, mvr_init_from=str(tmp_path / "mvr"))
+    build("dpr", tiny_bert, pooling="mean", untie_encoder=True).save(tmp_path / "untied")
+    with pytest.raises(ConfigError, match="has separate query and passage encoders: add --untie_encoder"):
+        residual(tiny_bert, mvr_init_from=str(tmp_path / "untied"))
+    untied = residual(tiny_bert, mvr_num_views=2, untie_encoder=True, mvr_init_from=str(tmp_path / "untied"))
+    assert untied.passage_encoder is not None
+    with pytest.raises(ConfigError, match="--mvr_init_from belongs to mvr, not --model_name dpr"):
+        refuse_foreign_options(["--model_name", "dpr", "--mvr_init_from", str(tmp_path / "mvr")], "dpr")
+
+
+def test_init_from_through_the_train_driver(tiny_bert, tmp_path):
+    """``--mvr_init_from`` as the train driver parses and builds it (the quickstart's --train_flags)."""
+    from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
+    from multiview_plugin.cli import parse_dataclasses
+    from multiview_plugin.driver import train
+
+    stage = trained_like(build("dcsr", tiny_bert, normalize=True, pooling="mean", dcsr_sentence_pooling="mean"))
+    stage.save(tmp_path / "stage")
+    argv = ["--model_name", "mvr", "--model_name_or_path", str(tiny_bert), "--output_dir", str(tmp_path / "out"),
+            "--mvr_views", "residual", "--pooling", "mean", "--mvr_num_views", "2",
+            "--mvr_init_from", str(tmp_path / "stage"), "--mvr_view_init", "kmeans", "--mvr_diversity_weight", "0.1"]
+    model_args, data_args, _, _ = parse_dataclasses(
+        (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv, driver="train")
+    model = train.build_model(model_args, data_args)
+    assert (model.options.init_from, model.options.view_init, model.options.diversity_weight) == (
+        str(tmp_path / "stage"), "kmeans", 0.1)
+    assert all(torch.equal(v, backbone_weights(stage)[k]) for k, v in backbone_weights(model).items())
+
+
+def test_temperature_below_the_annealing_floor_is_refused(tiny_bert):
+    from multiview_plugin.errors import ConfigError
+
+    args = dict(model_name_or_path=str(tiny_bert), model_name="mvr", temperature=0.1,
+                temperature_schedule="annealed", mvr_min_temperature=0.3)
+    with pytest.raises(ConfigError, match=r"--temperature 0.1 is below --mvr_min_temperature 0.3"):
+        get_encoder_class("mvr").build(ModelArguments(**args), DataArguments())
+    args["mvr_min_temperature"] = 0.05  # below the start: the schedule anneals from 0.1 to 0.05
+    assert get_encoder_class("mvr").build(ModelArguments(**args), DataArguments()).temperature == pytest.approx(0.1)

@@ -15,12 +15,12 @@ import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.data.readers import InputFormatError, iter_train_records, load_corpus, load_queries
-from multiview_plugin.driver.encode import encode_to_shard
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.driver.evaluate import main as evaluate_main
 from multiview_plugin.driver.index import main as index_main
 from multiview_plugin.driver.mine_negatives import main as mine_main
 from multiview_plugin.driver.search import main as search_main
+from multiview_plugin.encoding.encode import encode_to_shard
 from multiview_plugin.encoding.shards import NonFiniteVectorsError, ShardFormatError, read_shard
 from multiview_plugin.evaluation.runs import detect_run_format, read_run
 from multiview_plugin.modeling import load_encoder

@@ -296,7 +296,7 @@ def test_index_report_describes_the_index(dcsr_index, capsys):
 
 
 def test_sentence_spans_survive_a_killed_and_resumed_encode(tiny_bert, tmp_path):
-    from multiview_plugin.driver.encode import encode_to_shard
+    from multiview_plugin.encoding.encode import encode_to_shard
 
     build_dcsr(tiny_bert, passage_max_len=24).save(tmp_path / "dcsr")
     model = load_encoder(tmp_path / "dcsr").eval()

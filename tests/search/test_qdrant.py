@@ -228,7 +228,7 @@ def test_cli_index_and_search_write_the_faiss_run(tmp_path, capsys):
 
 
 def test_analysis_reads_views_from_the_collection(tmp_path):
-    from multiview_plugin.driver.analyze import pair_view_scores
+    from multiview_plugin.evaluation.view_usage import pair_view_scores
 
     docids, reps, mask = corpus(40)
     paths = write_shards(tmp_path, docids, reps, mask, 2)

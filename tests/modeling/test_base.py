@@ -6,7 +6,7 @@ from transformers import AutoModel
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.errors import ConfigError, UnknownNameError
-from multiview_plugin.modeling import DenseEncoder, MultiViewerEncoder, load_encoder
+from multiview_plugin.modeling import DprEncoder, MvrEncoder, load_encoder
 from multiview_plugin.registry import get_encoder_class
 
 TEXTS = ["paris is the capital of france", "the moon", "a cat is a small animal and a dog is a large one"]
@@ -54,8 +54,8 @@ def test_tied_encoders_share_parameters(tiny_bert):
 
 
 def test_registry_and_bad_options(tiny_bert):
-    assert get_encoder_class("mvr") is MultiViewerEncoder
-    assert get_encoder_class("dpr") is DenseEncoder
+    assert get_encoder_class("mvr") is MvrEncoder
+    assert get_encoder_class("dpr") is DprEncoder
     with pytest.raises(UnknownNameError, match="unknown model 'colbert'; known models: .*dpr.*mvr"):
         get_encoder_class("colbert")
     with pytest.raises(ConfigError, match="--mvr_num_views must be >= 1"):

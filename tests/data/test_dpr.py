@@ -57,3 +57,15 @@ def test_bad_files_fail_with_location(tmp_path):
 def _write(path, text):
     path.write_text(text)
     return path
+
+
+def test_dpr_converter_without_positives_is_an_error(tmp_path):
+    from multiview_plugin.data.dpr import convert_dpr_biencoder
+    from multiview_plugin.data.readers import InputFormatError
+
+    src = tmp_path / "biencoder.json"
+    src.write_text(json.dumps([{"question": "who", "answers": ["x"], "positive_ctxs": [],
+                                "hard_negative_ctxs": [{"title": "t", "text": "x"}]}]))
+    with pytest.raises(InputFormatError, match="none of its 1 records has a positive passage"):
+        convert_dpr_biencoder(src, tmp_path / "train.jsonl")
+    assert not (tmp_path / "train.jsonl").exists()

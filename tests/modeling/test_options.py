@@ -4,6 +4,7 @@ registry, typed options in the saved config, old configs still loading, and anot
 import dataclasses
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,8 @@ def test_config_holds_typed_options_and_saves_flag_names(tiny_bert, tmp_path):
     assert saved == {"mvr_num_views": 3, "mvr_lambda": 0.2, "mvr_alpha": 0.1, "mvr_min_temperature": 0.3,
                      "mvr_viewer_init": "random", "mvr_views": "paper", "mvr_gate_learning_rate": None,
                      "mvr_viewer_positions": "shared", "mvr_balance_weight": 0.0,
-                     "mvr_viewer_scope": "full", "mvr_sentence_distill_weight": 0.0}
+                     "mvr_viewer_scope": "full", "mvr_sentence_distill_weight": 0.0, "mvr_view_init": "none",
+                     "mvr_init_from": None, "mvr_diversity_weight": 0.0}
     loaded = load_encoder(tmp_path / "m").config.options
     assert loaded == opts and loaded["mvr_num_views"] == 3  # the dict view by flag name still reads
     assert saved == loaded and loaded == saved and loaded != {**saved, "mvr_num_views": 4}  # equal to the dict form
@@ -160,7 +162,7 @@ def test_train_driver_refuses_another_methods_option_in_one_line(tiny_bert, trai
         refuse_foreign_options(["--no_dcsr_passage_view"], "mvr")
 
 
-def test_classes_are_named_after_their_registry_names_and_old_names_remain():
+def test_classes_are_named_after_their_registry_names_with_no_second_name():
     from multiview_plugin import modeling
     from multiview_plugin.modeling import base, persistence
 
@@ -169,7 +171,9 @@ def test_classes_are_named_after_their_registry_names_and_old_names_remain():
              ("mebert", "MebertEncoder", "MultiEmbeddingEncoder"), ("dce", "DceEncoder", "DualCrossEncoder")]
     for name, cls_name, old in names:
         cls = get_encoder_class(name)
-        assert cls.__name__ == cls_name and getattr(modeling, cls_name) is cls and getattr(modeling, old) is cls
-    # persistence lives in its own module; the earlier import path still works
-    assert base.load_encoder is persistence.load_encoder and base.EXTRA_WEIGHTS_NAME == persistence.EXTRA_WEIGHTS_NAME
+        assert cls.__name__ == cls_name and getattr(modeling, cls_name) is cls
+        assert not hasattr(modeling, old) and not hasattr(sys.modules[cls.__module__], old)  # the earlier names
+        assert [n for n, v in vars(sys.modules[cls.__module__]).items() if v is cls] == [cls_name]
+    # persistence lives in its own module, imported from there only
+    assert not hasattr(base, "load_encoder") and not hasattr(base, "EXTRA_WEIGHTS_NAME")
     assert issubclass(modeling.MultiViewEncoder, persistence.PersistenceMixin)

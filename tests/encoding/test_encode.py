@@ -1,7 +1,8 @@
 """Fault injection: encoding killed (SIGKILL) at random points resumes to exactly the uninterrupted shard.
 
-Each case forks the test process; the child encodes with a line tracer over the encode driver, the shard writer
-and the atomic-write helper that sends itself SIGKILL at a chosen line, so it dies like ``kill -9`` anywhere:
+Each case forks the test process; the child encodes with a line tracer over the encode loop (encoding/encode.py),
+the shard writer and the atomic-write helper that sends itself SIGKILL at a chosen line, so it dies like ``kill -9``
+anywhere:
 mid-batch, between a flush and its resume state, inside an atomic write (leaving its temporary file), between the
 final pickle and its sidecar. A second child may die again in the resumed run. The parent then finishes the
 encode and compares shard and sidecar with an uninterrupted run's, byte for byte.
@@ -21,9 +22,8 @@ import torch
 
 from multiview_plugin import atomic
 from multiview_plugin.arguments import DataArguments, ModelArguments
-from multiview_plugin.driver import encode
-from multiview_plugin.driver.encode import encode_to_shard
-from multiview_plugin.encoding import shards
+from multiview_plugin.encoding import encode, shards
+from multiview_plugin.encoding.encode import encode_to_shard
 from multiview_plugin.registry import get_encoder_class
 from tests.conftest import TOPICS
 

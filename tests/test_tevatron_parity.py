@@ -18,7 +18,7 @@ from multiview_plugin.modeling import load_encoder
 from multiview_plugin.tevatron_parity import DIFFERENCES, REFUSED
 from tests.conftest import TOPICS, write_topics_corpus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # the parity table writer is a tool of the checkout, not part of the package
 _spec = importlib.util.spec_from_file_location("tevatron_flags_tool", ROOT / "tools" / "tevatron_flags.py")
 _tool = importlib.util.module_from_spec(_spec)

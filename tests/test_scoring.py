@@ -1,28 +1,11 @@
-"""Losses, scoring and schedules against hand-computed values."""
+"""Per-view scores, max-sim, Local Variation and view perplexity (scoring.py) against hand-computed values."""
 
-import math
 
 import pytest
 import torch
 
-from multiview_plugin.losses import ContrastiveLoss, GlobalLocalLoss
-from multiview_plugin.registry import get_loss_class
 from multiview_plugin.scoring import local_variation, max_sim, view_perplexity, view_scores
-from multiview_plugin.training.temperature import temperature_at
-
-
-def lse(*xs):
-    return math.log(sum(math.exp(x) for x in xs))
-
-
-# 2 queries, 3 passages with 2 views each (passage 2 has only one real view).
-Q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-P = torch.tensor([
-    [[1.0, 0.0], [0.5, 0.5]],
-    [[0.0, 2.0], [1.0, 1.0]],
-    [[0.2, 0.1], [9.0, 9.0]],
-])
-MASK = torch.tensor([[True, True], [True, True], [True, False]])
+from tests.losses.test_contrastive import MASK, P, Q
 
 
 def test_view_scores_and_mask():
@@ -32,33 +15,6 @@ def test_view_scores_and_mask():
     assert s[1, 1].tolist() == [2.0, 1.0]
     assert s[0, 2, 1] == float("-inf")  # padded view never wins
     assert torch.allclose(max_sim(Q, P, MASK), torch.tensor([[1.0, 1.0, 0.2], [0.5, 2.0, 0.1]]))
-
-
-def test_contrastive_loss_hand_computed():
-    tau = 0.5
-    target = torch.tensor([0, 1])
-    out = ContrastiveLoss()(view_scores(Q, P, MASK), target, tau)
-    # f = max over views: q0 -> [1, 1, 0.2], q1 -> [0.5, 2, 0.1]
-    l0 = lse(1 / tau, 1 / tau, 0.2 / tau) - 1 / tau
-    l1 = lse(0.5 / tau, 2 / tau, 0.1 / tau) - 2 / tau
-    assert out.loss.item() == pytest.approx((l0 + l1) / 2, abs=1e-6)
-
-
-def test_loss_registry():
-    assert get_loss_class("contrastive") is ContrastiveLoss
-    assert get_loss_class("mvr_global_local") is GlobalLocalLoss
-    assert GlobalLocalLoss.from_options({"mvr_lambda": 0.5}).lam == 0.5
-
-
-def test_annealed_temperature_paper_values():
-    assert temperature_at(0, "annealed") == pytest.approx(1.0)
-    assert temperature_at(5, "annealed") == pytest.approx(0.607, abs=5e-4)
-    assert temperature_at(20, "annealed") == pytest.approx(0.3)
-    assert temperature_at(7, "fixed", initial=0.05) == 0.05
-    # generalised start and floor (the cosine-similarity runs of docs/results.md)
-    assert temperature_at(3, "annealed", initial=0.1, minimum=0.03) == pytest.approx(0.1 * math.exp(-0.3))
-    with pytest.raises(ValueError, match="unknown temperature schedule"):
-        temperature_at(0, "cosine")
 
 
 def test_local_variation_and_perplexity():

@@ -1,0 +1,62 @@
+"""The evaluate driver: ranking metrics and answer accuracy for a run, end to end; its one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from multiview_plugin.driver.evaluate import main as evaluate_main
+from multiview_plugin.evaluation.runs import write_run
+
+
+def test_cli_end_to_end(tmp_path, capsys):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(p) + "\n" for p in [
+        {"docid": "p1", "title": "Eiffel", "text": "Gustave Eiffel built the tower."},
+        {"docid": "p2", "title": "Paris", "text": "Paris is in France."},
+        {"docid": "p3", "title": "Rome", "text": "Rome is in Italy."},
+    ]))
+    answers = tmp_path / "eval_answers.jsonl"
+    answers.write_text('{"query_id": "q1", "answers": ["Gustave Eiffel"]}\n{"query_id": "q2", "answers": ["Italy"]}\n')
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1 0 p1 1\nq2 0 p3 1\n")
+    run = write_run({"q1": [("p1", 2.0), ("p2", 1.0)], "q2": [("p2", 2.0), ("p3", 1.0)]}, tmp_path / "run.trec")
+    out_json = tmp_path / "metrics" / "m.json"
+    retrieval = tmp_path / "retrieval.json"
+    rc = evaluate_main(["--run", str(run), "--qrels", str(qrels), "--metrics", "MRR@10", "R@1",
+                        "--answers", str(answers), "--corpus", str(corpus), "--topk", "1", "2",
+                        "--save_retrieval", str(retrieval), "--output_json", str(out_json)])
+    assert rc == 0
+    table = capsys.readouterr().out.splitlines()
+    # every printed value in percent (issue 31: ranking metrics were printed as fractions beside percentages)
+    assert table[0].split() == ["metric", "value", "(%)"]
+    assert [line.split() for line in table[2:]] == [["MRR@10", "75.00"], ["R@1", "50.00"],
+                                                    ["Top1", "50.00"], ["Top2", "100.00"]]
+    assert json.loads(out_json.read_text()) == pytest.approx({"MRR@10": 0.75, "R@1": 0.5, "Top1": 50.0,
+                                                              "Top2": 100.0})
+    saved = json.loads(retrieval.read_text())
+    assert saved["q1"]["contexts"][0]["text"] == "Eiffel\nGustave Eiffel built the tower."
+
+
+def test_cli_errors(tmp_path, capsys):
+    assert evaluate_main(["--run", str(tmp_path / "missing.trec"), "--qrels", str(tmp_path / "q.txt")]) == 2
+    assert "error: --run: no such file" in capsys.readouterr().err
+    run = write_run({"q1": [("p1", 1.0)]}, tmp_path / "run.trec")
+    assert evaluate_main(["--run", str(run)]) == 2
+    assert "nothing to evaluate" in capsys.readouterr().err
+    answers = tmp_path / "a.jsonl"
+    answers.write_text('{"query_id": "q1", "answers": ["x"]}\n')
+    assert evaluate_main(["--run", str(run), "--answers", str(answers)]) == 2
+    assert "--answers needs --corpus" in capsys.readouterr().err
+    bad = tmp_path / "bad.trec"
+    bad.write_text("q1 Q0 p1 1 1.0 t\nq1 Q0 p2\n")
+    qrels = tmp_path / "q.txt"
+    qrels.write_text("q1 0 p1 1\n")
+    assert evaluate_main(["--run", str(bad), "--qrels", str(qrels)]) == 2
+    assert "bad.trec line 2" in capsys.readouterr().err
+    # run queries absent from the qrels: a warning and zeros, not an error
+    other = tmp_path / "other.txt"
+    other.write_text("zz 0 p1 1\n")
+    assert evaluate_main(["--run", str(run), "--qrels", str(other), "--metrics", "MRR@10"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == ["MRR@10", "0.00"]

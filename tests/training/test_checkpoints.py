@@ -1,0 +1,40 @@
+"""Choosing the newest complete checkpoint (training/checkpoints.py); see also tests/driver/test_train.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+
+def test_checkpoint_completeness_checks(tmp_path):
+    from safetensors.torch import save_file
+
+    from multiview_plugin.training.checkpoints import checkpoint_problems, last_complete_checkpoint
+
+    def checkpoint(step: int, optimizer: bool = True) -> Path:
+        folder = tmp_path / f"checkpoint-{step}"
+        (folder / "passage_model").mkdir(parents=True)  # untied encoders: weights in subfolders
+        save_file({"w": torch.ones(4, 4)}, str(folder / "passage_model" / "model.safetensors"))
+        (folder / "multiview_config.json").write_text("{}")
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        if optimizer:
+            for name in ("optimizer.pt", "scheduler.pt", "rng_state_0.pth", "rng_state_1.pth"):
+                torch.save({"x": torch.zeros(3)}, folder / name)
+        return folder
+
+    good, newest = checkpoint(5), checkpoint(10)
+    assert checkpoint_problems(good) == [] and checkpoint_problems(newest) == []
+    weights = newest / "passage_model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-10])  # cut short while saving
+    (newest / "rng_state_1.pth").write_bytes(b"")
+    size = weights.stat().st_size
+    assert checkpoint_problems(newest) == [
+        f"passage_model/model.safetensors {size} bytes, header describes {size + 10}",
+        "rng_state_1.pth unreadable (File is not a zip file)"]
+    assert last_complete_checkpoint(tmp_path) == str(good)
+    only_model = checkpoint(20, optimizer=False)  # --save_only_model
+    assert checkpoint_problems(only_model, optimizer_expected=False) == []
+    assert "optimizer.pt missing" in checkpoint_problems(only_model)
+    assert last_complete_checkpoint(tmp_path, optimizer_expected=False) == str(only_model)
