@@ -27,15 +27,21 @@ setup(
         "regex>=2022.1.18",
         "accelerate>=0.26",
         "matplotlib>=3.5",  # training-curve and view-usage plots
+        "scipy>=1.7",  # the paired significance tests (evaluation/significance.py)
     ],
     extras_require={
         # peft: the LoRA tests run with the rest (without it they would skip, unseen, in CI's core step)
         # qdrant-client: the Qdrant backend's tests (embedded mode, tiny data) run in CI's core step too;
         # hypothesis: the property-based tests of bad input
-        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13", "qdrant-client>=1.16", "hypothesis>=6.100"],
+        # qdrant-edge-py: the Qdrant data model tested on Qdrant's own engine (in the process, tiny data)
+        "dev": ["pytest>=7", "ruff>=0.5", "peft>=0.13", "qdrant-client>=1.16", "qdrant-edge-py>=0.9",
+                "hypothesis>=6.100"],
         # Qdrant backend (driver.index --backend qdrant): embedded storage, or a server/cluster via --qdrant_url.
         # 1.16+: collection metadata (the model identity that guards resumed ingests), MAX_SIM multivectors.
         "qdrant": ["qdrant-client>=1.16"],
+        # --backend qdrant --qdrant_engine edge: Qdrant's Rust engine in the process (tested with qdrant-edge-py
+        # 0.9.0); with qdrant-client, so both engines (and servers) are there
+        "qdrant-edge": ["qdrant-client>=1.16", "qdrant-edge-py>=0.9"],
         # GPU Faiss: install faiss-gpu-cu12 (or conda's faiss-gpu) instead of faiss-cpu on CUDA machines.
         "gpu": ["faiss-gpu-cu12>=1.8"],
         "t5": ["sentencepiece>=0.1.99"],

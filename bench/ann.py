@@ -4,7 +4,7 @@ Clustered synthetic unit vectors (``multiview_plugin.synthetic_vectors``: topic 
 centre, views near their document, queries near one view of a document), not real MiniLM vectors: encoding
 a million passages' views costs hours on 2 CPU cores. MVR = ``--docs`` documents × ``--views`` vectors; DPR =
 the same documents with one vector each (the mean of its views, normalised). Each index type is built once per
-system and searched through ``VectorStore`` (the searcher's core, with its fetch / widen / re-score rule) over a
+system and searched through ``FaissStore`` (the searcher's core, with its fetch / widen / re-score rule) over a
 sweep of its search parameter:
 
 - HNSW: ``overfetch`` (efSearch = the fetch depth, overfetch × k × views);
@@ -35,7 +35,7 @@ import faiss
 import numpy as np
 from search_overhead import timed  # bench/ is the script's folder
 
-from multiview_plugin.search import ApproximateSearch, MaxAggregator, VectorStore
+from multiview_plugin.search import ApproximateSearch, FaissStore, MaxAggregator
 from multiview_plugin.search._index import document_means
 from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
 
@@ -113,7 +113,7 @@ def measure(system: str, factory: str, vectors: np.ndarray, views: int, queries:
         options = ({"overfetch": value} if param == "overfetch" else
                    {"doc_candidates": value, "min_doc_candidates": 0} if param == "doc_candidates" else
                    {"overfetch": 1.0, "nprobe": int(value), "probe_factor": 0.0} if value else {"overfetch": 1.0})
-        store = VectorStore.from_lookup(index, lookup, views > 1, factory, ApproximateSearch(**options), doc_index)
+        store = FaissStore.from_lookup(index, lookup, views > 1, factory, ApproximateSearch(**options), doc_index)
         found = store.search(queries, args.k, agg)[0]
         batched = timed(lambda s=store: s.search(queries, args.k, agg), args.repeats) / len(queries)
         one = timed(lambda s=store: [s.search(q[None], args.k, agg) for q in single], args.repeats) / len(single)
@@ -180,7 +180,7 @@ def main() -> None:
         flat.add(vectors)
         lookup = [f"{d}#{j}" for d in range(len(vectors) // views) for j in range(views)] if views > 1 else \
             list(map(str, range(len(vectors))))
-        exact = VectorStore.from_lookup(flat, lookup, views > 1, "exact").search(queries, args.k, MaxAggregator())[0]
+        exact = FaissStore.from_lookup(flat, lookup, views > 1, "exact").search(queries, args.k, MaxAggregator())[0]
         del flat, lookup
         for factory in args.indexes:
             nlist = 1 << max(4, round(np.log2(len(vectors) / args.vectors_per_list)))

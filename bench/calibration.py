@@ -49,7 +49,7 @@ import faiss
 import numpy as np
 
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard
-from multiview_plugin.search import MultiVectorSearcher, VectorStore, build_index
+from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index
 from multiview_plugin.search.aggregators import MaxAggregator
 from multiview_plugin.search.calibrate import DEFAULT_SAMPLER, SAMPLERS, calibrate_index
 from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
@@ -105,7 +105,7 @@ def exact_docs(shards: list[Path], q: np.ndarray, k: int) -> tuple[np.ndarray, n
         lookup += lk
     flat = faiss.IndexFlatIP(reps[0].shape[1])
     flat.add(np.concatenate(reps))
-    store = VectorStore.from_lookup(flat, lookup, True, "exact")
+    store = FaissStore.from_lookup(flat, lookup, True, "exact")
     return store.search(q, k, MaxAggregator())[0], store.docids, flat.ntotal
 
 

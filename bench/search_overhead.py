@@ -1,6 +1,6 @@
 """Multi-vector search overhead vs raw Faiss, and MVR (k views) vs DPR query latency, on the same vectors.
 
-Ours = MultiVectorSearcher's core (VectorStore.search: Faiss search at the over-fetched depth k·K plus the
+Ours = MultiVectorSearcher's core (FaissStore.search: Faiss search at the over-fetched depth k·K plus the
 vectorised max aggregation and, if needed, widening). Raw = ``faiss.IndexFlatIP.search`` at that same depth
 on the same index. DPR = one vector per document (the first view) searched at depth k.
 
@@ -16,7 +16,7 @@ import time
 import faiss
 import numpy as np
 
-from multiview_plugin.search import MaxAggregator, VectorStore
+from multiview_plugin.search import FaissStore, MaxAggregator
 
 
 def timed(fn, repeats: int) -> float:
@@ -50,7 +50,7 @@ def main() -> None:
     index = faiss.IndexFlatIP(args.dim)
     index.add(reps.reshape(-1, args.dim))
     lookup = [f"d{i}#{j}" for i in range(args.docs) for j in range(args.views)]
-    store = VectorStore.from_lookup(index, lookup, True, "bench")
+    store = FaissStore.from_lookup(index, lookup, True, "bench")
     agg = MaxAggregator()
     depth = args.k * args.views
 
@@ -59,7 +59,7 @@ def main() -> None:
 
     dpr_index = faiss.IndexFlatIP(args.dim)
     dpr_index.add(np.ascontiguousarray(reps[:, 0]))
-    dpr_store = VectorStore.from_lookup(dpr_index, [f"d{i}" for i in range(args.docs)], False, "bench")
+    dpr_store = FaissStore.from_lookup(dpr_index, [f"d{i}" for i in range(args.docs)], False, "bench")
     dpr = timed(lambda: dpr_store.search(queries, args.k, agg), args.repeats)
 
     nq = args.queries

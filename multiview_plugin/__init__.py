@@ -11,6 +11,7 @@ from multiview_plugin.registry import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "MultiViewModel",
     "__version__",
     "get_encoder_class",
     "get_loss_class",
@@ -26,4 +27,8 @@ def __getattr__(name: str):
         from multiview_plugin.modeling import load_encoder
 
         return load_encoder
+    if name == "MultiViewModel":  # the Python API (multiview_plugin.api, docs/python-api.md)
+        from multiview_plugin.api import MultiViewModel
+
+        return MultiViewModel
     raise AttributeError(f"module 'multiview_plugin' has no attribute {name!r}")

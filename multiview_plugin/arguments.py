@@ -22,14 +22,18 @@ from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
-from multiview_plugin.bounds import LENGTH_BOUNDS, MAX_LORA_RANK, PAD_BOUNDS, Bounds, check_fields
+from multiview_plugin.bounds import MAX_LORA_RANK, Bounds, check_fields
 from multiview_plugin.cli import ParsedArguments
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.text_options import OPTION_NAMES, TEXT_GROUP_DESCRIPTION, argument_field, bounds_of
 
 # the help of Tevatron's encode-only DataArguments (multiview_plugin.tevatron_parity.ENCODE_ONLY)
 _ENCODE_ONLY = " Encoding only: the train driver refuses a value other than the default."
 # the built-in methods' flags come in this order in --help (then other methods', by name)
 _HELP_ORDER = ("mvr", "mlr", "dcsr", "mebert")
+# --help's group of the shared text options (multiview_plugin.text_options), in ModelArguments and DataArguments
+TEXT_GROUP = ("text options (every method; saved with the model, the encode driver can override them)",
+              TEXT_GROUP_DESCRIPTION)
 
 
 @dataclass
@@ -67,26 +71,18 @@ class BaseModelArguments(ParsedArguments):
     )
     attn_implementation: str | None = field(
         default=None,
-        metadata={"help": "Backbone attention: 'eager', 'sdpa' or 'flash_attention_2' (needs flash-attn and a GPU). "
+        metadata={"choices": ("eager", "sdpa", "flash_attention_2"),
+                  "help": "Backbone attention: 'eager', 'sdpa' or 'flash_attention_2' (needs flash-attn and a GPU). "
                   "Default: transformers' choice (sdpa where supported); Tevatron defaults to flash_attention_2."},
     )
     dtype: str | None = field(
         default="float32",
-        metadata={"help": "Load (and train) the backbone weights in float32, float16 or bfloat16. For mixed "
+        metadata={"choices": ("float32", "float16", "bfloat16"),
+                  "help": "Load (and train) the backbone weights in float32, float16 or bfloat16. For mixed "
                   "precision with float32 weights use --bf16/--fp16 instead."},
     )
-    pooling: str = field(
-        default="cls",
-        metadata={"help": "Single-vector pooling for dpr (and dcsr's queries, dce): 'cls'/'first' (first token), "
-                  "'mean'/'avg'/'average' (masked mean of the last layer) or 'last'/'eos' (last real token, for "
-                  "decoder backbones). Multi-vector models define their own document vectors (mvr: viewer "
-                  "tokens, dcsr: <sent> markers)."},
-    )
-    normalize: bool = field(
-        default=False,
-        metadata={"help": "L2-normalise query and passage vectors (cosine similarity). Use with a small "
-                  "--temperature (e.g. 0.05) for backbones trained with cosine, such as all-MiniLM-L6-v2."},
-    )
+    pooling: str = argument_field("pooling")
+    normalize: bool = argument_field("normalize")
     temperature: float = field(
         default=1.0,
         metadata={"help": "Softmax temperature tau of the contrastive loss. With --temperature_schedule "
@@ -94,9 +90,11 @@ class BaseModelArguments(ParsedArguments):
     )
     temperature_schedule: str | None = field(
         default=None,
-        metadata={"help": "'fixed' (tau = --temperature) or 'annealed' (MVR eq. 8 generalised: "
-                  "tau = max(--mvr_min_temperature, tau_0 * exp(-mvr_alpha * epoch)), updated once per epoch, "
-                  "epochs counted from 0). Default: the model's own (mvr: annealed, dpr: fixed)."},
+        metadata={"choices": ("fixed", "annealed"),
+                  "help": "'fixed' (tau = --temperature) or 'annealed' (MVR eq. 8 generalised: "
+                  "tau = max(tau_min, tau_0 * exp(-alpha * epoch)), updated once per epoch, epochs counted from 0; "
+                  "mvr sets tau_min and alpha with --mvr_min_temperature and --mvr_alpha, the other methods use the "
+                  "paper's 0.3 and 0.1). Default: the model's own (mvr: annealed, the others: fixed)."},
     )
     mask_duplicate_positives: bool = field(
         default=False,
@@ -134,6 +132,18 @@ class BaseModelArguments(ParsedArguments):
 
     # (HfArgumentParser hands a field's metadata to argparse, so the bounds of the flags are tables.)
     BOUNDS: ClassVar[dict[str, Bounds]] = {"lora_r": (1, MAX_LORA_RANK), "lora_dropout": (0.0, 1.0)}
+
+    @classmethod
+    def argument_group(cls, name: str) -> tuple[str, str | None]:
+        """The --help group of flag ``name``: the shared text options, LoRA, a method's options, or the model."""
+        if name in OPTION_NAMES:
+            return TEXT_GROUP
+        if name == "lora" or name.startswith("lora_"):
+            return "LoRA (needs peft: pip install 'multiview_plugin[lora]')", None
+        owner = option_owners().get(name)
+        if owner:
+            return f"{owner} options (only with --model_name {owner})", None
+        return "model (every method)", None
 
     def __post_init__(self) -> None:
         """Refuse sizes out of range at parse time (:mod:`multiview_plugin.bounds`): these flags, and the method
@@ -201,49 +211,35 @@ class DataArguments:
                                                            + _ENCODE_ONLY})
     encode_output_path: str | None = field(default=None, metadata={"help": "Where to write an encoded shard."
                                                                    + _ENCODE_ONLY})
-    query_max_len: int = field(
-        default=32, metadata={"help": "Maximum query length in tokens, special tokens included."}
-    )
-    passage_max_len: int = field(
-        default=128,
-        metadata={"help": "Maximum passage length in positions, special tokens included. MVR's extra viewer "
-                  "tokens share position 0 and do not count, so every method sees the same passage text."},
-    )
-    query_prefix: str = field(default="", metadata={"help": "Text prepended to every query."})
-    passage_prefix: str = field(default="", metadata={"help": "Text prepended to every passage."})
+    query_max_len: int = argument_field("query_max_len")
+    passage_max_len: int = argument_field("passage_max_len")
+    query_prefix: str = argument_field("query_prefix")
+    passage_prefix: str = argument_field("passage_prefix")
     passage_field_separator: str = field(
         default=" ", metadata={"help": "String joining a passage's title and text."}
     )
-    pad_to_multiple_of: int | None = field(
-        default=None,
-        metadata={"help": "Pad batches to a multiple of this length. Default: 16 when a GPU is present (Tevatron's "
-                  "default, tensor-core friendly), no rounding on CPU, where it only adds work; 0 = none."},
-    )
+    pad_to_multiple_of: int | None = argument_field("pad_to_multiple_of")
     num_proc: int = field(
         default=1,
         metadata={"help": "Processes for dataset preparation: loading and validating a hub dataset (--dataset_name, "
                   "as Tevatron) and dcsr's sentence records. Local train files are read in one validated pass, so "
                   "for the other methods a WARNING says it is ignored there."},
     )
-    padding_side: str = field(
-        default="right", metadata={"help": "dpr: pad batches on the 'right' or 'left' (decoder backbones)."}
-    )
-    append_eos_token: bool = field(
-        default=False,
-        metadata={"help": "dpr: end every query and passage with the tokenizer's eos token (RepLLaMA style; "
-                  "pair with --pooling eos)."},
-    )
-    add_special_tokens: bool = field(
-        default=True, metadata={"help": "dpr: let the tokenizer add its special tokens ([CLS]/[SEP], BOS)."}
-    )
+    padding_side: str = argument_field("padding_side")
+    append_eos_token: bool = argument_field("append_eos_token")
+    add_special_tokens: bool = argument_field("add_special_tokens")
 
     BOUNDS: ClassVar[dict[str, Bounds]] = {
-        "query_max_len": LENGTH_BOUNDS, "passage_max_len": LENGTH_BOUNDS, "pad_to_multiple_of": PAD_BOUNDS,
+        **bounds_of("query_max_len", "passage_max_len", "pad_to_multiple_of"),
         "train_group_size": (1, None), "num_proc": (1, None), "dataset_number_of_shards": (1, None),
         "dataset_shard_index": (0, None)}
 
     def __post_init__(self) -> None:
         check_fields(self, bounds=self.BOUNDS)
+
+    @classmethod
+    def argument_group(cls, name: str) -> tuple[str, str | None]:
+        return TEXT_GROUP if name in OPTION_NAMES else ("data", None)
 
 
 @dataclass
@@ -265,6 +261,8 @@ class DevArguments:
     dev_eval_steps: int = field(default=100, metadata={"help": "Evaluate on dev every this many steps."})
     dev_patience: int = field(
         default=0, metadata={"help": "Stop after this many dev evaluations without improvement (0: never stop)."})
+
+    _argument_group_name: ClassVar[str] = "dev evaluation (model selection during training)"
 
 
 @dataclass
@@ -305,6 +303,13 @@ class MultiViewTrainingArguments(TrainingArguments):
     # The Trainer would drop our text columns otherwise.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep dataset columns (leave False)."})
 
+    @classmethod
+    def argument_group(cls, name: str) -> tuple[str, str | None]:
+        if name in MultiViewTrainingArguments.__dict__.get("__annotations__", {}):  # declared here, not inherited
+            return "training (multiview_plugin's Trainer flags)", None
+        return ("training (the Hugging Face Trainer's flags, transformers.TrainingArguments)",
+                "See https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments")
+
     def __post_init__(self) -> None:
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"--warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
@@ -328,6 +333,19 @@ def _method_options() -> list[tuple[str, type]]:
     return out
 
 
+def _registered(table: str) -> tuple[str, ...]:
+    from multiview_plugin import registry
+
+    return tuple(getattr(registry, table).names())
+
+
+def _with_choices(name: str, choices: tuple[str, ...]) -> tuple[str, Any, Any]:
+    """BaseModelArguments' field ``name`` listing ``choices`` (the registered names) in --help; the registry
+    refuses another name with its own message (an entry point may name a method not loaded yet)."""
+    f = BaseModelArguments.__dataclass_fields__[name]
+    return name, f.type, field(default=f.default, metadata={**f.metadata, "metavar": "{" + ",".join(choices) + "}"})
+
+
 def option_owners() -> dict[str, str]:
     """``{flag name: method}`` for every method option of the registered methods."""
     return {flag: name for name, options in _method_options() for flag in options.flags()}
@@ -342,7 +360,8 @@ def model_arguments() -> type:
     key = tuple(methods)
     if key not in _CACHE:
         taken = {f.name: "the shared model flags" for f in dataclasses.fields(BaseModelArguments)}
-        extra = []
+        extra = [_with_choices("model_name", _registered("ENCODERS")),
+                 _with_choices("loss_name", _registered("LOSSES"))]
         for name, options in methods:
             for flag, kind, spec in options.argument_fields():
                 if flag in taken:

@@ -6,15 +6,20 @@ points (``data/beir.py``, ``data/msmarco.py``, ...) use it as the drivers do.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import functools
 import logging
 import os
+import pickle
 import sys
+import typing
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from transformers import HfArgumentParser
 
-from multiview_plugin.errors import ConfigError, MultiViewError
+from multiview_plugin.errors import ConfigError, MultiViewError, unsafe_weights_message
 
 
 class ParsedArguments:
@@ -31,21 +36,69 @@ class ParsedArguments:
         """Refuse, with a ``ConfigError``, what the command line asked that these values cannot express."""
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """``--help``: the description (a module docstring) as written, and each flag's default after its help (not
+    None: such a flag's help says what not giving it means)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+class DriverArgumentParser(HfArgumentParser):
+    """``HfArgumentParser`` whose ``--help`` groups the flags: a dataclass may name the group of each of its fields
+    with a classmethod ``argument_group(name) -> (title, description) | None`` (None: the dataclass's own group,
+    ``_argument_group_name``); and an optional bool (default None: "not given") takes ``--name``,
+    ``--name True|False`` and ``--no_name``."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        """A bad flag value (``--pooling bogus``): one line, exit status 2 (not argparse's whole usage block)."""
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+    def _add_dataclass_arguments(self, dtype: Any) -> None:
+        hints = typing.get_type_hints(dtype)
+        own = getattr(dtype, "_argument_group_name", None)
+        groups: dict[str, Any] = self.__dict__.setdefault("_groups_by_title", {})  # shared by the dataclasses
+
+        def group(title: str | None, description: str | None = None) -> Any:
+            if title is None:
+                return self
+            if title not in groups:
+                groups[title] = self.add_argument_group(title, description)
+            return groups[title]
+
+        chooser = getattr(dtype, "argument_group", None)
+        for f in dataclasses.fields(dtype):
+            if not f.init:
+                continue
+            f.type = hints[f.name]
+            chosen = chooser(f.name) if chooser else None
+            container = group(*chosen) if chosen else group(own)
+            self._parse_dataclass_field(container, f)
+            if f.default is None and f.type == bool | None:
+                container.add_argument(f"--no_{f.name}", action="store_false", dest=f.name, default=None,
+                                       help=f"--{f.name} False")
+
+
 def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: str | None = None,
-                      ignored: tuple = ()) -> tuple:
+                      ignored: tuple | Callable[[], tuple] = (), prog: str | None = None,
+                      description: str | None = None, usage: str | None = None) -> tuple:
     """Parse ``argv`` into the dataclasses; a single ``*.json`` argument is read as a config file.
 
     ``driver`` ('train', 'encode'): refuse the Tevatron flags that driver does not support, with what to use
-    instead. ``ignored``: dataclasses whose flags are accepted but unused here (logged), as Tevatron's encode
-    accepts every training flag. When the result holds model arguments, method options given for a method other
-    than ``--model_name`` are refused (``check_argv``: :func:`~multiview_plugin.arguments.refuse_foreign_options`).
+    instead. ``ignored``: dataclasses (or a function returning them, called only when flags are left over) whose
+    flags are accepted but unused here (logged), as Tevatron's encode accepts every training flag. When the result
+    holds model arguments, method options given for a method other than ``--model_name`` are refused
+    (``check_argv``: :func:`~multiview_plugin.arguments.refuse_foreign_options`). ``prog``: the usage line's command
+    (``python -m multiview_plugin.driver.train``); ``description``: the text ``--help`` shows above the flags;
+    ``usage``: a short usage line instead of argparse's list of every flag.
     """
     from multiview_plugin.tevatron_parity import refuse_unsupported
 
     # ModelArguments with the flags of every method registered now (a plugin may have been loaded since import);
     # the argument classes say so themselves, so this base module never imports the methods
     types = tuple(t.current() if issubclass(t, ParsedArguments) else t for t in types)
-    parser = HfArgumentParser(types)
+    parser = DriverArgumentParser(types, prog=prog, description=description, usage=usage,
+                                  formatter_class=HelpFormatter)
     argv = list(sys.argv[1:] if argv is None else argv)
     if driver:
         refuse_unsupported(argv, driver)
@@ -54,7 +107,7 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
     else:
         *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
         if remaining and ignored:
-            remaining = _drop_ignored(remaining, ignored)
+            remaining = _drop_ignored(remaining, ignored() if callable(ignored) else ignored)
         if remaining:
             raise ConfigError(f"unrecognised arguments: {' '.join(remaining)} (see --help)")
     for args in parsed:
@@ -99,5 +152,20 @@ def cli(main: Callable[..., int | None]) -> Callable[..., int]:
                 raise
             print(f"error: {err}", file=sys.stderr)
             return 2
+        except pickle.UnpicklingError as err:  # torch.load(weights_only=True) refusing code (e.g. a LoRA adapter)
+            if os.environ.get("MULTIVIEW_TRACEBACK") or "GLOBAL" not in str(err):
+                raise
+            print(f"error: {unsafe_weights_message('a model folder', err)}", file=sys.stderr)
+            return 2
 
     return wrapper
+
+
+def cap_depth(depth: int, num_docs: int, flag: str) -> int:
+    """``depth`` (``--hits``, ``--depth``) capped at the ``num_docs`` documents searched, saying so in a log line:
+    a depth past the collection returns no more documents, and would only allocate wider result arrays."""
+    if depth > num_docs:
+        logging.getLogger("multiview_plugin").info("%s %d exceeds the %d documents searched: at most %d per query",
+                                                   flag, depth, num_docs, num_docs)
+        return max(1, num_docs)
+    return depth

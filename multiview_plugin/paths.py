@@ -26,6 +26,7 @@ from multiview_plugin.errors import ConfigError, MultiViewError
 logger = logging.getLogger(__name__)
 
 LOCK_SUFFIX = ".lock"
+LOCK_MARKER = "multiview_plugin output lock, pid"  # the lock's one line: "<marker> <pid>"
 
 
 def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -141,10 +142,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 class OutputLock:
-    """``<output>.lock``, created with ``O_EXCL`` and holding the writer's pid; removed on exit.
+    """``<output>.lock``, created with ``O_EXCL`` and holding one line, :data:`LOCK_MARKER` and the writer's pid;
+    removed on exit.
 
     A second writer of the same output is refused (:class:`WriterBusyError`) while the first runs; a lock
-    whose pid no longer runs (a killed writer) is stale and taken over with a warning.
+    whose pid no longer runs (a killed writer) is stale and taken over with a warning. A file at the lock's path
+    without the marker line (someone's file) is never removed: a one-line error.
     """
 
     def __init__(self, output: str | os.PathLike):
@@ -159,6 +162,10 @@ class OutputLock:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 pid = self._owner()
+                if pid is None and not self._young():
+                    raise ConfigError(f"{self.path} exists and is not a multiview_plugin lock (its line does not "
+                                      f"start with {LOCK_MARKER!r}): refusing to remove it; move it away or choose "
+                                      "another output path") from None
                 if pid is not None and _pid_alive(pid):
                     raise WriterBusyError(f"{self.output}: another writer (pid {pid}) holds it ({self.path}); wait "
                                           "for it to finish or choose another output path") from None
@@ -170,14 +177,18 @@ class OutputLock:
                     os.unlink(self.path)
                 continue
             with os.fdopen(fd, "w") as f:
-                f.write(f"{os.getpid()}\n")
+                f.write(f"{LOCK_MARKER} {os.getpid()}\n")
             self.held = True
             return self
         raise WriterBusyError(f"{self.output}: could not take the lock {self.path}")
 
     def _owner(self) -> int | None:
+        """The pid a lock of ours records; None for anything else (an empty file, someone's file)."""
         try:
-            return int(self.path.read_text(encoding="utf-8").strip())
+            with self.path.open("rb") as f:
+                line = f.read(len(LOCK_MARKER) + 32).decode("utf-8")
+            marker, _, pid = line.strip().rpartition(" ")
+            return int(pid) if marker == LOCK_MARKER else None
         except (OSError, ValueError):
             return None
 

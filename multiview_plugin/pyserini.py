@@ -72,7 +72,7 @@ def _build() -> dict[str, type]:
 
     from multiview_plugin.modeling.base import MultiViewEncoder
     from multiview_plugin.modeling.persistence import load_encoder
-    from multiview_plugin.search import MultiVectorSearcher
+    from multiview_plugin.search import FaissStore, MultiVectorSearcher
 
     class MultiViewQueryEncoder(base_encoder):
         """Encodes query strings with a saved multiview model (``encode`` → (D,), ``encode_batch`` → (N, D))."""
@@ -123,10 +123,10 @@ def _build() -> dict[str, type]:
             aggregation, options = self._aggregation
             self.multiview = MultiVectorSearcher(index_dir, aggregation=aggregation, aggregation_options=options)
             store = self.multiview.store
-            if getattr(store, "index", None) is None:
+            if not isinstance(store, FaissStore):
                 from multiview_plugin.errors import ConfigError
 
-                raise ConfigError(f"{index_dir} is a {self.multiview.meta.backend} index, not a Faiss one: search it "
+                raise ConfigError(f"{index_dir} is a {store.kind} index, not a Faiss one: search it "
                                   "with multiview_plugin.search.MultiVectorSearcher (the same API) or driver.search")
             return store.index, store.docids[store.row_doc].tolist()
 
@@ -204,6 +204,9 @@ def hybrid_searcher(index_dir: str | os.PathLike, query_encoder: Any, bm25_corpu
         sparse = (LuceneSearcher(str(lucene_index)) if Path(str(lucene_index)).exists()
                   else LuceneSearcher.from_prebuilt_index(str(lucene_index)))
     else:
+        from multiview_plugin.search._index import check_corpus_is_indexed
+
+        check_corpus_is_indexed(dense.meta, str(bm25_corpus), None, "bm25_corpus=")  # the corpus the index holds
         sparse = BM25Searcher.from_file(bm25_corpus)
     return HybridSearcher(dense, sparse, fusion, alpha, depth)
 

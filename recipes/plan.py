@@ -1,29 +1,58 @@
-"""The resource plan of a full-scale recipe: which index it builds, and the RAM, disk, build time and search
-latency that index is projected to need, from the costs ``bench/ann.py`` measured (``bench/ann.json``) scaled
-by ``bench/scale_projection.py``'s rules.
+"""The resource plan of a full-scale recipe, stage by stage, for a machine the user states.
 
-The index is chosen among the measured index types whose recall@k of exact max-over-views reached
-``MIN_RECALL`` there: exact ``Flat`` when it fits the RAM budget, else the fastest approximate one that fits
-(compressed views, IVF+SQ8, or candidates from a document index; not for dcsr, whose HasAns aggregation
-normalises over the collection's top sentence vectors, which a document index does not return). A recipe
-refuses to start (before any training or encoding) when the plan needs more RAM than the machine has, unless
-``--force_plan``.
+``make_plan`` chooses the index and projects its RAM, disk, build time and search latency; ``pipeline_stages``
+adds every other stage (downloads, training, pseudo-query generation, encoding, the shard disk the build reads,
+calibration, search). Every figure names the committed log or record it comes from:
+
+- index RAM / disk / latency: ``bench/ann.py``'s costs (``bench/ann.json``) scaled by
+  ``bench/scale_projection.py``'s rules; an IVF index is built the measured fast way (two-level k-means,
+  ``--ivf_training two_level``, and an HNSW coarse quantiser, ``IVF<n>_HNSW32``), whose build time and held-out
+  recall come from ``bench/ivf_build.py`` (``bench/ivf_build.json``: measured at 1.25M-5M vectors, extrapolated
+  with the fitted exponents of N and dim);
+- training and encoding on a GPU: the committed H100 runs (``results/logs/squad-gpu20-*.log``, records
+  ``results/squad/squad-gpu20-*.json``: all-MiniLM-L6-v2), times the bert-base / MiniLM cost ratio per example
+  measured on CPU by ``bench/pipeline_costs.py`` (``bench/pipeline_costs.json``); on CPU cores: that bench's own
+  per-core rates; pseudo-query generation: that bench's T5-base rate (CPU; no GPU measurement);
+- calibration: the exact scan over the corpus (``calibrate.DEFAULT_QUERIES`` queries) at ``bench/ann.json``'s
+  measured Flat rate.
+
+Machine: ``cores`` per node (CPU stages and the index build divide by it: assumed linear, Faiss and torch
+parallelise over cores; not measured here with more than 1), ``gpus`` (training and encoding divide by it),
+``nodes`` (the corpus is split into one shard index per node, built and searched in parallel: each node holds
+1/nodes of the vectors), ``budget_gb`` of RAM per node. The index is chosen among the measured index types whose
+recall reached ``MIN_RECALL``: exact ``Flat`` when it fits the budget, else the fastest approximate one that fits
+(not the document-index kinds for dcsr, whose HasAns aggregation normalises over the collection's top sentence
+vectors, which a document index does not return); when none fits, ``PlanRefused`` says which would fit on more
+nodes.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
+import math
 import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 COSTS = ROOT / "bench" / "ann.json"
+IVF_BUILD = ROOT / "bench" / "ivf_build.json"
+PIPELINE = ROOT / "bench" / "pipeline_costs.json"
+GPU_LOGS = ROOT / "results" / "logs"
+GPU_RECORDS = ROOT / "results" / "squad"
 MIN_RECALL = 0.98
 DEFAULT_BUDGET_GB = 256.0
 DIM = 768  # bert-base-uncased, every full-scale recipe's backbone
 # full-scale corpora (passages): DPR's Wikipedia split (NQ, TriviaQA, SQuAD) and MS MARCO passage
 CORPUS_DOCS = {"nq": 21_015_324, "triviaqa": 21_015_324, "squad": 21_015_324, "msmarco": 8_841_823}
+# BEIR corpora (documents), Thakur et al. 2021 (BEIR), Table 1; a local folder is counted instead
+BEIR_DOCS = {"scifact": 5_183, "nfcorpus": 3_633, "fiqa": 57_638, "arguana": 8_674, "scidocs": 25_657,
+             "trec-covid": 171_332, "nq": 2_681_468, "hotpotqa": 5_233_329, "quora": 522_931,
+             "dbpedia-entity": 4_635_922, "fever": 5_416_568, "climate-fever": 5_416_593,
+             "webis-touche2020": 382_545, "msmarco": 8_841_823}
+# training questions: papers/mlr (Table 6: NQ / TriviaQA / SQuAD filtered; MS MARCO's 502,939 training queries)
+TRAIN_QUESTIONS = {"nq": 58_880, "triviaqa": 60_413, "squad": 70_096, "msmarco": 502_939}
 # index vectors per document by method: mvr's viewers; mlr's self-contrastive pooling indexes one vector;
 # dcsr: sentences (4.86 per SQuAD dev paragraph, bench/real_vectors.log: 10,046 views / 2,067 paragraphs);
 # dce: one view per pseudo-query (the recipe's num_queries)
@@ -34,6 +63,14 @@ MIN_TRAIN_PER_LIST = 39
 # peak bytes per index row of loading the row → document map (the docid file) that calibration and search read:
 # bench/docid_map_memory.log (2M rows, 8-digit docids, 8 views per document)
 DOCID_MAP_BYTES_PER_ROW = 168.5
+MAX_NODES = 256  # the most nodes a plan considers
+CALIBRATION_QUERIES = 200  # multiview_plugin.search.calibrate.DEFAULT_QUERIES: exact scan of the corpus for each
+MEASURED_GPU = "NVIDIA H100 80GB HBM3"  # the device of every committed GPU record
+GPU_RUN_BATCH, GPU_RUN_TRAIN_QUESTIONS = 64, 6577  # the squad-gpu20 runs: batch 64, 6,577 training questions
+
+
+class PlanRefused(SystemExit):
+    """No index type fits the RAM budget per node; the message says what would fit."""
 
 
 def _projection():
@@ -41,6 +78,10 @@ def _projection():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _json(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def machine_ram_gb() -> float:
@@ -55,54 +96,120 @@ def views_per_doc(method: str, recipe: dict) -> float:
     return VIEWS.get(method, 1.0)
 
 
-def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFAULT_BUDGET_GB,
-              costs: Path = COSTS) -> dict | None:
-    """The plan (index, factories, ram/disk bytes, build seconds, ms/query, measured recall); None when the
-    corpus size is not known in advance (BEIR: the folders given)."""
-    if benchmark not in CORPUS_DOCS:
-        return None
+def corpus_docs(benchmark: str, recipe: dict, beir_dirs: list[str] | None = None) -> dict[str, int] | None:
+    """Documents per corpus the recipe indexes: one full-scale corpus, or each BEIR dataset (a local folder's
+    corpus.jsonl is counted; a bare name is looked up in ``BEIR_DOCS``); None when a BEIR name is unknown."""
+    if benchmark in CORPUS_DOCS:
+        return {"corpus": CORPUS_DOCS[benchmark]}
+    out = {}
+    for d in beir_dirs or recipe.get("beir_datasets", []):
+        path = Path(d) / "corpus.jsonl"
+        if path.is_file():
+            with path.open("rb") as f:
+                out[Path(d).name] = sum(1 for _ in f)
+        elif Path(d).name in BEIR_DOCS:
+            out[Path(d).name] = BEIR_DOCS[Path(d).name]
+        else:
+            return None
+    return out or None
+
+
+# ----------------------------------------------------------------------------- the index
+
+
+def ivf_build(path: Path | None = None) -> dict:
+    """bench/ivf_build.json: per way (flat, fast, fast-fp16) the measured rows, fitted exponents, held-out recall."""
+    return _json(Path(path or IVF_BUILD))
+
+
+def _ivf_way_seconds(bench: dict, way: str, n: int, dim: int) -> tuple[float, float]:
+    """(train, add) seconds on one core for ``way`` at ``n`` vectors of ``dim``: the fast way's largest measured
+    size scaled by the measured exponents of N (train and add fitted separately) and of dim (its dim sweep), times
+    the measured cost of ``way``'s codes against SQ8's (the same run, same size) for fast-pq / fast-fp16."""
+    proj = bench["projection"]["fast" if way.startswith("fast") else way]
+    base = "fast" if way.startswith("fast") else way
+    row = max((r for r in bench["rows"] if r["way"] == base), key=lambda r: r["vectors"])
+    scale_d = (dim / row["dim"]) ** max(1.0, proj["dim_exponent"])  # never below linear in dim
+    s = n / row["vectors"]
+    train = row["train_s"] * s ** proj["train_exponent"] * scale_d
+    add = row["add_s"] * s ** proj["add_exponent"] * scale_d
+    if way != base:  # the codes' own cost, measured beside the fast SQ8 way in one run at one size
+        mine = next(r for r in bench["rows"] if r["way"] == way)
+        ref = next(r for r in bench["rows"] if r["way"] == base and r["vectors"] == mine["vectors"])
+        train *= mine["train_s"] / max(ref["train_s"], 1e-9)
+        add *= mine["add_s"] / max(ref["add_s"], 1e-9)
+    return train, add
+
+
+def _ivf_recall(bench: dict, way: str, rescored: bool) -> dict | None:
+    rows = [r for r in bench["recall"] if r["way"] == way and (r["rescore_store"] == "fp16") == rescored]
+    return max(rows, key=lambda r: r["vectors"]) if rows else None
+
+
+# the fast IVF ways: (codes, code bytes per dim, searched with the fp16 re-scoring store?)
+FAST_WAYS = {"fast": ("SQ8", 1.0), "fast-pq": (f"PQ{DIM // 8}", 1 / 8), "fast-fp16": ("SQfp16", 2.0)}
+
+
+def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Path = COSTS,
+                  ivf_bench: Path | None = None) -> list[dict]:
+    """Every index type measured to reach ``MIN_RECALL``, projected to ``n_vectors`` (one node's share). IVF types
+    are built the measured fast way (bench/ivf_build.py): SQ8 or PQ codes re-scored from an fp16 store for max
+    aggregation; for dcsr's HasAns, which never re-scores, the codes alone must keep the recall (SQ8 or SQfp16)."""
+    ivf_bench = Path(ivf_bench or IVF_BUILD)
     proj = _projection()
-    measured = json.loads(Path(costs).read_text(encoding="utf-8"))
+    measured = _json(costs)
     margs = measured["args"]
-    n_docs, views = CORPUS_DOCS[benchmark], views_per_doc(method, recipe)
-    n_vectors = int(n_docs * views)
+    bench = ivf_build(ivf_bench) if ivf_bench.is_file() else None
     system = "dpr" if views == 1 else "mvr"
     options = []
-    max_aggregation = method not in ("dcsr",)  # dcsr ranks by HasAns, which a document index cannot serve
     for row in proj.pick_per_index(measured["rows"], system, MIN_RECALL):
         if not row["meets_target"] or ("+doc:" in row["index"] and not max_aggregation):
             continue
         p = proj.project(row, n_vectors, DIM, {**margs, "views": views if views > 1 else margs["views"]},
                          min_train_per_list=MIN_TRAIN_PER_LIST)
-        # RAM: the index, the row → document map's load peak and the training sample (an upper bound: the
-        # sample is freed before the adds, the map is read after them)
-        p["index_ram"] = p["ram"]
-        p["ram"] += n_vectors * DOCID_MAP_BYTES_PER_ROW + p["train_bytes"]
-        options.append({**p, "measured": row})
-    if not options:
-        raise SystemExit(f"plan: no index type measured in {costs} reaches recall {MIN_RECALL}")
-    fits = [o for o in options if o["ram"] <= budget_gb * 1e9]
-    exact = [o for o in fits if o["measured"]["param"] == "exact"]
-    pick = exact[0] if exact else (min(fits, key=lambda o: o["latency_ms"]) if fits else
-                                   min(options, key=lambda o: o["ram"]))
-    main, _, doc = pick["index"].partition("+doc:")
-    row = pick["measured"]
-    # lossy codes (SQ8, PQ) re-score their candidates from an fp16 copy of the views on disk (driver.index
-    # --rescore_store): RAM unchanged, disk + rows x dim x 2 bytes (bench/calibration_rescore_store.log)
-    # (max aggregation only: the searcher re-scores for max, never for dcsr's HasAns)
-    store = "fp16" if _lossy_codes(main) and max_aggregation else None
-    store_bytes = n_vectors * DIM * 2 if store else 0
-    return {"index": pick["index"], "index_factory": main, "doc_index_factory": doc or None,
-            "rescore_store": store, "store_gb": store_bytes / 1e9,
-            "ram_gb": pick["ram"] / 1e9, "disk_gb": (pick["disk"] + store_bytes) / 1e9,
-            "build_h": pick["build"] / 3600,
-            "ms_per_query": pick["latency_ms"], "recall": row["recall"], "recall_k": margs["k"],
-            "index_ram_gb": pick["index_ram"] / 1e9, "docid_map_gb": n_vectors * DOCID_MAP_BYTES_PER_ROW / 1e9,
-            "train_size": pick["train_size"], "train_gb": pick["train_bytes"] / 1e9,
-            "measured_index": row["index"], "measured_setting": "exact" if row["param"] == "exact" else
-            f"{row['param']} {row['value']:g}", "measured_vectors": row["vectors"],
-            "fits_budget": pick["ram"] <= budget_gb * 1e9, "budget_gb": budget_gb, "docs": n_docs,
-            "views": views, "vectors": n_vectors}
+        setting = "exact" if row["param"] == "exact" else f"{row['param']} {row['value']:g}"
+        p.update(index_ram=p["ram"], measured=row, recall=row["recall"], recall_k=margs["k"],
+                 recall_source=f"bench/ann.py at {row['index']}, {setting} on {row['vectors']:,} synthetic vectors",
+                 ivf_training=None, build_source="bench/ann.json (bench/scale_projection.py rules)")
+        if not (p["index"].startswith("IVF") and bench is not None):
+            options.append(p)
+            continue
+        # the IVF rows stand for the fast ways with their codes (their latency: bench/ann.json's projection)
+        for way in [w for w, (codes, _) in FAST_WAYS.items() if p["index"].endswith("," + codes)
+                    or (codes.startswith("PQ") and p["index"].endswith(",SQ8"))]:
+            rec = _ivf_recall(bench, way, rescored=max_aggregation and way != "fast-fp16")
+            if rec and rec["held_out_recall"] >= MIN_RECALL:
+                options.append({**p, **_fast_ivf(p, way, bench, n_vectors, rec)})
+    return options
+
+
+def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int, rec: dict) -> dict:
+    """An IVF option built the measured fast way: ``IVF<n>_HNSW32`` quantiser, two-level k-means, ``way``'s codes
+    (SQ8, PQ dim/8 or SQfp16), with its held-out recall ``rec`` (re-scored from fp16 or codes alone)."""
+    nlist = p["nlist"]
+    codes, per_dim = FAST_WAYS[way]
+    train_s, add_s = _ivf_way_seconds(bench, way, n_vectors, DIM)
+    row = next(r for r in bench["rows"] if r["way"] == way)
+    # bytes per vector: the measured index bytes, its codes rescaled from the measured dim to DIM, + the
+    # searcher's 8-byte row map (as bench/ann.json counts it)
+    per_vector = row["bytes_per_vector"] - per_dim * row["dim"] + per_dim * DIM + 8
+    latency = p["latency_ms"]
+    if way == "fast-pq":  # PQ's re-scored search / SQ8's, measured in one run at one size
+        sq = _ivf_recall(bench, "fast", rescored=True)
+        latency *= rec["ms_per_query"] / sq["ms_per_query"] if sq and sq["ms_per_query"] else 1.0
+    how = "re-scored from fp16" if rec["rescore_store"] == "fp16" else "codes alone (no re-scoring)"
+    fast = bench["projection"]["fast"]
+    return {"index": f"IVF{nlist}_HNSW32,{codes}", "ram": n_vectors * per_vector,
+            "index_ram": n_vectors * per_vector, "build": train_s + add_s,
+            "disk": n_vectors * (per_vector - 8) + n_vectors * (len(str(n_vectors)) + 3),  # + "docid#j" lines
+            "latency_ms": latency, "ivf_training": "two_level", "recall": rec["held_out_recall"], "recall_k": rec["k"],
+            "recall_source": f"bench/ivf_build.py: {rec['factory']} (two-level k-means, HNSW quantiser) at "
+            f"{rec['vectors']:,} synthetic vectors, nprobe {rec['nprobe']} calibrated on other queries, {how}",
+            "build_source": f"bench/ivf_build.json (measured {min(r['vectors'] for r in bench['rows']):,}-"
+            f"{max(r['vectors'] for r in bench['rows']):,} vectors: train N^{fast['train_exponent']:.2f}, add "
+            f"N^{fast['add_exponent']:.2f}, dim^{max(1.0, fast['dim_exponent']):.2f}"
+            + (f" (measured dim^{fast['dim_exponent']:.2f}, floored at linear)" if fast["dim_exponent"] < 1 else "")
+            + ")"}
 
 
 def _lossy_codes(factory: str) -> bool:
@@ -110,19 +217,306 @@ def _lossy_codes(factory: str) -> bool:
     return any(part.startswith(("SQ8", "SQ4", "PQ")) for part in factory.split(","))
 
 
+def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFAULT_BUDGET_GB,
+              costs: Path = COSTS, nodes: int | None = None, cores: int = 1, n_docs: int | None = None,
+              ivf_bench: Path | None = None) -> dict | None:
+    """The index plan (index, factories, RAM / disk per node, build hours on ``cores`` cores per node, ms/query,
+    measured recall) for one corpus of ``n_docs`` (default: the benchmark's full-scale corpus) split over
+    ``nodes`` (None: the fewest nodes on which an index fits ``budget_gb`` each); None when the corpus size is
+    unknown (a BEIR folder not given). Raises :class:`PlanRefused` when no measured index type fits ``budget_gb``
+    per node on the ``nodes`` given, naming what would (more nodes, or the smallest index's RAM)."""
+    n_docs = n_docs if n_docs is not None else CORPUS_DOCS.get(benchmark)
+    if n_docs is None:
+        return None
+    views = views_per_doc(method, recipe)
+    n_vectors = int(n_docs * views)
+    max_aggregation = method not in ("dcsr",)  # dcsr ranks by HasAns, which a document index cannot serve
+
+    def options_at(n: int) -> list[dict]:
+        out = []
+        for o in index_options(n, views, max_aggregation, costs, ivf_bench):
+            # RAM: the index, the row → document map's load peak and the training sample (an upper bound: the
+            # sample is freed before the adds, the map is read after them)
+            o["ram"] = o["index_ram"] + n * DOCID_MAP_BYTES_PER_ROW + o["train_bytes"]
+            out.append(o)
+        return out
+
+    counts = [nodes] if nodes else range(1, MAX_NODES + 1)  # nodes=None: the fewest that fit the budget
+    for k in counts:
+        per_node = math.ceil(n_vectors / k)
+        options = options_at(per_node)
+        if not options:
+            raise SystemExit(f"plan: no index type measured in {costs} reaches recall {MIN_RECALL}")
+        fits = [o for o in options if o["ram"] <= budget_gb * 1e9]
+        if fits:
+            break
+    else:
+        raise PlanRefused(_refusal(benchmark, method, options_at(math.ceil(n_vectors / (nodes or 1))), budget_gb,
+                                   nodes or 1, n_vectors, options_at))
+    nodes = k
+    exact = [o for o in fits if o["measured"]["param"] == "exact"]
+    pick = exact[0] if exact else min(fits, key=lambda o: o["latency_ms"])
+    main, _, doc = pick["index"].partition("+doc:")
+    # lossy codes (SQ8, PQ) re-score their candidates from an fp16 copy of the views on disk (driver.index
+    # --rescore_store): RAM unchanged, disk + rows x dim x 2 bytes (bench/calibration_rescore_store.log)
+    # (max aggregation only: the searcher re-scores for max, never for dcsr's HasAns)
+    store = "fp16" if _lossy_codes(main) and max_aggregation else None
+    store_bytes = per_node * DIM * 2 if store else 0
+    row = pick["measured"]
+    return {"index": pick["index"], "index_factory": main, "doc_index_factory": doc or None,
+            "ivf_training": pick["ivf_training"], "rescore_store": store, "store_gb": store_bytes / 1e9,
+            "ram_gb": pick["ram"] / 1e9, "disk_gb": (pick["disk"] + store_bytes) / 1e9,
+            "build_h_1core": pick["build"] / 3600, "build_h": pick["build"] / 3600 / cores,
+            "build_source": pick["build_source"], "cores": cores, "nodes": nodes,
+            "ms_per_query": pick["latency_ms"], "recall": pick["recall"], "recall_k": pick["recall_k"],
+            "recall_source": pick["recall_source"],
+            "index_ram_gb": pick["index_ram"] / 1e9, "docid_map_gb": per_node * DOCID_MAP_BYTES_PER_ROW / 1e9,
+            "train_size": pick["train_size"], "train_gb": pick["train_bytes"] / 1e9,
+            "measured_index": row["index"], "measured_setting": "exact" if row["param"] == "exact" else
+            f"{row['param']} {row['value']:g}", "measured_vectors": row["vectors"],
+            "fits_budget": True, "budget_gb": budget_gb, "docs": n_docs, "nodes_chosen": len(counts) > 1,
+            "views": views, "vectors": n_vectors, "vectors_per_node": per_node}
+
+
+def _refusal(benchmark: str, method: str, options: list[dict], budget_gb: float, nodes: int, n_vectors: int,
+             options_at) -> str:
+    smallest = min(options, key=lambda o: o["ram"])
+    for more in range(nodes + 1, MAX_NODES + 1):
+        at = [o for o in options_at(math.ceil(n_vectors / more)) if o["ram"] <= budget_gb * 1e9]
+        if at:
+            best = min(at, key=lambda o: o["latency_ms"])
+            return (f"plan: {benchmark}/{method} fits no index in {budget_gb:g} GB of RAM per node on {nodes} "
+                    f"node(s) (smallest measured: {smallest['index']}, {smallest['ram'] / 1e9:.0f} GB per node); "
+                    f"what fits {budget_gb:g} GB: --nodes {more} with {best['index']} ({best['ram'] / 1e9:.0f} GB "
+                    f"per node), or a node with --ram_budget_gb {math.ceil(smallest['ram'] / 1e9)}")
+    return (f"plan: {benchmark}/{method} fits no index in {budget_gb:g} GB of RAM per node even on {MAX_NODES} nodes; "
+            f"smallest measured: {smallest['index']}, {smallest['ram'] / 1e9:.0f} GB on {nodes} node(s)")
+
+
 def plan_line(plan: dict | None) -> str:
     if plan is None:
         return "plan: corpus size known only once its folders are read (BEIR): Flat index, no projection"
     index = plan["index"] + (f" trained on {plan['train_size']:,} vectors" if plan["train_size"] else "")
+    if plan.get("ivf_training") == "two_level":
+        index += " (two-level k-means)"
     ram = (f"index {plan['index_ram_gb']:.0f} + docid map {plan['docid_map_gb']:.0f}"
            + (f" + training sample {plan['train_gb']:.0f}" if plan["train_size"] else ""))
-    measured = (f"recall@{plan['recall_k']} {plan['recall']:.4f} of exact measured by bench/ann.py at "
-                f"{plan['measured_index']}, {plan['measured_setting']} on {plan['measured_vectors']:,} synthetic "
-                "vectors")
+    measured = f"recall@{plan['recall_k']} {plan['recall']:.4f} of exact measured by {plan['recall_source']}"
     if plan["index"] != "Flat":
         measured += "; driver.index's calibration sets the real index's search settings"
     if plan.get("rescore_store"):
         index += f", re-scoring store {plan['rescore_store']} on disk {plan['store_gb']:.0f} GB"
-    return (f"plan: RAM {plan['ram_gb']:.0f} GB, disk {plan['disk_gb']:.0f} GB, build {plan['build_h']:.1f} h, "
-            f"search {plan['ms_per_query']:.1f} ms/query ({index}; RAM {ram} GB; {measured}; {plan['docs']:,} "
-            f"passages x {plan['views']:g} views x {DIM} dims; 1 CPU core)")
+    where = f"{plan['cores']} CPU core{'s' if plan['cores'] > 1 else ''}" + (
+        f" per node, {plan['nodes']} nodes each holding 1/{plan['nodes']}" if plan["nodes"] > 1 else "") + (
+        f" (the fewest nodes on which an index fits {plan['budget_gb']:g} GB)" if plan["nodes_chosen"] and
+        plan["nodes"] > 1 else "")
+    per_node = " per node" if plan["nodes"] > 1 else ""
+    return (f"plan: RAM {plan['ram_gb']:.0f} GB{per_node}, disk {plan['disk_gb']:.0f} GB{per_node}, build "
+            f"{_hours(plan['build_h'])}, search {plan['ms_per_query']:.1f} ms/query ({index}; RAM {ram} GB; "
+            f"{measured}; {plan['docs']:,} passages x {plan['views']:g} views x {DIM} dims; {where})")
+
+
+# ----------------------------------------------------------------------------- the other stages
+
+
+def gpu_runs(logs: Path = GPU_LOGS, records: Path = GPU_RECORDS) -> dict[str, dict]:
+    """The committed H100 runs, per system (dpr, mvr): seconds per training example (runtime / (epochs run ×
+    steps per epoch × batch): early stopping ends them before their 20 epochs; per-epoch dev evaluations are
+    included, so an upper bound) and passages encoded per second (encode_s of the record, model loading
+    included: an upper bound on time)."""
+    steps_per_epoch = math.ceil(GPU_RUN_TRAIN_QUESTIONS / GPU_RUN_BATCH)
+    out: dict[str, dict] = {}
+    for log in sorted(Path(logs).glob("squad-gpu20-*.log")):
+        system = "mvr" if "mvr" in log.stem else "dpr"
+        final = [ast.literal_eval(x) for x in log.read_text(encoding="utf-8").splitlines()
+                 if x.startswith("{'train_runtime'")]
+        record = Path(records) / f"{log.stem}.json"
+        if not final or not record.is_file():
+            continue
+        row = _json(record)["rows"][0]
+        if row.get("device") != MEASURED_GPU:
+            continue
+        epochs = float(final[-1]["epoch"])
+        per_example = float(final[-1]["train_runtime"]) / (epochs * steps_per_epoch * GPU_RUN_BATCH)
+        entry = out.setdefault(system, {"s_per_example": [], "passages_per_s": [], "logs": []})
+        entry["s_per_example"].append(per_example)
+        entry["passages_per_s"].append(row["corpus"] / row["encode_s"])
+        entry["logs"].append(log.name)
+    for entry in out.values():
+        entry["s_per_example"] = sum(entry["s_per_example"]) / len(entry["s_per_example"])
+        entry["passages_per_s"] = sum(entry["passages_per_s"]) / len(entry["passages_per_s"])
+    return out
+
+
+def _gpus(gpu_h: float, gpus: int) -> str:
+    """Wall time of ``gpu_h`` GPU-hours on ``gpus`` GPUs (divided evenly: assumed, not measured)."""
+    if gpus == 0:
+        return "no GPU stated (--gpus 0): the CPU figure applies"
+    return f"{_hours(gpu_h / gpus)} on {gpus} GPU{'s' if gpus > 1 else ''}"
+
+
+def _hours(h: float) -> str:
+    if h < 1:
+        return f"{h:.2f} h"
+    return f"{h:,.1f} h" if h < 48 else f"{h:,.0f} h ({h / 24:,.1f} days)"
+
+
+def downloads(benchmark: str, method: str, recipe: dict, args) -> list[str]:
+    """Everything the recipe would fetch, with where from (what --data_dir / --topics_dir / --checkpoint
+    already provide is left out)."""
+    out = []
+    checkpoint = getattr(args, "checkpoint", None)
+    backbone = recipe.get("train", {}).get("model_name_or_path")
+    if backbone and not checkpoint and not Path(backbone).exists():
+        out.append(f"backbone {backbone} (Hugging Face hub model)")
+    gen = recipe.get("generate", {}).get("model_name_or_path")
+    if gen and not checkpoint and not Path(gen).exists():
+        out.append(f"doc2query model {gen} (Hugging Face hub model)")
+    elif gen and checkpoint and not getattr(args, "pseudo_queries", None):
+        out.append(f"doc2query model {gen} (Hugging Face hub model; or pass --pseudo_queries)")
+    data_dir = getattr(args, "data_dir", None)
+    if benchmark in ("nq", "triviaqa", "squad", "msmarco") and not data_dir:
+        from run import TEVATRON_CORPUS, TEVATRON_HUB  # noqa: PLC0415 (recipes/run.py's names)
+
+        train = TEVATRON_HUB.get(benchmark, "Tevatron/msmarco-passage")
+        if not checkpoint:
+            out.append(f"training set {train} (Hugging Face hub dataset)")
+        out.append(f"corpus {TEVATRON_CORPUS[benchmark]} (Hugging Face hub dataset)")
+    if benchmark in ("nq", "triviaqa", "squad", "msmarco"):
+        from run import eval_files  # noqa: PLC0415
+
+        for ev in eval_files(benchmark, args):
+            if ev["source"] != "local":
+                out.append(f"{ev['what']} {ev['file']} ({ev['source']})")
+    if benchmark == "beir":
+        from run import BEIR_URL, beir_names  # noqa: PLC0415
+
+        train, evals = beir_names(recipe, args)
+        for name in dict.fromkeys(([train] if train and not checkpoint else []) + evals):
+            if not Path(name).is_dir():
+                out.append(f"BEIR dataset {name} ({BEIR_URL.format(name)})")
+    return out
+
+
+def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict[str, dict | None]) -> list[str]:
+    """One line per stage (downloads, training, generation, encoding, shard disk, index build, calibration,
+    search), each with the measurement it comes from. ``plans``: the index plan per corpus."""
+    cores, gpus = args.cores, args.gpus
+    nodes = max((p["nodes"] for p in plans.values() if p), default=1)
+    gpu_name = args.gpu_name
+    costs = _json(PIPELINE)
+    runs = gpu_runs()
+    lines = []
+    dl = downloads(benchmark, method, recipe, args)
+    lines.append("downloads: " + ("; ".join(dl) if dl else "none (everything given locally)"))
+    train = recipe.get("train", {})
+    length = int(train.get("passage_max_len", 256))
+    key = f"bert-base@{length}"
+    ratio_t = costs["ratio_train_per_example"].get(key)
+    ratio_e = costs["ratio_encode_per_passage"].get(key)
+    system = "mvr" if method == "mvr" else "dpr"
+    run = runs.get(system) or runs.get("dpr")
+    on_gpu = gpus > 0 and gpu_name.lower() in MEASURED_GPU.lower()
+    gpu_note = "" if gpus == 0 or on_gpu else (f" (no committed run on {gpu_name}: figures are for "
+                                               f"{MEASURED_GPU})")
+    gpu_src = (f"GPU s/example: results/logs/{', '.join(run['logs'])} (all-MiniLM-L6-v2 on {MEASURED_GPU}) x "
+               f"{{ratio:.2f}} (bert-base@{length} / MiniLM@192 per example, bench/pipeline_costs.log, CPU)")
+    cpu_train = costs["train_s_per_example"].get(key)
+    if getattr(args, "checkpoint", None):
+        lines.append("training: none (--checkpoint given)")
+    else:
+        examples = []
+        if benchmark in TRAIN_QUESTIONS:
+            examples.append(("fine-tune", TRAIN_QUESTIONS[benchmark] * float(train.get("num_train_epochs", 1)),
+                             f"{TRAIN_QUESTIONS[benchmark]:,} questions (papers/mlr) x "
+                             f"{float(train.get('num_train_epochs', 1)):g} epochs"))
+        elif benchmark == "beir":
+            docs = corpus_docs("beir", recipe, [beir_names(recipe, args)[0]]) or {}
+            n_train = sum(docs.values())  # upper bound: a BEIR train split has at most one question per document
+            examples.append(("fine-tune", n_train * float(train.get("num_train_epochs", 1)),
+                             f"<= {n_train:,} questions (the training corpus's documents) x "
+                             f"{float(train.get('num_train_epochs', 1)):g} epochs"))
+        if "warmup" in recipe:
+            n_pseudo = CORPUS_DOCS.get(benchmark, 0) * views_per_doc(method, recipe)
+            ep = float(recipe["warmup"].get("num_train_epochs", 1))
+            examples.append(("warm-up", n_pseudo * ep, f"{n_pseudo:,.0f} pseudo-queries x {ep:g} epochs"))
+        parts = []
+        for name, n, what in examples:
+            gpu_h = n * run["s_per_example"] * ratio_t / 3600
+            cpu_h = n * cpu_train / 3600
+            parts.append(f"{name} {what}: {gpu_h:,.1f} GPU-h on {MEASURED_GPU} ({_gpus(gpu_h, gpus)}){gpu_note}; "
+                         "on CPU "
+                         f"{_hours(cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''}")
+        lines.append("training: " + "; ".join(parts) + f" [{gpu_src.format(ratio=ratio_t)}; CPU: bench/pipeline_costs"
+                     f".log {cpu_train:.2f} s/example on 1 core, divided by cores]")
+    all_docs = sum(p["docs"] for p in plans.values() if p) if any(plans.values()) else 0
+    if "generate" in recipe:
+        if getattr(args, "pseudo_queries", None):
+            lines.append("generation: none (--pseudo_queries given)")
+        else:
+            g = costs["generate_s_per_passage"] * all_docs / 3600
+            lines.append(f"generation ({recipe['generate'].get('num_queries', 10)} pseudo-queries per passage, "
+                         f"{recipe['generate'].get('model_name_or_path')}): {all_docs:,} passages x "
+                         f"{costs['generate_s_per_passage']:.1f} s on 1 CPU core = {g:,.0f} core-hours, "
+                         f"{_hours(g / cores)} on {cores} cores; GPU: not measured here [bench/pipeline_costs.log, "
+                         f"T5-base with random weights, {costs['generate']['gen_len']} tokens per query: upper bound]")
+    passes = views_per_doc(method, recipe) if method == "dce" else 1.0  # dce encodes (pseudo-query, passage) pairs
+    vectors = sum(p["vectors"] for p in plans.values() if p)
+    gpu_rate = run["passages_per_s"] / ratio_e / passes  # bert-base passages per second on one GPU
+    cpu_rate = 1.0 / costs["encode_s_per_passage"][key] / passes
+    enc_gpu_h = all_docs / gpu_rate / 3600
+    enc_cpu_h = all_docs / cpu_rate / 3600
+    vps = gpu_rate * vectors / max(all_docs, 1)
+    lines.append(f"encoding: {all_docs:,} passages -> {vectors:,} vectors"
+                 + (f" ({passes:g} encoder passes per passage)" if passes > 1 else "")
+                 + f": {vps:,.0f} vectors/s per GPU = {_gpus(enc_gpu_h, gpus)}{gpu_note}; on CPU "
+                 f"{_hours(enc_cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''} [GPU: "
+                 f"results/squad/squad-gpu20-*.json encode_s ({run['passages_per_s']:.0f} MiniLM "
+                 f"passages/s, model load and a 2,067-passage corpus included: an upper bound on time) / "
+                 f"{ratio_e:.2f} (bert-base@{length} / MiniLM@192, bench/pipeline_costs.log); CPU: "
+                 f"bench/pipeline_costs.log {1 / costs['encode_s_per_passage'][key]:.2f} passages/s per core]")
+    shard_gb = vectors * DIM * 2 / 1e9
+    lines.append(f"shard disk: {shard_gb:,.0f} GB of fp16 shards (encode --fp16: {vectors:,} vectors x {DIM} dims x "
+                 "2 bytes, plus docids) read by the index build and by calibration"
+                 + (f"; {shard_gb / nodes:,.0f} GB per node" if nodes > 1 else ""))
+    builds = [(name, p) for name, p in plans.items() if p]
+    total_build = sum(p["build_h"] for _, p in builds)
+    detail = "; ".join(f"{name}: {p['index']}" + (" --ivf_training two_level" if p.get("ivf_training") else "")
+                       + f" {p['build_h_1core']:,.1f} h on 1 core" for name, p in builds)
+    src = sorted({p["build_source"] for _, p in builds})
+    lines.append(f"index build: {_hours(total_build)} on {cores} core{'s' if cores > 1 else ''}"
+                 + (f" per node ({nodes} nodes build their shards at once)" if nodes > 1 else "")
+                 + f" ({detail}) [{'; '.join(src)}; divided by cores: linear scaling assumed, not measured here; "
+                 "shard reading not counted]")
+    calib_h = 0.0
+    measured = _json(COSTS)
+    flat = next(r for r in measured["rows"] if r["system"] == "mvr" and r["index"] == "Flat")
+    per_vec_dim_ms = flat["batched_ms"] / (flat["vectors"] * measured["args"]["dim"])
+    for _, p in builds:
+        if p["index"] != "Flat":
+            calib_h += CALIBRATION_QUERIES * per_vec_dim_ms * p["vectors_per_node"] * DIM / 1000 / 3600
+    lines.append(f"calibration: {_hours(calib_h / cores)} on {cores} core{'s' if cores > 1 else ''}"
+                 + (" per node" if nodes > 1 else "") + f" ({CALIBRATION_QUERIES} sampled queries scanned exactly "
+                 f"over every vector, at bench/ann.json's measured Flat rate {flat['batched_ms']:.1f} ms/query per "
+                 f"{flat['vectors']:,} x {measured['args']['dim']}; nothing for a Flat index)")
+    lat = max((p["ms_per_query"] for _, p in builds), default=0.0)
+    lines.append(f"search: {lat:.1f} ms/query on 1 core" + (f" per node ({nodes} shard indexes searched at once, "
+                                                            "top-k merged)" if nodes > 1 else "")
+                 + " [bench/ann.json projection, single-thread latency]")
+    ram = max((p["ram_gb"] for _, p in builds), default=0.0)
+    disk = sum(p["disk_gb"] for _, p in builds)
+    if nodes > 1:
+        lines.append(f"nodes: {nodes}, one shard index each: run the index step on each node over its 1/{nodes} of "
+                     "the encoded shards (the commands below build one index over all of them) and merge the nodes' "
+                     "top-k at search time (docs/scaling.md, plans for the whole pipeline)")
+    lines.append(f"totals: RAM {ram:.0f} GB per node (budget {args.ram_budget_gb:g}), disk "
+                 f"{disk + shard_gb / nodes:,.0f} GB per node (index {disk:,.0f} + shards {shard_gb / nodes:,.0f}), "
+                 f"index build {_hours(total_build)} on {cores} core{'s' if cores > 1 else ''}"
+                 + (f" per node, {nodes} nodes (one shard index each)" if nodes > 1 else ""))
+    return lines
+
+
+def beir_names(recipe: dict, args) -> tuple[str | None, list[str]]:
+    from run import beir_names as names  # noqa: PLC0415
+
+    return names(recipe, args)

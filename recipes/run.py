@@ -6,6 +6,7 @@
     python recipes/run.py --all --smoke                                                  # every recipe (CI)
     python recipes/run.py beir dpr --checkpoint runs/msmarco-dpr --beir_dir beir/scifact beir/nfcorpus
     python recipes/run.py msmarco dce --dry_run          # print the exact driver commands, run nothing
+    python recipes/run.py nq mvr --dry_run --cores 32 --gpus 8 --ram_budget_gb 64   # the plan for that machine
 
 A recipe is ``recipes/<benchmark>/<method>.json``: the paper's settings for each stage, given as the
 drivers' own flags. Every stage runs the package's drivers in this process and prints the equivalent
@@ -46,7 +47,21 @@ TEVATRON_CORPUS = {"nq": "Tevatron/wikipedia-nq-corpus", "triviaqa": "Tevatron/w
 ANSERINI_DPR_TOPICS = {"nq": "topics.dpr.nq.test.txt", "triviaqa": "topics.dpr.trivia.test.txt",
                        "squad": "topics.dpr.squad.test.txt"}
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{}.zip"
-SHARED = RECIPES.parent.parent / "shared" / "data"
+SHARED = RECIPES.parent.parent / "shared" / "data"  # a developer checkout's data folder, used when it exists
+ANSERINI_TOPICS_URL = "https://github.com/castorini/anserini-tools/tree/master/topics-and-qrels"
+# the evaluation files by Anserini's file name: their symbolic names in Pyserini (get_topics / get_qrels_file) and
+# ir_datasets, and their kind (dpr: "question<TAB>[answers]" lines; topics: "qid<TAB>query"; qrels: TREC qrels)
+EVAL_SOURCES = {
+    "topics.dpr.nq.test.txt": ("dpr", "dpr-nq-test", "dpr-w100/natural-questions/test"),
+    "topics.dpr.trivia.test.txt": ("dpr", "dpr-trivia-test", "dpr-w100/trivia-qa/test"),
+    "topics.dpr.squad.test.txt": ("dpr", "dpr-squad-test", None),
+    "topics.msmarco-passage.dev-subset.txt": ("topics", "msmarco-passage-dev-subset", "msmarco-passage/dev/small"),
+    "qrels.msmarco-passage.dev-subset.txt": ("qrels", "msmarco-passage-dev-subset", "msmarco-passage/dev/small"),
+    "topics.dl19-passage.txt": ("topics", "dl19-passage", "msmarco-passage/trec-dl-2019/judged"),
+    "qrels.dl19-passage.txt": ("qrels", "dl19-passage", "msmarco-passage/trec-dl-2019/judged"),
+    "topics.dl20.txt": ("topics", "dl20", "msmarco-passage/trec-dl-2020/judged"),
+    "qrels.dl20-passage.txt": ("qrels", "dl20-passage", "msmarco-passage/trec-dl-2020/judged"),
+}
 
 logger = logging.getLogger("recipes")
 
@@ -197,6 +212,100 @@ def download_beir(name: str, folder: Path, dry_run: bool = False) -> Path:
     return target
 
 
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def locate_eval_file(name: str, args: argparse.Namespace) -> tuple[Path | None, str]:
+    """Where an evaluation file (Anserini's name) comes from: (local path, "local") from --topics_dir (or a
+    developer checkout's shared data folder when it exists); else (None, how to get it): Pyserini's or
+    ir_datasets' symbolic name when that package is installed, or where to download it."""
+    sub = "qrels" if name.startswith("qrels.") else "topics"
+    if args.topics_dir:
+        base = Path(args.topics_dir)
+        return next((p for p in (base / sub / name, base / name) if p.is_file()), base / sub / name), "local"
+    shared = SHARED / "anserini" / sub / name
+    if shared.is_file():
+        return shared, "local"
+    kind, pyserini_name, irds_name = EVAL_SOURCES[name]
+    if _installed("pyserini"):
+        return None, f"Pyserini {'get_qrels_file' if kind == 'qrels' else 'get_topics'}({pyserini_name!r})"
+    if irds_name and _installed("ir_datasets"):
+        return None, f"ir_datasets {irds_name!r}"
+    return None, (f"not found: pass --topics_dir (a folder with Anserini's topics/ and qrels/, from "
+                  f"{ANSERINI_TOPICS_URL}), or pip install pyserini" + (" or ir_datasets" if irds_name else ""))
+
+
+def export_eval_file(name: str, source: str, target: Path) -> Path:
+    """Write Anserini's file ``name`` to ``target`` from Pyserini or ir_datasets (``source`` as
+    :func:`locate_eval_file` named it), once."""
+    if target.is_file():
+        return target
+    kind, pyserini_name, irds_name = EVAL_SOURCES[name]
+    if source.startswith("Pyserini"):
+        from pyserini.search import get_qrels_file, get_topics
+
+        if kind == "qrels":
+            lines = Path(get_qrels_file(pyserini_name)).read_text(encoding="utf-8").splitlines()
+        else:
+            topics = get_topics(pyserini_name)
+            lines = [f"{t['title']}\t{list(t.get('answers', []))!r}" if kind == "dpr" else f"{q}\t{t['title']}"
+                     for q, t in sorted(topics.items(), key=lambda kv: (str(type(kv[0])), kv[0]))]
+    elif source.startswith("ir_datasets"):
+        import ir_datasets
+
+        ds = ir_datasets.load(irds_name)
+        if kind == "qrels":
+            lines = [f"{r.query_id} 0 {r.doc_id} {r.relevance}" for r in ds.qrels_iter()]
+        else:
+            lines = [f"{q.text}\t{list(q.answers)!r}" if kind == "dpr" else f"{q.query_id}\t{q.text}"
+                     for q in ds.queries_iter()]
+    else:
+        raise SystemExit(f"error: {name}: {source}")
+    print(f"writing {target} from {source}", flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_lines(target, lines)
+    return target
+
+
+def eval_file(name: str, args: argparse.Namespace, data: Path, dry_run: bool) -> Path:
+    path, source = locate_eval_file(name, args)
+    if path is not None:
+        return path
+    target = data / "eval" / name
+    if dry_run:
+        print(f"# would write {target} from {source} (dry run: nothing fetched)" if not source.startswith("not found")
+              else f"# {name}: {source}", flush=True)
+        return target
+    if source.startswith("not found"):
+        raise SystemExit(f"error: {name}: {source}")
+    return export_eval_file(name, source, target)
+
+
+def eval_files(benchmark: str, args: argparse.Namespace) -> list[dict]:
+    """The evaluation files a full-scale run reads, and where each comes from (for the plan's downloads)."""
+    names = ([ANSERINI_DPR_TOPICS[benchmark]] if benchmark in ANSERINI_DPR_TOPICS else
+             ["topics.msmarco-passage.dev-subset.txt", "qrels.msmarco-passage.dev-subset.txt",
+              "topics.dl19-passage.txt", "qrels.dl19-passage.txt", "topics.dl20.txt", "qrels.dl20-passage.txt"])
+    if benchmark in ANSERINI_DPR_TOPICS and args.data_dir:
+        return []  # DPR's qa.csv in --data_dir
+    out = []
+    for name in names:
+        path, source = locate_eval_file(name, args)
+        out.append({"file": name, "what": "test questions" if "dpr" in name else name.split(".")[0],
+                    "source": "local" if path is not None else source})
+    return out
+
+
+def beir_names(recipe: dict, args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """(training BEIR folder or name, evaluation folders or names): the flags, else the recipe's defaults
+    (``train_beir``, ``beir_datasets``: bare names, downloaded from BEIR's server)."""
+    train = args.train_beir_dir or (None if args.checkpoint else recipe.get("train_beir"))
+    return train, list(args.beir_dir or recipe.get("beir_datasets", []))
+
+
 def prepare_dpr(benchmark: str, args: argparse.Namespace, data: Path, run: Runner) -> dict:
     """NQ / TriviaQA / SQuAD with DPR's data: train file, Wikipedia passages, test questions with answers."""
     train_name, qa_name = DPR_FILES[benchmark]
@@ -205,8 +314,7 @@ def prepare_dpr(benchmark: str, args: argparse.Namespace, data: Path, run: Runne
         src = data / "raw"
         smoke_dpr_files(src, benchmark)
     if src is None:  # Tevatron's hub copies (needs network), evaluated on Anserini's copy of DPR's test questions
-        topics = (Path(args.topics_dir) if args.topics_dir else SHARED / "anserini") / "topics" / \
-            ANSERINI_DPR_TOPICS[benchmark]
+        topics = eval_file(ANSERINI_DPR_TOPICS[benchmark], args, data, run.dry_run)
         corpus = export_hub_corpus(TEVATRON_CORPUS[benchmark], data / "corpus.jsonl", run.dry_run)
         return {"train_hub": TEVATRON_HUB[benchmark], "corpus": corpus,
                 "evals": [{"name": f"{benchmark}-test", "topics": topics, "answers": topics, "topk": [5, 20, 100]}]}
@@ -220,9 +328,8 @@ def prepare_dpr(benchmark: str, args: argparse.Namespace, data: Path, run: Runne
 
 def prepare_msmarco(args: argparse.Namespace, data: Path, run: Runner) -> dict:
     src = Path(args.data_dir) if args.data_dir else None
-    topics = Path(args.topics_dir) if args.topics_dir else SHARED / "anserini"
     if args.smoke:
-        src = topics = data / "raw"
+        src = data / "raw"
         smoke_msmarco_files(src)
     hub = src is None  # Tevatron's hub copies (needs network)
     train = data / "train.jsonl"
@@ -230,14 +337,15 @@ def prepare_msmarco(args: argparse.Namespace, data: Path, run: Runner) -> dict:
         run("multiview_plugin.data.msmarco", ["--collection", str(src / "collection.tsv"), "--queries",
                                               str(src / "queries.train.tsv"), "--qrels", str(src / "qrels.train.tsv"),
                                               "--output", str(train), "--num_negatives", "2" if args.smoke else "30"])
-    tq = topics if args.smoke else topics / "topics"
-    qq = topics if args.smoke else topics / "qrels"
-    evals = [{"name": "msmarco-dev", "topics": tq / "topics.msmarco-passage.dev-subset.txt",
-              "qrels": qq / "qrels.msmarco-passage.dev-subset.txt", "metrics": ["MRR@10", "R@1000"]}]
+    def ev(name: str) -> Path:
+        return src / name if args.smoke else eval_file(name, args, data, run.dry_run)
+
+    evals = [{"name": "msmarco-dev", "topics": ev("topics.msmarco-passage.dev-subset.txt"),
+              "qrels": ev("qrels.msmarco-passage.dev-subset.txt"), "metrics": ["MRR@10", "R@1000"]}]
     if not args.smoke:
         for name, t, q in (("dl19", "topics.dl19-passage.txt", "qrels.dl19-passage.txt"),
                            ("dl20", "topics.dl20.txt", "qrels.dl20-passage.txt")):
-            evals.append({"name": name, "topics": tq / t, "qrels": qq / q, "metrics": ["nDCG@10", "R@1000"],
+            evals.append({"name": name, "topics": ev(t), "qrels": ev(q), "metrics": ["nDCG@10", "R@1000"],
                           "rel_level": 2})
     if hub:
         return {"train_hub": "Tevatron/msmarco-passage", "evals": evals,
@@ -245,13 +353,18 @@ def prepare_msmarco(args: argparse.Namespace, data: Path, run: Runner) -> dict:
     return {"train": train, "corpus": src / "collection.tsv", "evals": evals}
 
 
-def prepare_beir(args: argparse.Namespace, data: Path, run: Runner) -> dict:
+def prepare_beir(args: argparse.Namespace, data: Path, run: Runner, recipe: dict | None = None) -> dict:
     """Train on a BEIR folder's train judgments (minus a carved dev set) unless --checkpoint is given; evaluate
-    on every --beir_dir (test judgments; the train folder's carved dev set when it has no test file)."""
-    # a name that is not a folder (e.g. "scifact") is fetched from BEIR's server (needs network)
-    dirs = [Path(d) if Path(d).is_dir() else download_beir(d, data / "beir", run.dry_run)
-            for d in args.beir_dir or []]
-    train_dir = Path(args.train_beir_dir) if args.train_beir_dir else None
+    on every --beir_dir (test judgments; the train folder's carved dev set when it has no test file). Without the
+    flags, the recipe's ``train_beir`` and ``beir_datasets`` (not for --smoke, which has its own slice)."""
+    train_name, eval_names = beir_names(recipe or {}, args) if not args.smoke else (args.train_beir_dir,
+                                                                                    args.beir_dir or [])
+
+    def fetch(d: str) -> Path:  # a name that is not a folder (e.g. "scifact") is fetched from BEIR's server
+        return Path(d) if Path(d).is_dir() else download_beir(d, data / "beir", run.dry_run)
+
+    dirs = [fetch(d) for d in eval_names]
+    train_dir = fetch(train_name) if train_name else None
     if args.smoke:
         train_dir = smoke_beir_dir(data / "raw" / "smoke")
         dirs = dirs or [train_dir]
@@ -267,11 +380,14 @@ def prepare_beir(args: argparse.Namespace, data: Path, run: Runner) -> dict:
             run("multiview_plugin.data.beir", ["--beir_dir", str(train_dir), "--output_dir", str(carved),
                                                "--dev_size", "5" if args.smoke else "200"])
         out["train"] = carved / "train.jsonl"
+        out["train_corpus"] = carved / "corpus.jsonl"
         out["evals"].append({"name": f"{train_dir.name}-dev", "topics": carved / "eval_queries.jsonl",
                              "qrels": carved / "eval_qrels.tsv", "corpus": carved / "corpus.jsonl",
                              "metrics": ["nDCG@10", "R@100"]})
     for d in dirs:
         test = next((p for p in (d / "qrels" / "test.tsv", d / "qrels" / "test.tsv.gz") if p.is_file()), None)
+        if test is None and run.dry_run and not d.exists():
+            test = d / "qrels" / "test.tsv"  # to be downloaded: BEIR's zips hold their test judgments there
         if test is None:
             logger.warning("%s has no qrels/test.tsv: skipped", d)
             continue
@@ -314,28 +430,45 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
     run = Runner(args.dry_run)
     start = time.perf_counter()
     print(f"== {benchmark} / {method}: {recipe.get('paper', '')}", flush=True)
-    plan = check_plan(benchmark, method, recipe, args)
+    plans = check_plan(benchmark, method, recipe, args)
     if benchmark in DPR_FILES:
         prepared = prepare_dpr(benchmark, args, data, run)
     elif benchmark == "msmarco":
         prepared = prepare_msmarco(args, data, run)
     else:
-        prepared = prepare_beir(args, data, run)
+        prepared = prepare_beir(args, data, run, recipe)
 
     def opts(stage: str) -> dict:
         options = dict(recipe.get(stage, {}))
         return smoke_options(stage, options, out) if args.smoke else options
 
     model_dir = Path(args.checkpoint) if args.checkpoint else models / method
-    pseudo = None
+    main_corpus = prepared.get("corpus") or prepared.get("train_corpus")
+    pseudo_files: dict[str, Path] = {}
+
+    def pseudo_for(corpus: str | Path) -> Path | None:
+        """dce: the corpus's pseudo-query file (--pseudo_queries, or generated once per corpus)."""
+        corpus = str(corpus)
+        if "generate" not in recipe:
+            return None
+        if corpus not in pseudo_files:
+            if args.pseudo_queries and (args.checkpoint or corpus == str(main_corpus)):
+                pseudo_files[corpus] = Path(args.pseudo_queries)
+            else:
+                path = (data / "pseudo_queries.jsonl" if corpus == str(main_corpus) else
+                        data / "pseudo" / f"{Path(corpus).parent.name}.jsonl")
+                if not path.is_file():
+                    gen = {**opts("generate"), "corpus_path": corpus, "output": str(path)}
+                    run("multiview_plugin.driver.generate_queries", flags(gen))
+                pseudo_files[corpus] = path
+        return pseudo_files[corpus]
+
     if not args.checkpoint:
         train_opts = opts("train")
         if "generate" in recipe:  # dce: pseudo-queries, then warm-up on them
-            pseudo = data / "pseudo_queries.jsonl"
-            gen = {**opts("generate"), "corpus_path": str(prepared["corpus"]), "output": str(pseudo)}
-            run("multiview_plugin.driver.generate_queries", flags(gen))
+            pseudo = pseudo_for(main_corpus)
             warm = {**train_opts, **recipe.get("warmup", {}), "pseudo_queries_path": str(pseudo),
-                    "corpus_path": str(prepared["corpus"]), "output_dir": str(models / f"{method}-warmup")}
+                    "corpus_path": str(main_corpus), "output_dir": str(models / f"{method}-warmup")}
             if args.smoke:
                 warm.update(max_steps=2, num_train_epochs=None)
             run("multiview_plugin.driver.train", flags(warm))
@@ -358,12 +491,12 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
             shard_paths.append(shard)
             enc = {**opts("encode"), "model_name_or_path": str(model_dir), "dataset_path": corpus,
                    "encode_output_path": str(shard), "dataset_number_of_shards": shards, "dataset_shard_index": i}
-            if method == "dce" and pseudo is None:
-                pseudo = Path(args.pseudo_queries) if args.pseudo_queries else None
+            pseudo = pseudo_for(corpus)
             if pseudo is not None:
                 enc["pseudo_queries"] = str(pseudo)
             run("multiview_plugin.driver.encode", flags(enc))
         index = out / "index" / key
+        plan = (plans or {}).get(Path(corpus).parent.name) or (plans or {}).get("corpus")
         if not (index / "multiview.json").is_file():
             index_flags = ["--passage_reps", str(emb / key / "corpus.*.pkl"), "--index_dir", str(index)]
             if plan is not None and not args.smoke and plan["index_factory"] != "Flat":
@@ -372,6 +505,8 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
                     index_flags += ["--doc_index_factory", plan["doc_index_factory"]]
                 if plan["train_size"]:  # enough vectors per IVF list (recipes/plan.py MIN_TRAIN_PER_LIST)
                     index_flags += ["--train_size", str(plan["train_size"])]
+                if plan.get("ivf_training"):  # two-level k-means (bench/ivf_build.log)
+                    index_flags += ["--ivf_training", plan["ivf_training"]]
                 if plan.get("rescore_store"):  # lossy codes: re-score candidates from views on disk
                     index_flags += ["--rescore_store", plan["rescore_store"]]
             run("multiview_plugin.driver.index", index_flags)
@@ -409,22 +544,40 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
     return summary
 
 
-def check_plan(benchmark: str, method: str, recipe: dict, args: argparse.Namespace) -> dict | None:
-    """Print the full-scale resource plan (recipes/plan.py); refuse, before any stage runs, a plan needing more
-    RAM than this machine has (unless --force_plan). --smoke runs keep their Flat index on a tiny slice."""
+def check_plan(benchmark: str, method: str, recipe: dict, args: argparse.Namespace) -> dict[str, dict | None]:
+    """Print the full-scale plan (recipes/plan.py): the index line per corpus, then every stage for the machine
+    the flags state; refuse, before any stage runs, a budget no index fits (naming what would) or a plan needing
+    more RAM than this machine has (unless --force_plan). --smoke runs keep their Flat index on a tiny slice."""
     sys.path.insert(0, str(RECIPES))
-    from plan import machine_ram_gb, make_plan, plan_line
+    from plan import PlanRefused, corpus_docs, machine_ram_gb, make_plan, pipeline_stages, plan_line
 
-    plan = make_plan(benchmark, method, recipe, args.ram_budget_gb)
-    print(plan_line(plan) + (" [--smoke builds Flat on its slice]" if args.smoke else ""), flush=True)
-    if plan is None or args.smoke or args.dry_run:
-        return plan
+    if args.smoke:
+        plans = {"corpus": make_plan(benchmark, method, recipe, args.ram_budget_gb)} if benchmark != "beir" else {}
+        print(plan_line(plans.get("corpus")) + " [--smoke builds Flat on its slice]", flush=True)
+        return plans
+    train_name, eval_names = beir_names(recipe, args) if benchmark == "beir" else (None, [])
+    docs = corpus_docs(benchmark, recipe, eval_names) if benchmark == "beir" else {"corpus": None}
+    if docs is None:
+        print(plan_line(None), flush=True)
+        return {}
+    try:
+        plans = {name: make_plan(benchmark, method, recipe, args.ram_budget_gb, nodes=args.nodes, cores=args.cores,
+                                 n_docs=n) for name, n in docs.items()}
+    except PlanRefused as refused:
+        raise SystemExit(f"error: {refused}") from None
+    for name, plan in plans.items():
+        print(("" if len(plans) == 1 else f"[{name}] ") + plan_line(plan), flush=True)
+    for line in pipeline_stages(benchmark, method, recipe, args, plans):
+        print(f"  {line}", flush=True)
+    if args.dry_run:
+        return plans
     ram = machine_ram_gb()
-    if plan["ram_gb"] > ram and not args.force_plan:
-        raise SystemExit(f"plan needs {plan['ram_gb']:.0f} GB of RAM for its {plan['index']} index, this machine has "
-                         f"{ram:.0f} GB: run it on a larger machine, lower --ram_budget_gb to choose a smaller "
-                         "index, or pass --force_plan")
-    return plan
+    need = max((p["ram_gb"] for p in plans.values() if p), default=0.0)
+    if need > ram and not args.force_plan:
+        raise SystemExit(f"plan needs {need:.0f} GB of RAM for its index, this machine has {ram:.0f} GB: run it on a "
+                         "larger machine, lower --ram_budget_gb to choose a smaller index (or add --nodes), or pass "
+                         "--force_plan")
+    return plans
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -446,16 +599,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train_beir_dir", help="beir: a BEIR folder with qrels/train.tsv to train on (e.g. scifact).")
     p.add_argument("--checkpoint", help="Skip training: evaluate this saved model.")
     p.add_argument("--pseudo_queries", help="dce with --checkpoint: the corpus's pseudo-query file.")
-    p.add_argument("--ram_budget_gb", type=float, default=256.0, help="Full-scale plans choose the index (exact "
-                   "Flat if it fits, else the fastest measured to keep >= 0.98 of exact recall) that fits this much "
-                   "RAM (default 256); the plan line is printed first.")
+    p.add_argument("--ram_budget_gb", type=float, default=256.0, help="RAM per node: full-scale plans choose the "
+                   "index (exact Flat if it fits, else the fastest measured to keep >= 0.98 of exact recall: SQ8 or "
+                   "PQ codes with an fp16 re-scoring store on disk, HNSW, a document index) that fits it, or refuse "
+                   "naming what would fit (more --nodes, or the smallest index's RAM). Default 256.")
+    p.add_argument("--cores", type=int, default=1, help="CPU cores per node the plan counts (CPU stages and the index "
+                   "build divide by it; default 1).")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs the plan counts for training and encoding (0: CPU "
+                   "only; default 1).")
+    p.add_argument("--gpu_name", default="H100", help="The GPU the plan is for; the committed GPU runs are on an "
+                   "NVIDIA H100 (another name is printed as not measured). Default H100.")
+    p.add_argument("--nodes", type=int, help="Machines the corpus is split over (one shard index per node, built "
+                   "and searched at once: RAM, disk and build per node are 1/nodes). Default: the fewest on which an "
+                   "index fits --ram_budget_gb (1 when it fits one).")
     p.add_argument("--force_plan", action="store_true", help="Run even when the plan needs more RAM than this "
                    "machine has (default: refuse before training or encoding).")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for flag in ("cores", "nodes"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            parser.error(f"--{flag} must be >= 1")
+    if args.gpus < 0 or args.ram_budget_gb <= 0:
+        parser.error("--gpus must be >= 0 and --ram_budget_gb > 0")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.all:

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "multiview_plugin"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     # cross-cutting helpers every floor may use; they know nothing of models, data formats or drivers
     ("base", ("errors", "atomic", "bounds", "paths", "registry", "cli", "tevatron_parity", "backbones", "scoring",
-              "testing", "synthetic_vectors")),
+              "testing", "synthetic_vectors", "text_options")),
     ("data", ("data",)),
     ("losses", ("losses",)),
     ("modeling", ("modeling",)),
@@ -21,8 +21,9 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("encoding", ("encoding",)),
     ("search", ("search",)),
     ("evaluation", ("evaluation",)),
-    # what users and drivers program against: the command-line argument classes, the Pyserini adapters
-    ("interfaces", ("arguments", "pyserini")),
+    # what users and drivers program against: the Python API, the command-line argument classes, the Pyserini
+    # adapters
+    ("interfaces", ("api", "arguments", "pyserini")),
     ("drivers", ("driver", "tevatron")),
     # runs the drivers; the package's own __init__ (the public API, imported lazily) sits on top
     # reporting reads the quickstart's recorded commands with its parser, and the quickstart writes its rows with

@@ -261,9 +261,17 @@ class _Ctx:
         return [self.string({key: v}, key, f"{key}[{i}]", allow_int=True) for i, v in enumerate(items)]
 
 
+# the longest id (characters): ids go to line files and fixed-width arrays (a docid array is rows x the longest id
+# wide), so one huge id among many rows would allocate gigabytes
+MAX_ID_CHARS = 1024
+
+
 def id_problem(value: str) -> str | None:
     """Why ``value`` cannot be a document or query id (None if it can): whitespace or control characters
-    would split or corrupt the line-based files ids end up in (shard lookups, docid files, runs)."""
+    would split or corrupt the line-based files ids end up in (shard lookups, docid files, runs); more than
+    :data:`MAX_ID_CHARS` characters would blow up the arrays that hold them."""
+    if len(value) > MAX_ID_CHARS:
+        return f"of {len(value)} characters ({value[:20]!r}...) is longer than the {MAX_ID_CHARS} an id may have"
     for ch in value:
         if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf"):
             kind = "whitespace" if ch.isspace() else "a control character"
@@ -564,12 +572,14 @@ def load_qrels(path: PathLike) -> dict[str, dict[str, int]]:
     Raises
     ------
     InputFormatError
-        A line with the wrong number of columns, a non-integer relevance (a first line is skipped as a BEIR
+        A line with the wrong number of columns (or another number than the first judgment's), a non-integer
+        relevance (a first line is skipped as a BEIR
         header only when its last cell is a column name: score, relevance, label ...), or a pair judged twice
         with different values.
     """
     qrels: dict[str, dict[str, int]] = {}
     first = True
+    columns: tuple[int, int] | None = None  # the first judgment's column count and line
     for lineno, line in _iter_lines(path):
         if not line.strip():
             continue
@@ -590,6 +600,12 @@ def load_qrels(path: PathLike) -> dict[str, dict[str, int]]:
             raise InputFormatError(str(path), lineno, "relevance",
                                    f"expected an integer, got {rel!r}") from None
         first = False
+        if columns is None:
+            columns = (len(parts), lineno)
+        elif len(parts) != columns[0]:  # e.g. a 3-column line in a TREC file: a column is missing, not a format
+            layout = "TREC: qid 0 docid relevance" if columns[0] == 4 else "BEIR: query-id corpus-id score"
+            raise InputFormatError(str(path), lineno, None, f"{len(parts)} columns, but line {columns[1]} has "
+                                   f"{columns[0]} ({layout}); every line of a qrels file has the same columns")
         judged = qrels.setdefault(qid, {})
         if judged.get(docid, relevance) != relevance:
             raise InputFormatError(str(path), lineno, "relevance",

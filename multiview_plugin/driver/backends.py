@@ -17,8 +17,14 @@ def add_index_backend_flags(p: argparse.ArgumentParser) -> None:
                    "multivector, plus an HNSW document vector for candidates); --index_dir then holds the docid "
                    "file and multiview.json naming the collection, so search needs no Qdrant flags. Needs "
                    "pip install 'multiview_plugin[qdrant]'.")
-    g.add_argument("--qdrant_path", metavar="DIR", help="Embedded Qdrant storage folder (default: INDEX_DIR/qdrant). "
-                   "Embedded mode is exact brute force in the process: tests and small corpora.")
+    g.add_argument("--qdrant_path", metavar="DIR", help="Embedded Qdrant storage folder (default: INDEX_DIR/qdrant), "
+                   "run in this process by --qdrant_engine.")
+    g.add_argument("--qdrant_engine", choices=["client", "edge"], default="client", help="Engine of embedded "
+                   "storage. client (default): qdrant-client's local mode, a pure-Python stand-in for the server "
+                   "(numpy brute force, no HNSW; tests and small corpora). edge: Qdrant's own Rust engine in the "
+                   "process (qdrant-edge-py: pip install 'multiview_plugin[qdrant-edge]'; HNSW on the document "
+                   "vectors, one edge shard per collection in DIR/<collection>). Recorded in the index folder, so "
+                   "search needs no flag. A server (--qdrant_url) is always reached with the client.")
     g.add_argument("--qdrant_url", metavar="URL", help="A Qdrant server or cluster (e.g. http://host:6333) instead "
                    "of embedded storage; the API key, if any, is read from $QDRANT_API_KEY.")
     g.add_argument("--qdrant_collection", help="Collection name (default: the index folder's name). An existing "
@@ -32,6 +38,12 @@ def add_index_backend_flags(p: argparse.ArgumentParser) -> None:
                    "disk (memory-mapped) instead of RAM: for corpora larger than the nodes' memory.")
     g.add_argument("--qdrant_batch_size", type=int, default=256, help="Documents per upsert while ingesting "
                    "(bounds memory and request size; default 256).")
+    add_qdrant_timeout_flag(g)
+
+
+def add_qdrant_timeout_flag(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("--qdrant_timeout", type=int, metavar="SECONDS", help="With --qdrant_url: whole seconds one "
+                   "request to the server may take before the run stops with an error (default 10).")
 
 
 def build_from_args(args: argparse.Namespace, shards: list[str]):
@@ -39,20 +51,29 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
     from multiview_plugin.search import build_index
 
     qdrant_flags = [f for f in ("qdrant_path", "qdrant_url", "qdrant_collection", "qdrant_shards",
-                                "qdrant_replication") if getattr(args, f) is not None] + (
-        ["qdrant_on_disk"] if args.qdrant_on_disk else [])
+                                "qdrant_replication", "qdrant_timeout") if getattr(args, f) is not None] + (
+        ["qdrant_on_disk"] if args.qdrant_on_disk else []) + (
+        ["qdrant_engine"] if args.qdrant_engine != "client" else [])
     if args.backend != "qdrant":
         if qdrant_flags:
             raise ConfigError(f"--{qdrant_flags[0]} needs --backend qdrant")
         return build_index(shards, args.index_dir, index_factory=args.index_factory, aggregation=args.aggregation,
                            train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite,
                            allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
-                           doc_index_factory=args.doc_index_factory, rescore_store=args.rescore_store)
-    if args.index_factory != "Flat" or args.doc_index_factory or args.use_gpu or args.rescore_store != "none":
-        raise ConfigError("--index_factory, --doc_index_factory, --rescore_store and --use_gpu are Faiss flags; "
+                           doc_index_factory=args.doc_index_factory, rescore_store=args.rescore_store,
+                           ivf_training=args.ivf_training)
+    if (args.index_factory != "Flat" or args.doc_index_factory or args.use_gpu or args.rescore_store != "none"
+            or args.ivf_training != "flat"):
+        raise ConfigError("--index_factory, --doc_index_factory, --rescore_store, --ivf_training and --use_gpu are "
+                          "Faiss flags; "
                           "--backend qdrant builds its own document-vector HNSW")
     if args.qdrant_path and args.qdrant_url:
         raise ConfigError("give --qdrant_path (embedded) or --qdrant_url (server), not both")
+    if args.qdrant_url and args.qdrant_engine == "edge":
+        raise ConfigError("--qdrant_engine edge runs Qdrant's engine in this process on a storage folder; a server "
+                          "(--qdrant_url) is reached with the client engine")
+    if args.qdrant_timeout is not None and not args.qdrant_url:
+        raise ConfigError("--qdrant_timeout applies to a server (--qdrant_url); embedded storage has no requests")
     from multiview_plugin.search._qdrant import build_qdrant_index
 
     return build_qdrant_index(shards, args.index_dir, qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url,
@@ -60,7 +81,8 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                               replication_factor=args.qdrant_replication, on_disk=args.qdrant_on_disk,
                               aggregation=args.aggregation, overwrite=args.overwrite,
                               allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
-                              batch_size=args.qdrant_batch_size)
+                              batch_size=args.qdrant_batch_size, engine=args.qdrant_engine,
+                              timeout=args.qdrant_timeout)
 
 
 def add_search_backend_flags(p: argparse.ArgumentParser) -> None:
@@ -69,6 +91,7 @@ def add_search_backend_flags(p: argparse.ArgumentParser) -> None:
                    "(a full scan, equal to the Faiss Flat searcher) instead of re-scoring document-vector "
                    "candidates (--doc_candidates).")
     g.add_argument("--qdrant_url", metavar="URL", help="Server address, overriding the one recorded at build time.")
+    add_qdrant_timeout_flag(g)
 
 
 def add_calibration_flags(p: argparse.ArgumentParser) -> None:
@@ -99,6 +122,35 @@ def add_calibration_flags(p: argparse.ArgumentParser) -> None:
                    "must still be where they were) and exit.")
 
 
+def check_calibration_flags(args: argparse.Namespace, shards: list[str] | None = None) -> None:
+    """Every calibration flag, before any work: a value refused only after the build would leave an uncalibrated
+    index that needs --overwrite. ``shards``: the passage shards to build from (the calibration queries must be
+    of their model and dim); None with --calibrate (the index folder is then the reference)."""
+    import math
+
+    target = args.target_recall
+    if not (target == 0 or 0 < target <= 1) or math.isnan(target):
+        raise ConfigError(f"--target_recall must be 0 (no calibration) or in (0, 1], got {target}")
+    if args.calibration_queries < 1 or args.calibration_k < 1:
+        raise ConfigError(f"--calibration_queries and --calibration_k must be >= 1, got {args.calibration_queries} "
+                          f"and {args.calibration_k}")
+    if not args.calibration_query_reps:
+        return
+    if target == 0:
+        raise ConfigError("--calibration_query_reps with --target_recall 0: no calibration runs to use them; drop "
+                          "one of the two")
+    if shards is None:
+        return  # --calibrate DIR: checked against the index folder by calibrate_from_args
+    from multiview_plugin.encoding.shard_sets import load_query_reps, model_identity
+    from multiview_plugin.encoding.shards import read_info
+
+    infos = [(s, read_info(s)) for s in shards]
+    known = next(((s, i) for s, i in infos if i is not None), None)
+    reference = (known[0], model_identity(known[1])) if known is not None else None
+    dim = next((i.dim for _, i in infos if i is not None and i.num_vectors), None)
+    load_query_reps(args.calibration_query_reps, args.allow_unsafe_pickle, reference, dim)
+
+
 def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
     """Calibrate ``index_dir`` as the flags say and print the chosen settings."""
     from multiview_plugin.search.calibrate import calibrate_index
@@ -125,9 +177,25 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
         return
     settings = ", ".join(f"{k}={v}" for k, v in record["settings"].items())
     print(f"calibration: {settings} -> recall@{record['k']} {record['recall']:.4f} of exact "
-          f"({'reaches' if record['reached'] else 'BELOW'} target {record['target_recall']}"
-          f"{'' if record.get('aim_reached', True) else ', but not its margin'}; 95% lower bound "
+          f"({calibration_verdict(record)}; 95% lower bound "
           f"{record['recall_lower95']:.4f}, aim {record.get('aim', record['target_recall'])}; "
           f"{record['queries']} queries from {record['queries_from']}, {record['ms_per_query']:.3f} ms/query), "
           f"saved in "
           f"{index_dir}/multiview.json")
+
+
+def calibration_verdict(record: dict) -> str:
+    """What the calibration found, in words that do not contradict each other: the target and its margin
+    reached, the target reached but not the margin, the target missed; and when the exact top k of every query
+    ties at its cut-off, that recall could not be measured at all."""
+    target, queries, tied = record["target_recall"], record["queries"], record.get("tied_queries", 0)
+    if tied and tied == queries:
+        return (f"not measurable: every query's exact scores tie at the top-{record['k']} cut-off (constant or "
+                "duplicate vectors?), so which documents are its top k is arbitrary and recall by document "
+                f"says nothing: target {target} could not be checked")
+    if record["reached"]:
+        verdict = (f"reaches target {target} and its margin" if record.get("aim_reached", True)
+                   else f"reaches target {target}, but not its margin")
+    else:
+        verdict = f"BELOW target {target}"
+    return verdict + (f"; {tied} of {queries} queries tie at the cut-off" if tied else "")

@@ -23,17 +23,17 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
-
-import torch
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
-from multiview_plugin.encoding.encode import encode_to_shard
-from multiview_plugin.encoding.parallel import launch_rank, rank_shards, shard_output_path
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.modeling.base import MultiViewEncoder
-from multiview_plugin.modeling.lora import merge_lora
-from multiview_plugin.modeling.persistence import load_encoder
+from multiview_plugin.text_options import OPTION_NAMES, TEXT_GROUP_DESCRIPTION, override_field
+
+if TYPE_CHECKING:
+    from multiview_plugin.modeling.base import MultiViewEncoder
+
+# torch, transformers' models and the library are imported after the arguments are parsed (``--help`` stays fast)
 
 logger = logging.getLogger("multiview_plugin.encode")
 
@@ -61,27 +61,12 @@ class EncodeArguments:
                                      "torchrun (WORLD_SIZE > 1) leave it 0: process r encodes shards r, r+W, ... "
                                      "into <encode_output_path stem>.<shard><suffix>."})
     encode_is_query: bool = field(default=False, metadata={"help": "Encode queries (one vector each)."})
-    query_max_len: int | None = field(default=None, metadata={"help": "Override the model's query length."})
-    passage_max_len: int | None = field(default=None, metadata={"help": "Override the model's passage length."})
     passage_field_separator: str = field(default=" ", metadata={"help": "Joins a passage's title and text."})
     per_device_eval_batch_size: int = field(default=64, metadata={"help": "Texts per forward pass."})
     fp16: bool = field(default=False, metadata={"help": "Store float16 vectors (and autocast on GPU)."})
     bf16: bool = field(default=False, metadata={"help": "Compute in bfloat16 (weights cast; autocast on GPU); "
                                                 "vectors are stored as float32 (numpy has no bfloat16)."})
     dataset_split: str = field(default="train", metadata={"help": "Split to read (local json files: 'train')."})
-    # None below: the saved model's own setting (a plain checkpoint: Tevatron's default, shown in brackets)
-    pooling: str | None = field(default=None, metadata={"help": "Pooling (cls, first, mean, avg, average, last, "
-                                "eos): the model's [cls]."})
-    normalize: bool = field(default=False, metadata={"help": "L2-normalise vectors (unset: the model's [False])."})
-    query_prefix: str | None = field(default=None, metadata={"help": "Prepended to queries: the model's ['']."})
-    passage_prefix: str | None = field(default=None, metadata={"help": "Prepended to passages: the model's ['']."})
-    padding_side: str | None = field(default=None, metadata={"help": "dpr: 'right' or 'left': the model's [right]."})
-    append_eos_token: bool = field(default=False, metadata={"help": "dpr: end texts with eos (unset: the model's "
-                                   "[False])."})
-    add_special_tokens: bool = field(default=True, metadata={"help": "dpr: the tokenizer's special tokens; "
-                                     "--no_add_special_tokens drops them (unset: the model's [True])."})
-    pad_to_multiple_of: int | None = field(default=None, metadata={"help": "Pad lengths to a multiple: the "
-                                           "model's [16 on GPU, none on CPU]."})
     attn_implementation: str | None = field(default=None, metadata={"help": "eager, sdpa or flash_attention_2 "
                                             "(default: transformers' choice)."})
     dtype: str | None = field(default=None, metadata={"help": "Load weights in float32, float16 or bfloat16."})
@@ -97,29 +82,52 @@ class EncodeArguments:
                             "shard and input; and an existing file that encode did not write (no sidecar of ours, "
                             "e.g. a plain Tevatron pickle) is refused, not replaced."})
     checkpoint_every: int = field(default=50, metadata={"help": "Flush to disk every N batches (resume point)."})
+    # The shared text options (multiview_plugin.text_options): None, "not given", is the saved model's own
+    # setting (a plain checkpoint: the shared default); any value given overrides the saved model's.
+    pooling: str | None = override_field("pooling")
+    normalize: bool | None = override_field("normalize")
+    query_max_len: int | None = override_field("query_max_len")
+    passage_max_len: int | None = override_field("passage_max_len")
+    query_prefix: str | None = override_field("query_prefix")
+    passage_prefix: str | None = override_field("passage_prefix")
+    pad_to_multiple_of: int | None = override_field("pad_to_multiple_of")
+    padding_side: str | None = override_field("padding_side")
+    append_eos_token: bool | None = override_field("append_eos_token")
+    add_special_tokens: bool | None = override_field("add_special_tokens")
     pseudo_queries: str | None = field(
         default=None, metadata={"help": "dce: the documents' pseudo-queries, one view each: jsonl {docid, queries} "
                                 "(from multiview_plugin.driver.generate_queries) or docTTTTTquery-style .txt "
                                 "predictions aligned by line to the corpus (comma-separate several files)."})
 
+    @classmethod
+    def argument_group(cls, name: str) -> tuple[str, str] | None:
+        """--help: the shared text options in their own group (the others: the main one)."""
+        if name in OPTION_NAMES:
+            return ("text options (not given: the saved model's own; given: overrides it)", TEXT_GROUP_DESCRIPTION)
+        return None
 
-# Flags that override the saved model's config (and configure a plain checkpoint loaded as dpr).
-CONFIG_OVERRIDES = ("pooling", "normalize", "query_prefix", "passage_prefix", "padding_side", "append_eos_token",
-                    "add_special_tokens", "pad_to_multiple_of", "query_max_len", "passage_max_len")
+
+# Flags that override the saved model's config (and configure a plain checkpoint loaded as dpr): the shared options.
+CONFIG_OVERRIDES = OPTION_NAMES
+
+
+def given_overrides(args: EncodeArguments) -> dict[str, Any]:
+    """The shared options given on the command line (None: not given)."""
+    return {name: getattr(args, name) for name in CONFIG_OVERRIDES if getattr(args, name) is not None}
 
 
 def load_model(args: EncodeArguments) -> MultiViewEncoder:
-    """The model to encode with: a saved multiview model (flags override its config) or a plain checkpoint as dpr."""
+    """The model to encode with: a saved multiview model (every shared option given overrides its config, logged)
+    or a plain checkpoint as dpr (the options given, the shared defaults for the others)."""
     from multiview_plugin.modeling.base import backbone_options
+    from multiview_plugin.modeling.config import is_multiview_model
+    from multiview_plugin.modeling.lora import merge_lora
+    from multiview_plugin.modeling.persistence import load_encoder, override_text_options
 
-    unset = {f.name: f.default for f in fields(EncodeArguments)}  # None, or a bool flag's Tevatron default
-    overrides = {name: getattr(args, name) for name in CONFIG_OVERRIDES if getattr(args, name) != unset[name]}
+    overrides = given_overrides(args)
     model = load_encoder(args.model_name_or_path, checkpoint_options=overrides, **backbone_options(args))
-    for name, value in overrides.items():
-        if getattr(model.config, name) != value:
-            logger.info("--%s %s overrides the model's %r", name, value, getattr(model.config, name))
-            setattr(model.config, name, value)
-    type(model).validate_config(model.config)
+    if is_multiview_model(args.model_name_or_path):
+        override_text_options(model, overrides)
     if args.lora_name_or_path:
         merge_lora(model, args.lora_name_or_path)
     return model
@@ -127,11 +135,19 @@ def load_model(args: EncodeArguments) -> MultiViewEncoder:
 
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
-    from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
+    def ignored() -> tuple:  # imported only when there are flags left to check against them
+        from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
 
-    (args,) = parse_dataclasses((EncodeArguments,), argv, driver="encode",
-                                ignored=(ModelArguments, DataArguments, MultiViewTrainingArguments))
+        return ModelArguments, DataArguments, MultiViewTrainingArguments
+
+    (args,) = parse_dataclasses((EncodeArguments,), argv, driver="encode", ignored=ignored,
+                                prog="python -m multiview_plugin.driver.encode", description=__doc__)
     setup_logging()
+    import torch
+
+    from multiview_plugin.encoding.encode import encode_to_shard
+    from multiview_plugin.encoding.parallel import launch_rank, rank_shards, shard_output_path
+
     if not args.encode_output_path:
         raise ConfigError("--encode_output_path is required")
     if args.dataset_name != "json":

@@ -6,9 +6,12 @@
 
 Writes jsonl ``{"docid", "queries": [...]}`` in corpus order. Sampling is top-k (k = 10, as docTTTTTquery)
 with a seed derived from ``--seed`` and the batch's position, so a run is reproducible and a resumed run
-writes what an uninterrupted one would have (keep ``--batch_size``). Lines go to ``<output>.partial`` and are
-flushed every ``--checkpoint_every`` batches; a rerun resumes after the last complete line, and the file is
-renamed to ``<output>`` only when the shard is complete.
+writes what an uninterrupted one would have (keep ``--batch_size``). Lines go to ``<output>.partial``, flushed
+after every batch and synced to disk every ``--checkpoint_every`` batches; a rerun resumes after the last complete
+batch, and the file is renamed to ``<output>`` only when the shard is complete. Before each batch is appended,
+the marker records what the partial file must then hold: its size and SHA-256 so far, and the batch's lines about
+to be written; a rerun resumes ``<output>.partial`` only when every byte of it is so described (a marker copied
+beside someone's ``.partial`` does not describe it: refused, and never removed, even with ``--overwrite``).
 
 A marker ``<output>.json`` records that this tool writes ``<output>`` and with which settings (model, corpus
 identity, sampling, lengths, batch size, shard). A rerun skips a complete output, or resumes ``<output>.partial``,
@@ -28,7 +31,8 @@ from multiview_plugin.encoding.doc2query import GenerateArguments, generate_quer
 
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
-    (args,) = parse_dataclasses((GenerateArguments,), argv)
+    (args,) = parse_dataclasses((GenerateArguments,), argv, prog="python -m multiview_plugin.driver.generate_queries",
+                                description=__doc__)
     setup_logging()
     generate_queries(args)
     return 0

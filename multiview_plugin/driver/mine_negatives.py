@@ -20,21 +20,19 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.cli import cli, setup_logging
+from multiview_plugin.cli import cap_depth, cli, setup_logging
 from multiview_plugin.data.answers import has_answer
 from multiview_plugin.data.readers import iter_train_records, load_corpus
-from multiview_plugin.encoding.fingerprint import file_identity
-from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows, read_info
+from multiview_plugin.encoding.shards import check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.paths import refuse_output_over_input
-from multiview_plugin.search import MultiVectorSearcher
-from multiview_plugin.search._index import INPUT_KEY, IndexMeta, index_files, input_record
+from multiview_plugin.search import FaissStore, MultiVectorSearcher
+from multiview_plugin.search._index import check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import first_occurrences, take_ranked
 
 logger = logging.getLogger("multiview_plugin.mine_negatives")
@@ -71,37 +69,6 @@ def mine(searcher: MultiVectorSearcher, q_reps: np.ndarray, depth: int, first_ro
     return doc, view
 
 
-def recorded_input(meta: IndexMeta) -> dict | None:
-    """The corpus the index was encoded from: recorded in ``multiview.json`` (indexes built since that field),
-    else read from the fingerprints of its shards' sidecars when they are still where they were."""
-    if meta.extra.get(INPUT_KEY):
-        return meta.extra[INPUT_KEY]
-    if not meta.shards or not all(Path(p).is_file() for p in meta.shards):
-        return None
-    try:
-        return input_record([read_info(p) for p in meta.shards])
-    except ShardFormatError:
-        return None
-
-
-def check_corpus_is_indexed(meta: IndexMeta, corpus_path: str, separator: str) -> None:
-    """Refuse a corpus other than the one the index's vectors were encoded from (same docids, other texts
-    would be written as negatives the model never ranked), or another title/text separator."""
-    recorded = recorded_input(meta)
-    if recorded is None:
-        logger.warning("the index records no input fingerprint (built before it was recorded, or from shards "
-                       "without sidecars): cannot check that %s is the corpus it was encoded from", corpus_path)
-        return
-    identity = file_identity(corpus_path)
-    if identity != recorded["identity"]:
-        raise ConfigError(f"--corpus_path {corpus_path}: not the corpus the index was encoded from "
-                          f"({recorded['source']}: {recorded['identity']}; this file: {identity}); its passage "
-                          "texts would not be the ones ranked. Pass the encoded corpus, or re-encode and re-index")
-    if recorded["separator"] is not None and recorded["separator"] != separator:
-        raise ConfigError(f"--passage_field_separator {separator!r}: the index was encoded with "
-                          f"{recorded['separator']!r}; the written passages would differ from the ranked ones")
-
-
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -112,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              {"--dataset_path": args.dataset_path, "--corpus_path": args.corpus_path,
                               "--index": index_files(args.index)})
     searcher = MultiVectorSearcher(args.index, args.model_name_or_path, aggregation="max", device=args.device)
+    if not isinstance(searcher.store, FaissStore):  # mining reads each hit's best view from the Faiss rows
+        raise ConfigError(f"--index {args.index}: a {searcher.store.kind} index; mining hard negatives needs a Faiss "
+                          "index of the corpus (driver.index without --backend qdrant)")
     sentences = searcher.encoder.config.model_name == "dcsr"
     check_corpus_is_indexed(searcher.meta, args.corpus_path, args.passage_field_separator)
     corpus = load_corpus(args.corpus_path, args.passage_field_separator)
@@ -120,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ConfigError(f"{args.corpus_path} lacks docids of the index, e.g. {missing[:3]}: is it the same corpus?")
     records = list(iter_train_records(args.dataset_path, corpus, args.passage_field_separator))
     store = searcher.store
+    depth = cap_depth(args.depth, len(store.docids), "--depth")
     passage_view = bool(getattr(searcher.encoder, "has_passage_view", False))
     written = short = 0
     with atomic_open(args.output) as out:
@@ -128,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             q_reps = searcher.encode([r["query"] for r in batch])
             check_finite_rows(q_reps, [r["query_id"] for r in batch], f"{args.dataset_path} encoded by "
                               f"{args.model_name_or_path}", "query")
-            doc, view = mine(searcher, q_reps, args.depth, store.doc_start)
+            doc, view = mine(searcher, q_reps, depth, store.doc_start)
             for rec, row_doc, row_view in zip(batch, doc.tolist(), view.tolist()):
                 positives = set(rec["positive_docids"])
                 negatives = []

@@ -30,7 +30,7 @@ import faiss
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.cli import cli, setup_logging
+from multiview_plugin.cli import cap_depth, cli, setup_logging
 from multiview_plugin.data.topics import load_topics
 from multiview_plugin.driver.backends import add_search_backend_flags
 from multiview_plugin.encoding.shard_sets import check_query_dim, check_shard_set, load_query_reps, model_identity
@@ -39,14 +39,14 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import (
+    FaissStore,
     MultiVectorSearcher,
-    VectorStore,
     get_aggregator,
     search_batched,
     search_shards,
     write_explanations,
 )
-from multiview_plugin.search._index import DEFAULT_AGGREGATION, index_files
+from multiview_plugin.search._index import DEFAULT_AGGREGATION, check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import AGGREGATORS
 
 logger = logging.getLogger("multiview_plugin.search")
@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     tev = p.add_argument_group("Tevatron style")
     tev.add_argument("--query_reps", help="Encoded query shard (pickle from the encode driver --encode_is_query).")
     tev.add_argument("--passage_reps", help="Glob of encoded passage shards, e.g. 'emb/corpus.*.pkl' (quote it).")
-    tev.add_argument("--depth", type=int, default=1000, help="Documents to return per query (default 1000).")
+    tev.add_argument("--depth", type=int, default=1000, help="Documents to return per query (default 1000; capped "
+                     "at the number of documents, with a log line).")
     tev.add_argument("--batch_size", type=int, default=128,
                      help="Queries searched at once (bounds memory); -1 or 0: all in one batch (as Tevatron).")
     tev.add_argument("--save_ranking_to", help="Output file of the Tevatron-style invocation.")
@@ -81,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     pys.add_argument("--output", help="Run file to write.")
     pys.add_argument("--output_format", "--output-format", dest="output_format", default="trec",
                      choices=["trec", "msmarco", "tevatron"], help="Run format (default trec).")
-    pys.add_argument("--hits", type=int, default=1000, help="Documents per query (default 1000).")
+    pys.add_argument("--hits", type=int, default=1000, help="Documents per query (default 1000; capped at the "
+                     "index's number of documents, with a log line).")
     pys.add_argument("--threads", type=int, default=1, help="Faiss search threads.")
     pys.add_argument("--nprobe", type=int, help="IVF indexes: lists probed per query, a lower bound (raised to "
                      "the lists holding 32x the fetch depth on average).")
@@ -124,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--hybrid does).")
     hyb.add_argument("--hybrid_depth", type=int, default=100, help="Documents fetched from each side before fusing "
                      "(at least --hits; default 100).")
-    hyb.add_argument("--bm25_corpus", help="Corpus file for BM25 (jsonl/tsv/BEIR; the one the index was encoded "
-                     "from).")
+    hyb.add_argument("--bm25_corpus", help="Corpus file for BM25 (jsonl/tsv/BEIR): the one the index was encoded "
+                     "from, checked against the identity the index records (another file is refused).")
     exp = p.add_argument_group("Explained hits (with --index)")
     exp.add_argument("--explain", metavar="FILE", help="Also write a JSONL side file, one line per hit keyed by qid "
                      "and docid: the winning view's index and score, the runner-up view's score and what the view "
@@ -175,13 +177,16 @@ def search_tevatron(args: argparse.Namespace) -> None:
             raise ConfigError(f"--shard_search merges per-shard top-k, which is exact only for max aggregation; "
                               f"{aggregation} normalises over the whole collection's top vectors: search without "
                               "--shard_search or build an index")
+        if all(i is not None for i in infos):
+            args.depth = cap_depth(args.depth, sum(i.num_items for i in infos), "--depth")
         shards = tqdm(shard_paths, desc="search", unit="shard", disable=args.quiet)
         ids, scores = search_shards(q_reps, shards, args.depth, aggregation, args.batch_size, args.allow_unsafe_pickle,
                                      args.query_reps)
     else:
         aggregator = get_aggregator(aggregation, **aggregation_options(args, info.extra if info else {}))
-        store = VectorStore.from_shards(shard_paths, args.allow_unsafe_pickle)
+        store = FaissStore.from_shards(shard_paths, args.allow_unsafe_pickle)
         check_query_dim(args.query_reps, q_reps, store.dim, args.passage_reps)  # sidecar-less shards: known now
+        args.depth = cap_depth(args.depth, len(store.docids), "--depth")
         ids, scores = search_batched(store, q_reps, args.depth, aggregator, args.batch_size, progress=not args.quiet)
     out = Path(args.save_ranking_to)
     if args.save_text:
@@ -213,7 +218,9 @@ def search_pyserini(args: argparse.Namespace) -> None:
                                    corpus=args.corpus, pseudo_queries=args.pseudo_queries,
                                    overfetch=args.overfetch, rescore=args.rescore,
                                    doc_candidates=args.doc_candidates, exact=args.qdrant_exact,
-                                   qdrant_url=args.qdrant_url)
+                                   qdrant_url=args.qdrant_url, qdrant_timeout=args.qdrant_timeout)
+    if args.hybrid:  # before any search: BM25 over another corpus would fuse other texts without a word
+        check_corpus_is_indexed(searcher.meta, args.bm25_corpus, None, "--bm25_corpus")
     if args.encoded_queries:
         index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
         q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model, searcher.meta.dim)
@@ -226,7 +233,9 @@ def search_pyserini(args: argparse.Namespace) -> None:
         raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
     if args.threads > 0:
         faiss.omp_set_num_threads(args.threads)
-    depth = max(args.hits, args.hybrid_depth) if args.hybrid else args.hits
+    num_docs = len(searcher.store.docids)
+    args.hits = cap_depth(args.hits, num_docs, "--hits")
+    depth = max(args.hits, cap_depth(args.hybrid_depth, num_docs, "--hybrid_depth")) if args.hybrid else args.hits
     ids, scores = search_batched(searcher.store, q_reps, depth, searcher.aggregator, args.batch_size,
                                  progress=not args.quiet)
     run = to_run(q_ids, ids, scores)

@@ -19,14 +19,20 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import set_seed
 
-from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
+from multiview_plugin.arguments import (
+    DataArguments,
+    DevArguments,
+    ModelArguments,
+    MultiViewTrainingArguments,
+    given_flags,
+)
 from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.data.dataset import TrainDataset, load_train_records
 from multiview_plugin.errors import ConfigError
@@ -39,9 +45,11 @@ from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.tevatron_parity import ENCODE_ONLY
 from multiview_plugin.training.checkpoints import checkpoint_problems, last_complete_checkpoint
 from multiview_plugin.training.run_settings import (
+    INPUTS_KEY,
     RunSettingsCallback,
     check_resume,
     first_difference,
+    input_fingerprints,
     load_run_settings,
     previous_run_files,
     run_settings,
@@ -52,8 +60,10 @@ from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
 logger = logging.getLogger("multiview_plugin.train")
 
 
-def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiViewEncoder:
-    """A new model from a backbone, or a saved multiview model to keep training."""
+def build_model(model_args: ModelArguments, data_args: DataArguments,
+                given: Collection[str] = ()) -> MultiViewEncoder:
+    """A new model from a backbone, or a saved multiview model to keep training; ``given``: the flags given on the
+    command line (:func:`~multiview_plugin.arguments.given_flags`)."""
     cls = get_encoder_class(model_args.model_name)  # unknown names fail here, before anything loads
     if is_multiview_model(model_args.model_name_or_path):
         own = [f"--{name}" for name in ("config_name", "tokenizer_name") if getattr(model_args, name)]
@@ -64,7 +74,7 @@ def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiVi
         if model.config.model_name != model_args.model_name:
             raise ConfigError(f"{model_args.model_name_or_path} holds a {model.config.model_name!r} model, "
                               f"not {model_args.model_name!r}")
-        refuse_flags_the_saved_model_overrides(cls, model_args, data_args, model.config)
+        refuse_flags_the_saved_model_overrides(cls, model_args, data_args, model.config, given)
         # a saved LoRA model loads merged: training it again is full fine-tuning unless --lora says otherwise
         saved_lora = model.config.options.pop(lora.OPTION, None)
         if lora.wants_lora(model_args):
@@ -78,10 +88,13 @@ def build_model(model_args: ModelArguments, data_args: DataArguments) -> MultiVi
 
 
 def refuse_flags_the_saved_model_overrides(cls: type[MultiViewEncoder], model_args: ModelArguments,
-                                           data_args: DataArguments, saved: EncoderConfig) -> None:
+                                           data_args: DataArguments, saved: EncoderConfig,
+                                           given: Collection[str] = ()) -> None:
     """A saved multiview model keeps training with its own config: refuse, in one line, the model flags (pooling,
-    temperature, lengths, method options ...) given with a value other than their default that differs from the
-    saved model's, which training would otherwise ignore."""
+    temperature, lengths, method options ...) given (named in ``given``, or with a value other than their default)
+    with a value that differs from the saved model's, which training would otherwise ignore: ``--normalize False``
+    on a model saved with ``normalize`` too."""
+    given = {name[3:] if name.startswith("no_") else name for name in given}
     def flat(config: EncoderConfig) -> dict[str, Any]:
         out = config.to_dict()
         return {**{k: v for k, v in out.items() if k not in ("options", "backbone", "format_version")},
@@ -92,7 +105,7 @@ def refuse_flags_the_saved_model_overrides(cls: type[MultiViewEncoder], model_ar
                                                          model_name=model_args.model_name), type(data_args)()))
     have = flat(saved)
     differ = [f"--{k} {v} (the model's: {have.get(k)})" for k, v in wanted.items()
-              if v != default.get(k) and v != have.get(k)]
+              if (k in given or v != default.get(k)) and v != have.get(k)]
     if differ:
         raise ConfigError(f"{', '.join(differ)}: {model_args.model_name_or_path} is a saved multiview model and keeps "
                           f"training with its own config; drop {'it' if len(differ) == 1 else 'them'} (or start from "
@@ -229,7 +242,9 @@ def warn_fp16_without_gpu(training_args: MultiViewTrainingArguments) -> None:
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     model_args, data_args, dev_args, training_args = parse_dataclasses(
-        (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv, driver="train")
+        (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv, driver="train",
+        prog="python -m multiview_plugin.driver.train", description=__doc__,
+        usage="%(prog)s --model_name_or_path PATH --output_dir DIR [--model_name NAME] [flag ...] | CONFIG.json")
     setup_logging(logging.INFO if training_args.local_rank in (-1, 0) else logging.WARNING)
     set_seed(training_args.seed)
     if training_args.logging_dir:
@@ -247,12 +262,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "--dev_pseudo_queries": dev_args.dev_pseudo_queries,
                               "--model_name_or_path": model_args.model_name_or_path})
     settings = run_settings(model_args, data_args, dev_args, training_args)
+    settings[INPUTS_KEY] = input_fingerprints({  # resumed only on the same data (check_resume names the file)
+        "--dataset_path": data_args.dataset_path, "--corpus_path": data_args.corpus_path,
+        "--pseudo_queries_path": data_args.pseudo_queries_path, "--dev_queries": dev_args.dev_queries,
+        "--dev_qrels": dev_args.dev_qrels, "--dev_corpus": dev_args.dev_corpus,
+        "--dev_pseudo_queries": dev_args.dev_pseudo_queries})
     resume = checkpoint_to_resume(training_args, settings)  # before the model: a mismatch is one line
     if run_is_finished(training_args, settings):
         logger.info("%s already holds this run, finished (same settings): nothing to train (--overwrite_output_dir "
                     "retrains it; a larger --max_steps or --num_train_epochs continues it)", training_args.output_dir)
         return 0
-    model = build_model(model_args, data_args)
+    model = build_model(model_args, data_args, given_flags(sys.argv[1:] if argv is None else argv))
     dataset, collator = load_training_data(data_args, training_args, model)
     logger.info("training %s (%s loss, temperature schedule %s) on %d queries",
                 model.config.model_name, model.config.loss_name or model.default_loss,
@@ -267,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_dataset=dataset,
         data_collator=collator,
         callbacks=callbacks,
+        run_settings=settings,
     )
     trainer.train(resume_from_checkpoint=resume)
     trainer.save_model()

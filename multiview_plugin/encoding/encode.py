@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from multiview_plugin.data.readers import iter_corpus, load_queries
 from multiview_plugin.encoding.fingerprint import encode_fingerprint
 from multiview_plugin.encoding.shards import (
+    ShardFormatError,
     ShardInfo,
     ShardWriter,
     check_fingerprint,
@@ -54,6 +57,18 @@ def iter_items(path: str, is_query: bool, separator: str) -> Iterator[tuple[str,
         yield from load_queries(path).items()
     else:
         yield from iter_corpus(path, separator)
+
+
+# A record's text is cut at this many characters per token of the max length before tokenizing: WordPiece
+# turns a word of more than 100 characters into one [UNK], so the first max_len tokens lie within
+# 100 x max_len characters of text unless it holds long runs of spaces; a 512 MiB line then costs its
+# read, not gigabytes of tokenizer memory (or a tokenizer abort).
+CHARS_PER_TOKEN = 100
+
+
+def text_limit(max_len: int) -> int:
+    """Characters of a record's text read for a model of ``max_len`` tokens (:data:`CHARS_PER_TOKEN`)."""
+    return CHARS_PER_TOKEN * max(1, int(max_len))
 
 
 def count_items(path: str, is_query: bool, separator: str) -> int:
@@ -146,6 +161,9 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
                     desc=f"encode {output.name}", dynamic_ncols=True)
     autocast = torch.autocast("cuda", dtype=torch.float16) if fp16 and device.type == "cuda" else nullcontext()
 
+    max_len = int(model.config.query_max_len if is_query else model.config.passage_max_len)
+    limit, cut = text_limit(max_len), []
+
     def batches() -> Iterator[list[tuple[str, str]]]:
         batch: list[tuple[str, str]] = []
         for i, item in enumerate(items):
@@ -155,6 +173,9 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
                 break
             if not item[1].strip():
                 raise MultiViewError(f"{path}: {'query' if is_query else 'document'} {item[0]!r} has empty text")
+            if len(item[1]) > limit:
+                cut.append(item[0])
+                item = (item[0], item[1][:limit])
             batch.append(item)
             if len(batch) == batch_size:
                 yield batch
@@ -170,8 +191,7 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
                 reps = model.encode_query(_to(formatter.queries(texts), device))
                 writer.add(ids, reps.float().cpu().numpy())
             else:
-                inputs = model.passage_inputs(formatter, ids, texts, views)
-                reps, mask = model.index_views(*model.encode_passage(_to(inputs, device)))
+                reps, mask = encode_passage_batch(model, formatter, ids, texts, views, device)
                 writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
                 if row_writer is not None:
                     row_writer.add(model.view_rows(formatter, texts, mask.cpu().numpy()))
@@ -183,6 +203,10 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
                     row_writer.flush()  # before the shard's resume point, so resumed rows are never missing
                 writer.checkpoint()
     progress.close()
+    if cut:
+        logger.info("%s: %d %s longer than %d characters (%d per token of --%s_max_len %d) read only that far "
+                    "before tokenizing, e.g. %r", path, len(cut), "queries" if is_query else "documents", limit,
+                    CHARS_PER_TOKEN, "query" if is_query else "passage", max_len, cut[0])
     if writer.docs_done != end - start:
         raise MultiViewError(f"{path}: expected {end - start} items in shard {shard_index}, got "
                              f"{writer.docs_done}; did the file change while encoding?")
@@ -201,9 +225,49 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
     return info
 
 
+def encode_passage_batch(model: MultiViewEncoder, formatter: Any, ids: list[str], texts: list[str],
+                         views: dict[str, Any] | None, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch of documents → the vectors that go into the index (B, K, D) and their view mask (B, K)."""
+    inputs = model.passage_inputs(formatter, ids, texts, views)
+    return model.index_views(*model.encode_passage(_to(inputs, device)))
+
+
+def encode_documents(model: MultiViewEncoder, texts: Sequence[str], ids: Sequence[str] | None = None,
+                     batch_size: int = 64, pseudo_queries: dict[str, list[str]] | None = None) -> list[np.ndarray]:
+    """Document texts → one float32 ``(views, dim)`` array each: the vectors an index holds for it (a
+    single-vector model: one row). ``ids`` name the documents where the method needs them (dce's
+    ``pseudo_queries``, ``{docid: [query, ...]}``); default ``"0"``, ``"1"``, ...."""
+    texts = list(texts)
+    ids = [str(i) for i in range(len(texts))] if ids is None else [str(i) for i in ids]
+    if len(ids) != len(texts):
+        raise ConfigError(f"{len(texts)} documents but {len(ids)} ids")
+    device, formatter = next(model.parameters()).device, model.formatter
+    out: list[np.ndarray] = []
+    with torch.inference_mode():
+        for i in range(0, len(texts), batch_size):
+            reps, mask = encode_passage_batch(model, formatter, ids[i:i + batch_size], texts[i:i + batch_size],
+                                              pseudo_queries, device)
+            reps, mask = reps.float().cpu().numpy(), mask.cpu().numpy().astype(bool)
+            out.extend(r[m] for r, m in zip(reps, mask))
+    return out
+
+
 def refuse_foreign_output(output: Path, overwrite: bool) -> None:
     """An existing ``output`` that encode did not write (:func:`~multiview_plugin.encoding.shards.written_by_encode`)
-    is replaced only with ``overwrite``; a folder never."""
+    is replaced only with ``overwrite``; a folder never. A file at the sidecar's path (``<output>.json``) that is not
+    a shard sidecar (:func:`~multiview_plugin.encoding.shards.read_info`: ShardInfo's fields) is someone's: never
+    replaced nor removed, even with ``overwrite``."""
+    side = sidecar_path(output)
+    if os.path.lexists(side):
+        if not side.is_file():
+            raise ConfigError(f"{side} (the sidecar path of --encode_output_path {output}) exists and is not a file; "
+                              "choose another output path")
+        try:
+            read_info(output)
+        except ShardFormatError:
+            raise ConfigError(f"{side} (the sidecar path of --encode_output_path {output}) is not a shard sidecar "
+                              "written by encode: refusing to replace it, even with --overwrite; move it away or "
+                              "choose another output path") from None
     if not os.path.lexists(output):
         return
     if not output.is_file():

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from multiview_plugin.atomic import atomic_open, with_path
+from multiview_plugin.data.readers import MAX_ID_CHARS
 from multiview_plugin.encoding.fingerprint import describe_differences
 from multiview_plugin.errors import MultiViewError
 
@@ -134,7 +135,7 @@ def read_info(path: str | os.PathLike) -> ShardInfo | None:
         return None
     try:
         return ShardInfo(**json.loads(side.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, TypeError) as err:
+    except (ValueError, TypeError) as err:  # bad JSON or UTF-8, not an object, fields not ShardInfo's
         raise ShardFormatError(f"{side}: not a multiview_plugin shard sidecar ({err})") from err
 
 
@@ -226,6 +227,9 @@ def _checked_lookup(path: Path, lookup: Any, rows: int) -> list[str]:
         raise ShardFormatError(f"{path}: the lookup must be a list or array of ids, got {type(lookup).__name__}")
     if len(lookup) != rows:
         raise ShardFormatError(f"{path}: {rows} vector rows do not match {len(lookup)} lookup entries")
+    if isinstance(lookup, np.ndarray) and lookup.dtype.kind == "U" and lookup.dtype.itemsize // 4 > MAX_ID_CHARS:
+        longest = int(np.argmax(np.char.str_len(lookup)))
+        _refuse_long_id(path, longest, len(lookup[longest]))
     if isinstance(lookup, np.ndarray) and lookup.dtype.kind in "iuU":
         return lookup.astype(str).tolist()  # the array's bytes are in the file: no expansion possible
     items = lookup.tolist() if isinstance(lookup, np.ndarray) else lookup
@@ -238,7 +242,11 @@ def _checked_lookup(path: Path, lookup: Any, rows: int) -> list[str]:
         ints = [x for x in items if not isinstance(x, str)]
         if max(map(abs, ints)) >= _MAX_INT_ID:
             raise ShardFormatError(f"{path}: an integer id in the lookup has more than 18 digits")
-    chars = sum(map(len, (x for x in items if isinstance(x, str))))
+    lengths = [len(x) if isinstance(x, str) else 0 for x in items]
+    if lengths and max(lengths) > MAX_ID_CHARS:
+        longest = int(np.argmax(lengths))
+        _refuse_long_id(path, longest, lengths[longest])
+    chars = sum(lengths)
     limit = 4 * path.stat().st_size + 4096  # stored ids take at least one byte per character in the file
     if chars > limit:
         raise ShardFormatError(f"{path}: its {len(items)} lookup ids hold {chars} characters, more than its "
@@ -247,6 +255,12 @@ def _checked_lookup(path: Path, lookup: Any, rows: int) -> list[str]:
     ids = list(items) if kinds <= {str} else [str(x) for x in items]
     _check_ids(path, ids)
     return ids
+
+
+def _refuse_long_id(path: Path, row: int, length: int) -> None:
+    if length > MAX_ID_CHARS:
+        raise ShardFormatError(f"{path}: lookup row {row}: an id of {length} characters, longer than the "
+                               f"{MAX_ID_CHARS} an id may have (ids are single tokens); refusing the shard")
 
 
 def _check_ids(path: Path, ids: list[str]) -> None:

@@ -38,11 +38,10 @@ from multiview_plugin.modeling.lora import is_lora, wants_lora
 from multiview_plugin.modeling.options import MethodOptions
 from multiview_plugin.modeling.persistence import T5_MODEL_TYPES, PersistenceMixin, load_backbone, load_tokenizer
 from multiview_plugin.registry import get_loss_class
+from multiview_plugin.text_options import DEFAULTS, PADDING_SIDES, POOLINGS
 
 logger = logging.getLogger(__name__)
 
-# Tevatron's poolings and their aliases: cls = first token, mean = masked average, last = last real token
-POOLINGS = ("cls", "first", "mean", "avg", "average", "last", "eos")
 
 
 def backbone_options(args: Any) -> dict[str, Any]:
@@ -82,6 +81,9 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
     registered_name: ClassVar[str]
     default_loss: ClassVar[str] = "contrastive"
     default_temperature_schedule: ClassVar[str] = "fixed"
+    # the flags that set the annealed schedule's (alpha, floor), where the method has them (mvr); None: the
+    # schedule uses MVR's eq. 8 values (annealing())
+    annealing_flags: ClassVar[tuple[str, str] | None] = None
     options_class: ClassVar[type[MethodOptions]] = MethodOptions
     formatter_class: ClassVar[type[InputFormatter]] = InputFormatter
     # True for methods whose vectors are --pooling ('cls' or 'mean') of last-layer states (dpr, dcsr's queries, dce)
@@ -347,9 +349,10 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
             passage_prefix=data_args.passage_prefix,
             pad_to_multiple_of=data_args.pad_to_multiple_of,
             mask_duplicate_positives=model_args.mask_duplicate_positives,
-            padding_side=getattr(data_args, "padding_side", "right"),
-            append_eos_token=getattr(data_args, "append_eos_token", False),
-            add_special_tokens=getattr(data_args, "add_special_tokens", True),
+            # Tevatron's DataArguments (multiview_plugin.tevatron.train) may lack these: the shared defaults
+            padding_side=getattr(data_args, "padding_side", DEFAULTS.padding_side),
+            append_eos_token=getattr(data_args, "append_eos_token", DEFAULTS.append_eos_token),
+            add_special_tokens=getattr(data_args, "add_special_tokens", DEFAULTS.add_special_tokens),
             options=cls.options_from_args(model_args),
         )
 
@@ -396,17 +399,23 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
                              f"got {config.temperature_schedule!r}")
         floor = cls.annealing(config)[1]
         if config.temperature_schedule == "annealed" and config.temperature < floor:
-            raise ConfigError(f"--temperature {config.temperature} is below --mvr_min_temperature {floor}: the "
-                              f"annealed schedule never goes below its floor, so training would run at {floor} "
-                              "throughout; raise --temperature or lower --mvr_min_temperature")
+            if cls.annealing_flags:
+                flag = cls.annealing_flags[1]
+                raise ConfigError(f"--temperature {config.temperature} is below {flag} {floor}: the annealed "
+                                  f"schedule never goes below its floor, so training would run at {floor} "
+                                  f"throughout; raise --temperature or lower {flag}")
+            raise ConfigError(f"--temperature {config.temperature} is below the floor {floor} of "
+                              f"{cls.registered_name}'s annealed schedule (MVR eq. 8's value; only mvr sets it, with "
+                              f"--mvr_min_temperature), so training would run at {floor} throughout: raise "
+                              f"--temperature to at least {floor}, or use --temperature_schedule fixed")
         if cls.pools_tokens and config.pooling not in POOLINGS:
             raise ConfigError(f"{cls.registered_name}: --pooling must be one of {', '.join(POOLINGS)}, "
                               f"got {config.pooling!r}")
-        if config.padding_side not in ("right", "left"):
-            raise ConfigError(f"--padding_side must be 'right' or 'left', got {config.padding_side!r}")
-        custom = [flag for flag, on in (("--padding_side left", config.padding_side != "right"),
-                                        ("--append_eos_token", config.append_eos_token),
-                                        ("--add_special_tokens False", not config.add_special_tokens)) if on]
+        if config.padding_side not in PADDING_SIDES:
+            raise ConfigError(f"--padding_side must be one of {', '.join(PADDING_SIDES)}, got {config.padding_side!r}")
+        custom = [f"--{name} {getattr(config, name)}" for name in ("padding_side", "append_eos_token",
+                                                                  "add_special_tokens")
+                  if getattr(config, name) != getattr(DEFAULTS, name)]
         if custom and not cls.tevatron_tokenization:
             raise ConfigError(f"{cls.registered_name} builds its own input sequences: {', '.join(custom)} "
                               "applies to dpr only")

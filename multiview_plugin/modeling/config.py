@@ -1,8 +1,10 @@
 """The saved description of a trained model: ``multiview_config.json``.
 
 It records everything needed to rebuild the encoder and encode exactly as in training: the method, the loss,
-pooling/normalisation, temperature schedule, lengths, tied or untied encoders and every method option (the
-method's typed options, :mod:`multiview_plugin.modeling.options`, saved under ``options`` with their flag names).
+the shared text options (pooling, normalisation, lengths, prefixes, tokenisation: their defaults come from
+:class:`~multiview_plugin.text_options.TextOptions`), the temperature schedule, tied or untied encoders and every
+method option (the method's typed options, :mod:`multiview_plugin.modeling.options`, saved under ``options``
+with their flag names).
 
 Sizes (lengths, padding multiple, the methods' view and negative counts) are bounded
 (:mod:`multiview_plugin.bounds`): a file asking for ``mvr_num_views`` = 10**9 is refused in one line naming the
@@ -19,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.bounds import LENGTH_BOUNDS, PAD_BOUNDS, OutOfBoundsError, bounded, check_fields
+from multiview_plugin.bounds import OutOfBoundsError, check_fields
 from multiview_plugin.errors import ConfigError, UnknownNameError
 from multiview_plugin.modeling.options import MethodOptions
+from multiview_plugin.text_options import config_field
 
 CONFIG_NAME = "multiview_config.json"
 FORMAT_VERSION = 1
@@ -32,23 +35,23 @@ class EncoderConfig:
     model_name: str
     backbone: str
     loss_name: str | None = None
-    pooling: str = "cls"
-    normalize: bool = False
+    pooling: str = config_field("pooling")
+    normalize: bool = config_field("normalize")
     temperature: float = 1.0
     temperature_schedule: str = "fixed"
     untie_encoder: bool = False
-    query_max_len: int = field(default=32, metadata=bounded(*LENGTH_BOUNDS))
-    passage_max_len: int = field(default=128, metadata=bounded(*LENGTH_BOUNDS))
-    query_prefix: str = ""
-    passage_prefix: str = ""
+    query_max_len: int = config_field("query_max_len")
+    passage_max_len: int = config_field("passage_max_len")
+    query_prefix: str = config_field("query_prefix")
+    passage_prefix: str = config_field("passage_prefix")
     # None: 16 on GPU, none on CPU (decided when formatting); 0: none
-    pad_to_multiple_of: int | None = field(default=None, metadata=bounded(*PAD_BOUNDS))
+    pad_to_multiple_of: int | None = config_field("pad_to_multiple_of")
     mask_duplicate_positives: bool = False  # training only: drop in-batch copies of a query's positive
     # Tevatron's tokenisation options (dpr only): pad on the left, end every text with the eos token, or
     # tokenise without the tokenizer's special tokens
-    padding_side: str = "right"
-    append_eos_token: bool = False
-    add_special_tokens: bool = True
+    padding_side: str = config_field("padding_side")
+    append_eos_token: bool = config_field("append_eos_token")
+    add_special_tokens: bool = config_field("add_special_tokens")
     # the method's typed options (its options_class); a dict (the saved form, flag names as keys) is read into them
     options: MethodOptions = field(default_factory=MethodOptions)
     format_version: int = FORMAT_VERSION

@@ -61,14 +61,16 @@ class DcsrOptions(MethodOptions):
     marker_init: str = option(
         "random",
         "DCSR: how the new <sent> marker embedding starts: 'random' (at the backbone's "
-        "embedding scale) or 'cls' (a copy of the [CLS] embedding).")
+        "embedding scale) or 'cls' (a copy of the [CLS] embedding).",
+        choices=("random", "cls"))
     sentence_pooling: str = option(
         "marker",
         "DCSR: what a sentence vector is. 'marker' (the paper): the state of the <sent> marker "
         "put before the sentence in the whole-passage encoding. 'mean': the masked mean of the sentence's "
         "own token states in the whole-passage encoding, without markers (so an untrained mean-pooled "
         "backbone such as all-MiniLM-L6-v2 already gives good sentence vectors). 'independent' (a "
-        "baseline without context): each sentence encoded alone and mean-pooled.")
+        "baseline without context): each sentence encoded alone and mean-pooled.",
+        choices=SENTENCE_POOLINGS)
     train_unit: str = option(
         "sentence",
         "DCSR: what a training example ranks. 'sentence' (the paper): each query's positive "
@@ -77,7 +79,8 @@ class DcsrOptions(MethodOptions):
         "(max over its sentence vectors), against the batch's other passages and --train_group_size - 1 "
         "hard-negative passages per query; no positive sentence has to be guessed, so use it where the "
         "data has no answer strings (BEIR, MS MARCO), where the best-overlap sentence is a noisy label. "
-        "The two sentence-negative options do not apply to 'passage' and must stay at their defaults.")
+        "The two sentence-negative options do not apply to 'passage' and must stay at their defaults.",
+        choices=("sentence", "passage"))
     passage_view: bool = option(
         False,
         "DCSR (a variant, not the paper): also index the whole passage as one more view, pooled by "

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from multiview_plugin.text_options import DEFAULTS
+
 
 def pad_sequences(
     sequences: Sequence[Sequence[int]], pad_value: int, multiple_of: int | None = None
@@ -31,14 +33,14 @@ class InputFormatter:
     def __init__(
         self,
         tokenizer: PreTrainedTokenizerBase,
-        query_max_len: int = 32,
-        passage_max_len: int = 128,
-        query_prefix: str = "",
-        passage_prefix: str = "",
-        pad_to_multiple_of: int | None = None,
-        padding_side: str = "right",
-        append_eos_token: bool = False,
-        add_special_tokens: bool = True,
+        query_max_len: int = DEFAULTS.query_max_len,
+        passage_max_len: int = DEFAULTS.passage_max_len,
+        query_prefix: str = DEFAULTS.query_prefix,
+        passage_prefix: str = DEFAULTS.passage_prefix,
+        pad_to_multiple_of: int | None = DEFAULTS.pad_to_multiple_of,
+        padding_side: str = DEFAULTS.padding_side,
+        append_eos_token: bool = DEFAULTS.append_eos_token,
+        add_special_tokens: bool = DEFAULTS.add_special_tokens,
     ):
         self.tokenizer = tokenizer
         self.padding_side = padding_side

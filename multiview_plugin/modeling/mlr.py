@@ -44,13 +44,15 @@ class MlrOptions(MethodOptions):
     pooling: str = option(
         "self_contrastive",
         "MLR: 'max' (multi-vector, every layer indexed), 'self_contrastive' (single-vector, "
-        "the paper's best: last layer indexed), 'average' or 'scalar_mix' (learned layer weights).")
+        "the paper's best: last layer indexed), 'average' or 'scalar_mix' (learned layer weights).",
+        choices=POOLINGS)
     layer_pooling: str = option(
         "cls",
         "MLR: how a layer's vector is read from its token states (queries: the last layer, the "
         "same way): 'cls' (the first token, the paper for BERT) or 'mean' (masked mean: the paper's form "
         "for T5, and the one to use for mean-pooled backbones such as all-MiniLM-L6-v2). T5 is always "
-        "'mean'.")
+        "'mean'.",
+        choices=("cls", "mean"))
     lam: float = option(
         1.0, "MLR self-contrastive: weight of the regulariser (paper: 1.0 for NQ/TriviaQA/SQuAD, 0.01 for MS MARCO).",
         flag="mlr_lambda", bounds=(0.0, None))

@@ -98,7 +98,8 @@ class MvrOptions(MethodOptions):
     viewer_init: str = option(
         "random",
         "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
-        "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding).")
+        "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding).",
+        choices=("random", "cls"))
     views: str = option(
         "paper",
         "MVR: what a document view is. 'paper': the last-layer state of viewer token i (eq. 3). "
@@ -106,7 +107,8 @@ class MvrOptions(MethodOptions):
         "exactly as dpr encodes it (the viewers are appended as read-only tokens: they attend to the text, "
         "the text does not attend to them), and view i = pool(text) + g_i * h(viewer i) with a learned gate "
         "g_i that starts at 0, so an untrained model scores exactly like dpr with the same --pooling; "
-        "queries are pooled like dpr's.")
+        "queries are pooled like dpr's.",
+        choices=VIEW_FORMS)
     gate_learning_rate: float | None = option(
         None,
         "MVR --mvr_views residual: learning rate of the view gates g_i (default 1e-3: at the "
@@ -117,7 +119,8 @@ class MvrOptions(MethodOptions):
         "MVR: 'shared' (the paper: every viewer at position id 0, text from 1) or 'distinct' "
         "(viewers at 0..k-1, text from k). Backbones whose position 0 is an attention sink (e.g. "
         "all-MiniLM-L6-v2) map all shared-position viewers to one state (Local Variation ~ 0); "
-        "'distinct' keeps the views apart.")
+        "'distinct' keeps the views apart.",
+        choices=("shared", "distinct"))
     balance_weight: float = option(
         0.0,
         "MVR: weight of a load-balancing term on the view assignment, as in mixture-of-experts routing (Switch "
@@ -132,7 +135,8 @@ class MvrOptions(MethodOptions):
         "near-equal segments, floor(i*n/k) .. floor((i+1)*n/k) - 1 for viewer i (0-based), and viewer i attends "
         "only to its own segment and itself (a passage of fewer than k tokens: a viewer whose segment is empty "
         "attends to the whole text). The text never attends to the viewers either way, so an untrained model "
-        "still scores exactly like dpr.")
+        "still scores exactly like dpr.",
+        choices=VIEWER_SCOPES)
     sentence_distill_weight: float = option(
         0.0,
         "MVR --mvr_views residual: weight w of a sentence-coverage term distilling the views toward the passage's "
@@ -152,7 +156,8 @@ class MvrOptions(MethodOptions):
         "near-equal token segments (--mvr_viewer_scope segments' segments). 'kmeans': b_i is the mean of the "
         "token states of cluster i of a spherical k-means of the passage's token states (initialised from the "
         "segments, a few deterministic iterations without gradient; an empty cluster gives pool(text)). Not the "
-        "viewer-token embeddings: that is --mvr_viewer_init.")
+        "viewer-token embeddings: that is --mvr_viewer_init.",
+        choices=VIEW_INITS)
     init_from: str | None = option(
         None,
         "MVR: a model folder saved by this package (e.g. a trained dcsr --dcsr_sentence_pooling mean model, or a "
@@ -365,6 +370,7 @@ class MvrEncoder(MultiViewEncoder):
 
     default_loss = "mvr_global_local"
     default_temperature_schedule = "annealed"
+    annealing_flags = ("--mvr_alpha", "--mvr_min_temperature")
     options_class = MvrOptions
     formatter_class = ViewerFormatter
 

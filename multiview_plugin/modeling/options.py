@@ -36,11 +36,14 @@ from multiview_plugin.bounds import Bounds, bounded, check_fields
 _MISSING = object()
 
 
-def option(default: Any, help: str, flag: str | None = None, bounds: Bounds | None = None) -> Any:
+def option(default: Any, help: str, flag: str | None = None, bounds: Bounds | None = None,
+           choices: tuple[str, ...] | None = None) -> Any:
     """A method option: its default, its ``--help`` text, where the field name cannot be the flag's suffix
-    (``lambda`` is a Python keyword) the full flag name, and for a number its allowed range ``(low, high)``
-    (None: open on that side; integer bounds make an integer option), checked when options are built."""
-    metadata = {"help": help, **({"flag": flag} if flag else {}), **(bounded(*bounds) if bounds else {})}
+    (``lambda`` is a Python keyword) the full flag name, for a number its allowed range ``(low, high)``
+    (None: open on that side; integer bounds make an integer option), checked when options are built, and for a
+    string its allowed values (listed in ``--help`` and checked by the parser; the method checks saved configs)."""
+    metadata = {"help": help, **({"flag": flag} if flag else {}), **(bounded(*bounds) if bounds else {}),
+                **({"choices": tuple(choices)} if choices else {})}
     return field(default=default, metadata=metadata)
 
 
@@ -77,7 +80,8 @@ class MethodOptions:
     def argument_fields(cls) -> list[tuple[str, Any, dataclasses.Field]]:
         """``(flag name, type, field)`` triples for ``dataclasses.make_dataclass``: the command-line arguments."""
         hints = typing.get_type_hints(cls)
-        return [(cls.flag_of(f), hints[f.name], field(default=f.default, metadata={"help": f.metadata["help"]}))
+        return [(cls.flag_of(f), hints[f.name],
+                 field(default=f.default, metadata={k: v for k, v in f.metadata.items() if k in ("help", "choices")}))
                 for f in cls.option_fields()]
 
     # ------------------------------------------------------------ construction

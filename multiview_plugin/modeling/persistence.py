@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,9 +36,10 @@ from transformers import (
     T5EncoderModel,
 )
 
-from multiview_plugin.errors import ConfigError
+from multiview_plugin.errors import ConfigError, unsafe_weights_message
 from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
 from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.text_options import OPTION_NAMES
 
 logger = logging.getLogger("multiview_plugin.modeling.base")
 
@@ -72,6 +75,11 @@ def refuse_custom_code(path: str | os.PathLike) -> None:
             raise custom_code_error(file, data["auto_map"])
 
 
+def unsafe_weights_error(path: str | os.PathLike, err: BaseException) -> ConfigError:
+    """:func:`~multiview_plugin.errors.unsafe_weights_message` as an error."""
+    return ConfigError(unsafe_weights_message(path, err))
+
+
 def from_pretrained(cls: type[Loaded], path: str | os.PathLike, **kwargs: Any) -> Loaded:
     """``cls.from_pretrained(path, trust_remote_code=False, **kwargs)`` for any transformers Auto or model class,
     after :func:`refuse_custom_code`. A hub model whose config maps classes to its own code is refused too (its
@@ -79,6 +87,8 @@ def from_pretrained(cls: type[Loaded], path: str | os.PathLike, **kwargs: Any) -
     refuse_custom_code(path)
     try:
         loaded = cls.from_pretrained(path, trust_remote_code=False, **kwargs)
+    except pickle.UnpicklingError as err:  # torch.load(weights_only=True) refused a pickle naming code
+        raise unsafe_weights_error(path, err) from None
     except ValueError as err:
         if "trust_remote_code" not in str(err):
             raise
@@ -237,3 +247,22 @@ def load_encoder(folder: str | os.PathLike, checkpoint_options: dict[str, Any] |
         config = EncoderConfig.load(folder)
         cls = get_encoder_class(config.model_name)
     return cls.from_saved(folder, config, **hf_kwargs)
+
+
+def override_text_options(model: Any, overrides: Mapping[str, Any]) -> None:
+    """Set the shared text options in ``overrides`` (:mod:`multiview_plugin.text_options`; None values are "not
+    given" and skipped) on a loaded model's config, each logged, then validate the config again: the encode
+    driver's ``--normalize False`` on a model saved with ``normalize``, or ``MultiViewModel.load(path,
+    normalize=False)``."""
+    for name, value in overrides.items():
+        if name not in OPTION_NAMES:
+            raise ConfigError(f"{name!r} is not a shared text option; expected one of {', '.join(OPTION_NAMES)}")
+        if value is None:
+            continue
+        own = getattr(model.config, name)
+        if own != value:
+            logger.info("--%s %r overrides the saved model's %r", name, value, own)
+            setattr(model.config, name, value)
+        else:
+            logger.info("--%s %r: the saved model's own setting", name, value)
+    type(model).validate_config(model.config)

@@ -27,7 +27,7 @@ RESULTS = ROOT / "results"
 
 SIGNIFICANCE_ALPHA = 0.05
 # the quickstart settings that make two runs comparable (with the data, the train flags other than --seed and the
-# source data set of a transfer run); a setting is (data, *these, flags, source)
+# source data set of a transfer run, and whether it ran on a GPU); a setting is (data, *these, device, flags, source)
 SEED_FLAG_KEYS = ("steps", "dev_groups", "dev_eval_steps", "dev_patience", "passage_max_len", "batch_size",
                   "learning_rate", "backbone", "dce_max_queries")
 
@@ -103,8 +103,14 @@ def run_config(record: dict, row: dict) -> tuple[str, tuple, int]:
             continue
         flags.append(a)
     source = transfer_source(record)
-    setting = (s.data, *(getattr(s, k) for k in SEED_FLAG_KEYS), " ".join(flags), source)
+    setting = (s.data, *(getattr(s, k) for k in SEED_FLAG_KEYS), device_class(row), " ".join(flags), source)
     return system, setting, row.get("seed", train_seed(s.train_flags))
+
+
+def device_class(row: dict) -> str:
+    """"gpu" for a row trained on a CUDA device (rows record ``device``), else "cpu": runs on other hardware are
+    another setting (other kernels, other numbers), never pooled as seeds or tested against each other."""
+    return "cpu" if str(row.get("device", "cpu")) == "cpu" else "gpu"
 
 
 def transfer_source(record: dict) -> str:

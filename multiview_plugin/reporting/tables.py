@@ -199,6 +199,8 @@ def significance_table(data: str) -> str | None:
         tested, win = rec.tested_win(g)
         summary = seed_summary(g, metric)
         name = P.system_names.get(g["system"], g["system"])
+        if g["setting"][-3] == "gpu":
+            name += ", on a GPU"
         if g["setting"][-2]:  # a variant: its train flags
             name += f", `{g['setting'][-2]}`"
         if g["setting"][-1]:
@@ -235,7 +237,8 @@ def view_ablation_table(data: str = "squad", family: str = "mvr") -> str | None:
         for seed, r in g["seeds"].items():
             t = g["tests"].get(seed, {})
             lines.append("| " + " | ".join([
-                P.system_names.get(g["system"], g["system"]), f"`{g['setting'][-2]}`" if g["setting"][-2] else "–",
+                P.system_names.get(g["system"], g["system"]) + (", on a GPU" if g["setting"][-3] == "gpu" else ""),
+                f"`{g['setting'][-2]}`" if g["setting"][-2] else "–",
                 str(g["setting"][1]), "yes" if g["setting"][2] else "no", str(seed), cell(r.get(metric)),
                 f"{t['p_delta']:+.1f}" if t.get("p_delta") is not None else "–",
                 f"{t['p_value']:.2g}" if t.get("p_value") is not None else "–",

@@ -1,11 +1,12 @@
 """Multi-vector Faiss indexes and searchers (Pyserini-style API)."""
 
+from multiview_plugin.search._backend import SearchBackend
 from multiview_plugin.search._index import IndexMeta, build_index
 from multiview_plugin.search._searcher import (
     ApproximateSearch,
+    FaissStore,
     Hit,
     MultiVectorSearcher,
-    VectorStore,
     search_batched,
     search_shards,
 )
@@ -17,11 +18,12 @@ __all__ = [
     "ApproximateSearch",
     "Aggregator",
     "Explanation",
+    "FaissStore",
     "Hit",
     "IndexMeta",
     "MaxAggregator",
     "MultiVectorSearcher",
-    "VectorStore",
+    "SearchBackend",
     "ViewExplainer",
     "build_index",
     "get_aggregator",

@@ -1,25 +1,43 @@
-"""The small interface every search backend implements (Faiss :class:`~multiview_plugin.search.VectorStore`,
-Qdrant :class:`~multiview_plugin.search._qdrant.QdrantStore`).
+"""The interface every search backend implements (Faiss :class:`~multiview_plugin.search.FaissStore`, Qdrant
+:class:`~multiview_plugin.search._qdrant.QdrantStore`).
 
-Searchers, explanations and the analysis driver only use what is declared here: the documents (``docids``,
-each one's first row ``doc_start`` and view count ``doc_views``, in the order of the index folder's ``docid``
-file), the vector ``dim``, ``search`` (top-k document indices and scores for a batch of query vectors under an
-aggregator) and ``doc_vectors`` (one document's view vectors, for explanations).
+Searchers, explanations, calibration, the analysis driver and the Pyserini adapter use only what is declared here,
+never a backend's own attributes probed with ``getattr``:
+
+* ``kind``: the backend's name, as ``multiview.json`` records it (its ``backend`` field: ``faiss``, ``qdrant``);
+* the documents: ``docids`` in the order of the index folder's ``docid`` file, each one's first row ``doc_start``
+  and view count ``doc_views``, the row → document map ``row_doc`` and ``mean_views``; the vector ``dim``;
+* ``search``: top-k document indices and scores for a batch of query vectors under an aggregator
+  (``search_docids``: with docids);
+* ``doc_vectors``: one document's view vectors as the backend scores them (explanations, view usage);
+* calibration (:mod:`multiview_plugin.search.calibrate`): ``calibration_grid`` says what approximate search the
+  backend does and which knob values to try (None: it searches exactly), ``set_search_knob`` sets one.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from multiview_plugin.search.aggregators import Aggregator
 
 
+def capped_depth(k: int, num_docs: int) -> int:
+    """A search depth capped at the number of documents: no result array is wider than the collection (a depth of
+    10**12 on a 60-document index allocates 60 columns, not 10**12)."""
+    return max(1, min(int(k), int(num_docs)))
+
+
 class SearchBackend(ABC):
-    docids: np.ndarray
-    doc_start: np.ndarray
-    doc_views: np.ndarray
+    kind: ClassVar[str]  # multiview.json's "backend": "faiss", "qdrant"
+    docids: np.ndarray  # (documents,) str
+    doc_start: np.ndarray  # (documents,) int64: the document's first row
+    doc_views: np.ndarray  # (documents,) int64: its number of views (rows)
+    row_doc: np.ndarray  # (rows,) int64: each row's document
+    mean_views: float  # rows per document, at least 1
 
     @property
     @abstractmethod
@@ -32,9 +50,20 @@ class SearchBackend(ABC):
 
     @abstractmethod
     def doc_vectors(self, doc: int) -> np.ndarray:
-        """The (views, dim) vectors of document ``doc`` as the backend stores them."""
+        """The (views, dim) vectors of document ``doc`` as the backend scores them."""
+
+    @abstractmethod
+    def calibration_grid(self) -> tuple[str, dict[str, Sequence[Any]]] | None:
+        """What calibration explores: (the kind of approximate search, e.g. ``hnsw`` or ``qdrant``; {knob: values
+        to try}, the walked knob last); None where the backend searches exactly (nothing to calibrate)."""
+
+    @abstractmethod
+    def set_search_knob(self, name: str, value: Any) -> None:
+        """Set the search-time knob ``name`` (a key of :meth:`calibration_grid`'s knobs and of ``multiview.json``
+        ``search_defaults``); a knob the backend does not have is a :class:`~multiview_plugin.errors.ConfigError`."""
 
     def search_docids(self, q_reps: np.ndarray, k: int, aggregator: Aggregator) -> tuple[np.ndarray, np.ndarray]:
-        """Like :meth:`search`, with docids: (object array (Q, k), None padded; scores (Q, k))."""
-        doc, score = self.search(q_reps, k, aggregator)
+        """Like :meth:`search`, with docids: (object array (Q, k'), None padded; scores (Q, k')), ``k'`` = ``k``
+        capped at the number of documents (:func:`capped_depth`)."""
+        doc, score = self.search(q_reps, capped_depth(k, len(self.docids)), aggregator)
         return np.where(doc >= 0, self.docids[np.maximum(doc, 0)], None), score

@@ -29,8 +29,9 @@ import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.data.seen_ids import SeenIds
+from multiview_plugin.encoding.fingerprint import file_identity, sampled_identity
 from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
-from multiview_plugin.encoding.shards import ShardFormatError, read_shard, shard_view_ids, split_lookup
+from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, shard_view_ids, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.paths import check_output_folder, refuse_output_over_input, swap_in_folder
@@ -48,6 +49,45 @@ ADD_CHUNK = 65_536  # vectors per index.add
 ASSIGN_FILE = ".ivf_lists.int32"  # in the build's temporary folder: each vector's IVF list, from the first pass
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
+BACKENDS = ("faiss", "qdrant")  # multiview.json "backend": each a SearchBackend's kind (search/_backend.py)
+
+
+def check_index_folder(index_dir: str | os.PathLike, overwrite: bool, own_files: Sequence[str] = (),
+                       resumable: Sequence[str] = ()) -> None:
+    """The one rule every backend applies to ``--index_dir`` before writing anything in it.
+
+    A folder without ``multiview.json`` is not ours: it must be absent or empty, except an interrupted build's
+    folder that holds only ``resumable`` names (a backend that resumes: e.g. Qdrant's storage and temporary
+    files). A folder with it is replaced only with ``overwrite`` and only when it holds nothing but what
+    a build writes (:data:`INDEX_FOLDER_FILES` and ``own_files``). So someone's Pyserini index (``index``,
+    ``docid``, no ``multiview.json``) is never written into, whatever the backend.
+    """
+    index_dir = Path(index_dir)
+    ours = (index_dir / META_FILE).is_file()
+    if not ours and resumable and index_dir.is_dir():
+        entries = [p.name for p in index_dir.iterdir()]
+        if entries and all(name in resumable for name in entries):
+            return  # an interrupted build of this backend: it resumes
+    check_output_folder(index_dir, ours, overwrite, "multiview index",
+                        own_files=(*INDEX_FOLDER_FILES, *own_files, *resumable))
+
+
+# the files whose identity multiview.json records (IndexMeta.files) and searchers check when they load them
+FINGERPRINTED_FILES = (INDEX_FILE, DOCID_FILE, DOC_INDEX_FILE, RESCORE_STORE_FILE)
+
+
+def check_index_file(folder: str | os.PathLike, meta: IndexMeta, name: str) -> None:
+    """Refuse a file of the index folder that is not the one the index was built with (replaced by another of the
+    same shape, or edited): its size and sampled SHA-256 must equal what ``multiview.json`` records. Folders
+    built before the record are not checked."""
+    recorded = (meta.files or {}).get(name)
+    path = Path(folder) / name
+    if recorded is None or not path.is_file():
+        return
+    now = sampled_identity(path)
+    if now != recorded:
+        raise ShardFormatError(f"{path}: not the file this index was built with ({META_FILE} records {recorded}, "
+                               f"this file is {now}): it was replaced or edited since; rebuild the index")
 
 
 def index_files(folder: str | os.PathLike | None) -> list[str]:
@@ -82,6 +122,9 @@ class IndexMeta:
     calibration: dict | None = None  # how search_defaults were chosen: target, measured recall, operating points
     # the on-disk copy of the views searchers re-score from: {"file", "dtype" (float16/float32), "rows", "dim"}
     rescore_store: dict | None = None
+    # what each file of the folder must be: {name: size and sampled SHA-256 (encoding/fingerprint.sampled_identity)},
+    # checked at every load (check_index_file); None in older folders
+    files: dict | None = None
 
     @property
     def multi_vector(self) -> bool:
@@ -120,8 +163,9 @@ class IndexMeta:
         if isinstance(data.get("views_per_doc"), str) and data["views_per_doc"] != "variable":
             raise ShardFormatError(f"{path}: field 'views_per_doc': expected a number or 'variable', got "
                                    f"{data['views_per_doc']!r}")
-        if data.get("backend", "faiss") not in ("faiss", "qdrant"):
-            raise ShardFormatError(f"{path}: field 'backend': expected 'faiss' or 'qdrant', got {data['backend']!r}")
+        if data.get("backend", "faiss") not in BACKENDS:
+            raise ShardFormatError(f"{path}: field 'backend': expected {' or '.join(map(repr, BACKENDS))}, got "
+                                   f"{data['backend']!r}")
         if data.get("rescore_store") is not None:
             _check_rescore_record(path, data["rescore_store"])
         if data.get("format_version", FORMAT_VERSION) > FORMAT_VERSION:
@@ -136,7 +180,8 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "views_per_doc": (int, str), "aggregation": (str,), "model_name": (str,), "index_factory": (str,),
     "metric": (str,), "shards": (list,), "extra": (dict,), "format_version": (int,), "view_ids": (bool, _NONE),
     "model_fingerprint": (dict, _NONE), "doc_index_factory": (str, _NONE), "backend": (str,), "qdrant": (dict, _NONE),
-    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE), "rescore_store": (dict, _NONE)}
+    "search_defaults": (dict, _NONE), "calibration": (dict, _NONE), "rescore_store": (dict, _NONE),
+    "files": (dict, _NONE)}
 _META_KIND_NAMES = {name: " or ".join("null" if t is _NONE else {"int": "an integer", "float": "a number",
                                                                   "str": "a string", "list": "a list",
                                                                   "dict": "an object", "bool": "true/false"}[t.__name__]
@@ -201,6 +246,74 @@ def train_faiss_index(index: faiss.Index, sample: np.ndarray, factory: str, flag
         raise ConfigError(f"{flag} {factory!r}: cannot train it on the {len(sample)} vectors available: "
                           f"{faiss_message(err)}; use a factory with fewer lists/centroids (or Flat / HNSW32, "
                           "which need no training)") from None
+
+
+IVF_TRAININGS = ("flat", "two_level")  # --ivf_training: how an IVF index's coarse centroids are trained
+
+
+def train_ivf_two_level(index: faiss.Index, sample: np.ndarray, factory: str, seed: int = 42) -> None:
+    """Train an IVF index's ``nlist`` coarse centroids by two-level k-means, then the rest of the index.
+
+    Flat k-means costs sample × nlist distance computations per iteration (467 h on one core for the nq mvr
+    plan's 131,072 lists); here ``nc1 = round(sqrt(nlist))`` first-level centroids are trained on the sample,
+    each sample vector goes to its nearest one, and each first-level cluster is split into a share of the
+    ``nlist`` centroids proportional to its size (at least one): sample × 2·sqrt(nlist) per iteration. The
+    centroids are then added to the index's quantiser (a flat or an HNSW one, ``IVF<n>_HNSW32``) and Faiss trains
+    what remains (the SQ / PQ codes on the residuals). The idea and the rebalancing are Faiss's
+    ``faiss.contrib.clustering.two_level_clustering``; this version also serves inner-product (spherical)
+    indexes and never gives a first-level cluster zero centroids. Refused for an IVF behind a pre-transform
+    (``PCA64,IVF...``), whose sample would have to be transformed first."""
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None or isinstance(faiss.downcast_index(index), faiss.IndexPreTransform):
+        raise ConfigError(f"--ivf_training two_level: {factory!r} is not a plain IVF index (IVF<n>,... or "
+                          "IVF<n>_HNSW32,...)")
+    nlist, dim = int(ivf.nlist), int(ivf.d)
+    if len(sample) < nlist:
+        raise ConfigError(f"--index_factory {factory!r}: cannot train {nlist} lists on the {len(sample)} vectors "
+                          "available; raise --train_size or use fewer lists")
+    cp = ivf.cp
+    nc1 = max(1, min(nlist, int(round(math.sqrt(nlist)))))
+    x = np.ascontiguousarray(sample, dtype=np.float32)
+    km = faiss.Kmeans(dim, nc1, niter=cp.niter, spherical=cp.spherical, seed=seed,
+                      max_points_per_centroid=max(cp.max_points_per_centroid, len(x) // nc1 + 1))
+    km.train(x)
+    assign = km.assign(x)[1]
+    sizes = np.bincount(assign, minlength=nc1)
+    # a share of the lists proportional to each cluster's size, at least one per non-empty cluster
+    share = np.maximum((sizes > 0).astype(np.int64), np.floor(sizes * nlist / len(x)).astype(np.int64))
+    order = np.argsort(-(sizes * nlist / len(x) - share))  # hand the remainder to the largest fractions
+    i = 0
+    while share.sum() < nlist:
+        c = order[i % nc1]
+        if share[c] < sizes[c]:
+            share[c] += 1
+        i += 1
+    while share.sum() > nlist:  # only when many tiny clusters each got their one list
+        c = int(np.argmax(share))
+        share[c] -= 1
+    centroids = []
+    for c in tqdm(range(nc1), desc="two-level k-means", unit="cluster", leave=False):
+        members = x[assign == c]
+        if share[c] == 0:
+            continue
+        if share[c] == 1 or len(members) <= share[c]:
+            sub = members[:share[c]] if len(members) >= share[c] else members
+            centroids.append(sub.mean(axis=0, keepdims=True) if share[c] == 1 else sub)
+            continue
+        sub = faiss.Kmeans(dim, int(share[c]), niter=cp.niter, spherical=cp.spherical, seed=seed + 1 + c,
+                           max_points_per_centroid=cp.max_points_per_centroid, min_points_per_centroid=1)
+        sub.train(members)
+        centroids.append(sub.centroids)
+    cent = np.ascontiguousarray(np.concatenate(centroids)[:nlist], dtype=np.float32)
+    if cp.spherical:
+        faiss.normalize_L2(cent)
+    if len(cent) != nlist:
+        raise ConfigError(f"--ivf_training two_level: {factory!r}: {len(cent)} centroids for {nlist} lists "
+                          "(too few distinct training vectors); raise --train_size")
+    ivf.quantizer.reset()
+    ivf.quantizer.add(cent)
+    ivf.quantizer.is_trained = True
+    train_faiss_index(index, x, factory)  # the quantiser holds nlist centroids: Faiss trains only the codes
 
 
 def contiguous_docs(row_docids: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
@@ -272,6 +385,7 @@ def build_index(
     unsafe_pickle: bool = False,
     doc_index_factory: str | None = None,
     rescore_store: str = "none",
+    ivf_training: str = "flat",
 ) -> IndexMeta:
     """Write an index folder from encoded shards (see module docstring).
 
@@ -287,7 +401,16 @@ def build_index(
     row order at that precision (rows × dim × 2 or 4 bytes of disk): searchers memory-map it and re-score candidate
     documents from it instead of the index's own (for SQ8 / PQ lossy) codes. Refused for a ``Flat`` index, which
     already holds the exact vectors.
+    ``ivf_training`` (``flat``, the default: Faiss's k-means over all ``nlist`` centroids; ``two_level``:
+    :func:`train_ivf_two_level`, for 10⁴–10⁶ lists, where flat k-means dominates the build) says how an IVF
+    index's coarse centroids are trained; pair it with an HNSW quantiser (``IVF131072_HNSW32,SQ8``) so the adds
+    do not scan every centroid either (``bench/ivf_build.py``).
     """
+    if ivf_training not in IVF_TRAININGS:
+        raise ConfigError(f"--ivf_training {ivf_training!r}: expected one of {', '.join(IVF_TRAININGS)}")
+    if ivf_training != "flat" and use_gpu:
+        raise ConfigError("--ivf_training two_level trains on the CPU; drop --use_gpu (GPU k-means is flat and "
+                          "fast) or use --ivf_training flat")
     if rescore_store not in RESCORE_STORES:
         raise ConfigError(f"--rescore_store {rescore_store!r}: expected one of {', '.join(RESCORE_STORES)}")
     store_dtype = RESCORE_STORES[rescore_store]
@@ -300,8 +423,7 @@ def build_index(
     index_dir = Path(index_dir)
     # never replace a folder this tool did not write, nor one holding anything besides an index (or an input)
     refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
-    check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
-                        own_files=INDEX_FOLDER_FILES)
+    check_index_folder(index_dir, overwrite)
 
     infos, model_name = passage_shard_infos(paths, allow_partial)
     multi = any(i is not None and i.multi_vector for i in infos)
@@ -335,6 +457,10 @@ def build_index(
                     dim = reps.shape[1]
                     del reps  # the set-up below may read every shard again: hold one shard at a time, not two
                     index = make_faiss_index(dim, index_factory)
+                    if ivf_training != "flat" and (faiss.try_extract_index_ivf(index) is None or isinstance(
+                            faiss.downcast_index(index), faiss.IndexPreTransform)):
+                        raise ConfigError(f"--ivf_training {ivf_training}: {index_factory!r} is not a plain IVF "
+                                          "index (IVF<n>,... or IVF<n>_HNSW32,...); drop the flag")
                     if store_dtype is not None and isinstance(faiss.downcast_index(index), faiss.IndexFlat):
                         raise ConfigError(f"--rescore_store {rescore_store} with --index_factory {index_factory}: "
                                           "a Flat index holds the exact vectors and searches exactly; the store is "
@@ -348,8 +474,12 @@ def build_index(
                         index = _to_gpu(index)
                     if not index.is_trained:
                         sample = _sample_for_training(paths, sizes, train_size, seed, unsafe_pickle)
-                        logger.info("training %s on %d vectors", index_factory, len(sample))
-                        train_faiss_index(index, sample, index_factory)
+                        logger.info("training %s on %d vectors (%s k-means)", index_factory, len(sample),
+                                    ivf_training)
+                        if ivf_training == "two_level":
+                            train_ivf_two_level(index, sample, index_factory, seed)
+                        else:
+                            train_faiss_index(index, sample, index_factory)
                         del sample
                     presized = PresizedIVFAdds.prepare(index, paths, tmp_dir / ASSIGN_FILE, unsafe_pickle)
                     if doc_index_factory:
@@ -399,10 +529,11 @@ def build_index(
         if not multi and meta.max_views > 1:
             raise ShardFormatError(f"{', '.join(map(str, paths))}: single-vector shards hold several rows for one "
                                    "docid")
+        meta.files = {name: sampled_identity(tmp_dir / name) for name in FINGERPRINTED_FILES
+                      if (tmp_dir / name).is_file()}
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
         # checked again: the folder may have changed while the index was built
-        check_output_folder(index_dir, (index_dir / META_FILE).is_file(), overwrite, "multiview index",
-                            own_files=INDEX_FOLDER_FILES)
+        check_index_folder(index_dir, overwrite)
         swap_in_folder(tmp_dir, index_dir)  # the old index stays until the new one is complete
     finally:
         if presized is not None:
@@ -602,6 +733,40 @@ def input_record(infos: list) -> dict | None:
         return None
     identity, separator, source = sorted(records, key=str)[0]
     return {"identity": identity, "separator": separator, "source": source}
+
+
+def recorded_input(meta: IndexMeta) -> dict | None:
+    """The corpus the index was encoded from: recorded in ``multiview.json`` (indexes built since that field),
+    else read from the fingerprints of its shards' sidecars when they are still where they were."""
+    if meta.extra.get(INPUT_KEY):
+        return meta.extra[INPUT_KEY]
+    if not meta.shards or not all(Path(p).is_file() for p in meta.shards):
+        return None
+    try:
+        return input_record([read_info(p) for p in meta.shards])
+    except ShardFormatError:
+        return None
+
+
+def check_corpus_is_indexed(meta: IndexMeta, corpus_path: str, separator: str | None,
+                            flag: str = "--corpus_path") -> None:
+    """Refuse a corpus other than the one the index's vectors were encoded from (same docids, other texts
+    would be written as negatives the model never ranked, or fused with dense hits of other texts), or another
+    title/text separator (``separator`` None: not checked). ``flag`` names the corpus in the message."""
+    recorded = recorded_input(meta)
+    if recorded is None:
+        logger.warning("the index records no input fingerprint (built before it was recorded, or from shards "
+                       "without sidecars): cannot check that %s is the corpus it was encoded from", corpus_path)
+        return
+    identity = file_identity(corpus_path)
+    if identity != recorded["identity"]:
+        raise ConfigError(f"{flag} {corpus_path}: not the corpus the index was encoded from "
+                          f"({recorded['source']}: {recorded['identity']}; this file: {identity}); its passage "
+                          "texts would not be the ones the index ranks. Pass the encoded corpus, or re-encode and "
+                          "re-index")
+    if separator is not None and recorded["separator"] is not None and recorded["separator"] != separator:
+        raise ConfigError(f"--passage_field_separator {separator!r}: the index was encoded with "
+                          f"{recorded['separator']!r}; the written passages would differ from the ranked ones")
 
 
 def _to_gpu(index: faiss.Index) -> faiss.Index:

@@ -48,20 +48,26 @@ from multiview_plugin.encoding.shards import (
 )
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._backend import SearchBackend, capped_depth
 from multiview_plugin.search._index import (
     DOC_INDEX_FILE,
     DOCID_FILE,
+    FINGERPRINTED_FILES,
     INDEX_FILE,
     META_FILE,
     RESCORE_STORE_FILE,
     IndexMeta,
+    check_index_file,
     contiguous_docs,
     read_faiss_index,
 )
 from multiview_plugin.search.aggregators import AGGREGATORS, Aggregator, get_aggregator
+from multiview_plugin.search.calibrate import EF_SEARCH, IVF_OVERFETCH, MIN_DOC_CANDIDATES, OVERFETCH
 from multiview_plugin.search.explain import Explanation, ViewExplainer
 
 logger = logging.getLogger(__name__)
+
+FAISS_SEARCH_KNOBS = ("overfetch", "ef_search", "nprobe", "doc_candidates", "min_doc_candidates")
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class Hit:
 
 @dataclass
 class ApproximateSearch:
-    """How a :class:`VectorStore` searches an approximate (non-flat) index; ignored for flat ones.
+    """How a :class:`FaissStore` searches an approximate (non-flat) index; ignored for flat ones.
 
     ``overfetch``: fetch this many times the exact rule's depth (below 1 works too: the rule's depth is a worst
     case, and queries short of k distinct documents are widened). ``ef_search`` / ``nprobe``: lower bounds for
@@ -178,8 +184,8 @@ def _reconstructs(index: faiss.Index) -> bool:
         return False
 
 
-class VectorStore:
-    """A Faiss index whose rows are document views, plus the row → document map.
+class FaissStore(SearchBackend):
+    """The Faiss backend: a Faiss index whose rows are document views, plus the row → document map.
 
     ``rescore_views``: the views as an (ntotal, dim) array in row order (a memory-mapped re-scoring store,
     :func:`open_rescore_store`); candidate documents are then re-scored from it instead of from the index."""
@@ -187,6 +193,7 @@ class VectorStore:
     def __init__(self, index: faiss.Index, docids: np.ndarray, row_doc: np.ndarray, mean_views: float,
                  approximate: ApproximateSearch | None = None, doc_index: faiss.Index | None = None,
                  rescore_views: np.ndarray | None = None):
+        self._direct_map_ready = False  # doc_vectors made an IVF index's direct map (it reconstructs by row)
         if index.ntotal != len(row_doc):
             raise ConfigError(f"index has {index.ntotal} rows but {len(row_doc)} docid lines")
         if rescore_views is not None and rescore_views.shape != (index.ntotal, index.d):
@@ -215,13 +222,13 @@ class VectorStore:
     @classmethod
     def from_lookup(cls, index: faiss.Index, lookup: Sequence[str], multi_vector: bool, where: str,
                     approximate: ApproximateSearch | None = None, doc_index: faiss.Index | None = None,
-                    rescore_views: np.ndarray | None = None) -> VectorStore:
+                    rescore_views: np.ndarray | None = None) -> FaissStore:
         docids, row_doc = contiguous_docs(split_lookup(list(lookup), multi_vector), where)
         return cls(index, docids, row_doc, len(row_doc) / max(1, len(docids)), approximate, doc_index,
                    rescore_views)
 
     @classmethod
-    def from_shards(cls, paths: Sequence[str | os.PathLike], unsafe_pickle: bool = False) -> VectorStore:
+    def from_shards(cls, paths: Sequence[str | os.PathLike], unsafe_pickle: bool = False) -> FaissStore:
         """An in-memory flat index over encoded shards (Tevatron's search without an index folder).
 
         Empty shards add nothing; ``unsafe_pickle`` loads with plain pickle (trusted files only)."""
@@ -243,12 +250,59 @@ class VectorStore:
             raise ShardFormatError(f"no passage vectors in {', '.join(map(str, paths)) or 'no shards'}")
         return cls.from_lookup(index, lookup, multi, ", ".join(map(str, paths)))
 
+    kind = "faiss"
+
     @property
     def dim(self) -> int:
         return self.index.d
 
+    def doc_vectors(self, doc: int) -> np.ndarray:
+        """Document ``doc``'s views from the re-scoring store where there is one (what the search scored with),
+        else reconstructed from the index (an IVF index gains its direct map on first need)."""
+        start, count = int(self.doc_start[doc]), int(self.doc_views[doc])
+        if self.rescore_views is not None:
+            return np.asarray(self.rescore_views[start:start + count], dtype=np.float32)
+        try:
+            return self.index.reconstruct_n(start, count)
+        except RuntimeError:
+            if self._direct_map_ready:
+                raise
+            ivf = faiss.try_extract_index_ivf(self.index)
+            if ivf is None:
+                raise ConfigError(f"explanations need the index's vectors, which {type(self.index).__name__} "
+                                  "cannot reconstruct") from None
+            ivf.make_direct_map()
+            self._direct_map_ready = True
+            return self.index.reconstruct_n(start, count)
+
+    def calibration_grid(self) -> tuple[str, dict[str, Sequence[Any]]] | None:
+        """``doc_index`` (its candidate floor), ``ivf`` (over-fetch × probed lists, up to nlist), ``hnsw`` (beam
+        lower bound, the stored efSearch among them, × over-fetch), ``approximate`` (over-fetch); None for flat."""
+        if self.doc_index is not None:
+            return "doc_index", {"min_doc_candidates": MIN_DOC_CANDIDATES}
+        approx = self.approximate
+        if not approx.active:
+            return None
+        if approx._ivf is not None:
+            nlist = int(approx._ivf.nlist)
+            probes = [2 ** i for i in range(0, int(math.log2(nlist)) + 1)] + ([nlist] if nlist & (nlist - 1) else [])
+            return "ivf", {"overfetch": IVF_OVERFETCH, "nprobe": probes}
+        if approx._hnsw is not None:
+            stored = int(approx.ef_search or approx._hnsw.efSearch)
+            return "hnsw", {"ef_search": sorted({stored, *EF_SEARCH}), "overfetch": OVERFETCH}
+        return "approximate", {"overfetch": OVERFETCH}
+
+    def set_search_knob(self, name: str, value: Any) -> None:
+        """``overfetch``, ``ef_search``, ``nprobe``, ``doc_candidates``, ``min_doc_candidates``: the
+        :class:`ApproximateSearch` fields of those names."""
+        if name not in FAISS_SEARCH_KNOBS:
+            raise ConfigError(f"the Faiss backend has no search knob {name!r}; known: {', '.join(FAISS_SEARCH_KNOBS)}")
+        setattr(self.approximate, name, value)
+
     def search(self, q_reps: np.ndarray, k: int, aggregator: Aggregator) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k documents for each query: (doc indices (Q, k), -1 padded; scores (Q, k), -inf padded)."""
+        """Top-k documents for each query: (doc indices (Q, k), -1 padded; scores (Q, k), -inf padded); ``k`` is
+        capped at the number of documents (:func:`~multiview_plugin.search._backend.capped_depth`)."""
+        k = capped_depth(k, len(self.docids))
         q_reps = np.ascontiguousarray(q_reps, dtype=np.float32)
         if q_reps.ndim != 2 or q_reps.shape[1] != self.dim:
             raise ConfigError(f"query vectors have shape {q_reps.shape}, the index expects (N, {self.dim})")
@@ -375,11 +429,6 @@ class VectorStore:
             out[i:i + step] = np.where(valid[i:i + step], sims, -np.inf).max(axis=2)
         return out
 
-    def search_docids(self, q_reps: np.ndarray, k: int, aggregator: Aggregator) -> tuple[np.ndarray, np.ndarray]:
-        """Like :meth:`search`, with docids: (object array (Q, k), None padded; scores (Q, k))."""
-        doc, score = self.search(q_reps, k, aggregator)
-        return np.where(doc >= 0, self.docids[np.maximum(doc, 0)], None), score
-
 
 class MultiVectorSearcher:
     """Search an index folder written by :func:`multiview_plugin.search.build_index`.
@@ -404,6 +453,7 @@ class MultiVectorSearcher:
         else the class defaults.
     exact : Qdrant folders: score every document over all its views (a full scan) instead of taking candidates.
     qdrant_url : Qdrant folders: the server's address, overriding the one recorded at build time.
+    qdrant_timeout : Qdrant servers: whole seconds one request may take (default 10).
     corpus, pseudo_queries : where explanations read sentence texts (a ``{docid: text}`` or corpus file) and DCE's
         pseudo-queries; default: the files recorded when the index was encoded.
 
@@ -431,6 +481,7 @@ class MultiVectorSearcher:
         doc_candidates: float | None = None,
         exact: bool = False,
         qdrant_url: str | None = None,
+        qdrant_timeout: int | None = None,
     ):
         index_dir = Path(index_dir)
         self.index_dir = index_dir
@@ -440,7 +491,8 @@ class MultiVectorSearcher:
         if self.meta.backend == "qdrant":
             from multiview_plugin.search._qdrant import open_qdrant_store
 
-            self.store = open_qdrant_store(index_dir, self.meta, exact, doc_candidates, ef_search, qdrant_url)
+            self.store = open_qdrant_store(index_dir, self.meta, exact, doc_candidates, ef_search, qdrant_url,
+                                           qdrant_timeout)
         else:
             self.store = self._faiss_store(index_dir, overfetch, ef_search, nprobe, rescore, doc_candidates)
         options = {k: v for k, v in (aggregation_options or {}).items() if v is not None}
@@ -467,7 +519,7 @@ class MultiVectorSearcher:
             self.encoder = encoder.to(dev).eval()
 
     def _faiss_store(self, index_dir: Path, overfetch: float | None, ef_search: int | None, nprobe: int | None,
-                     rescore: bool | None, doc_candidates: float | None) -> VectorStore:
+                     rescore: bool | None, doc_candidates: float | None) -> FaissStore:
         calibrated = self.meta.search_defaults or {}  # explicit arguments win over the calibrated settings
         approximate = ApproximateSearch(
             overfetch=overfetch if overfetch is not None else calibrated.get("overfetch", ApproximateSearch.overfetch),
@@ -487,11 +539,13 @@ class MultiVectorSearcher:
         if doc_index is not None and (doc_index.ntotal != self.meta.num_docs or doc_index.d != index.d):
             raise ShardFormatError(f"{index_dir / DOC_INDEX_FILE}: {doc_index.ntotal} vectors of dim {doc_index.d}, "
                                    f"for {self.meta.num_docs} documents of dim {index.d}")
-        store = VectorStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE),
-                                        approximate, doc_index, views)
+        store = FaissStore.from_lookup(index, lookup, self.meta.multi_vector, str(index_dir / DOCID_FILE),
+                                       approximate, doc_index, views)
         if len(store.docids) != self.meta.num_docs:
             raise ShardFormatError(f"{index_dir / DOCID_FILE}: names {len(store.docids)} documents, "
                                    f"{META_FILE} says {self.meta.num_docs}")
+        for name in FINGERPRINTED_FILES:  # each as built, not another of the same shape (cheap: sampled)
+            check_index_file(index_dir, self.meta, name)
         return store
 
     @property
@@ -585,9 +639,9 @@ def _read_docids(index_dir: Path, ntotal: int, meta: IndexMeta) -> list[str]:
     return lookup
 
 
-def search_batched(store: VectorStore, q_reps: np.ndarray, k: int, aggregator: Aggregator,
+def search_batched(store: SearchBackend, q_reps: np.ndarray, k: int, aggregator: Aggregator,
                    batch_size: int | None = None, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`VectorStore.search_docids` over ``batch_size`` queries at a time (bounds the fetch arrays);
+    """:meth:`SearchBackend.search_docids` over ``batch_size`` queries at a time (bounds the fetch arrays);
     ``batch_size`` None, 0 or negative (Tevatron's ``--batch_size -1``): all queries in one batch."""
     step = batch_size if batch_size and batch_size > 0 else max(1, len(q_reps))
     starts = tqdm(range(0, len(q_reps), step), desc="search", unit="batch", disable=not progress)
@@ -616,7 +670,7 @@ def search_shards(
         info = read_info(path)
         if info is not None and info.num_vectors == 0:
             continue  # an empty shard (more shards than documents)
-        store = VectorStore.from_shards([path], unsafe_pickle)
+        store = FaissStore.from_shards([path], unsafe_pickle)
         check_query_dim(queries_from or "the queries", q_reps, store.dim, str(path))
         dup = seen.intersection(store.docids.tolist())
         if dup:

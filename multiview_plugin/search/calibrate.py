@@ -37,19 +37,18 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.encoding.shards import read_shard, split_lookup
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._backend import SearchBackend
 from multiview_plugin.search._index import META_FILE, IndexMeta, contiguous_docs
 from multiview_plugin.search.aggregators import MaxAggregator
 
@@ -157,9 +156,11 @@ def _shards(meta: IndexMeta) -> list[str]:
 
 
 def exact_top_docs(meta: IndexMeta, q: np.ndarray, src: np.ndarray, k: int, unsafe_pickle: bool = False
-                   ) -> np.ndarray:
-    """Exact max-over-views top-k document indices (Q, k) by streaming the shards; each query's source document
-    is excluded."""
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact max-over-views top-k document indices (Q, k) by streaming the shards, each query's source document
+    excluded; and per query whether its k-th and (k+1)-th scores tie (which documents make its top k is then
+    arbitrary: recall by document cannot be measured there)."""
+    k_all, k = k, k + 1
     n_q = len(q)
     best_s = np.full((n_q, k), -np.inf, dtype=np.float32)
     best_d = np.full((n_q, k), -1, dtype=np.int64)
@@ -187,7 +188,11 @@ def exact_top_docs(meta: IndexMeta, q: np.ndarray, src: np.ndarray, k: int, unsa
             best_s, best_d = np.take_along_axis(all_s, top, 1), np.take_along_axis(all_d, top, 1)
             lo = hi
         doc_offset += len(starts)
-    return best_d
+    order = np.argsort(-best_s, axis=1, kind="stable")
+    best_s, best_d = np.take_along_axis(best_s, order, 1), np.take_along_axis(best_d, order, 1)
+    tied = np.isfinite(best_s[:, k_all]) & (best_s[:, k_all - 1] == best_s[:, k_all]) if best_s.shape[1] > k_all \
+        else np.zeros(n_q, dtype=bool)
+    return best_d[:, :k_all], tied
 
 
 def per_query_recall(found: np.ndarray, exact: np.ndarray) -> np.ndarray:
@@ -202,41 +207,16 @@ def lower_bound(recalls: np.ndarray, z: float = 1.645) -> float:
     return float(recalls.mean() - z * recalls.std(ddof=1) / np.sqrt(len(recalls)))
 
 
-def knob_grid(store: Any) -> tuple[str, dict[str, Sequence]] | None:
-    """(kind, {knob: values, the walked one last}) for a store; None for exact stores (nothing to calibrate)."""
-    if getattr(store, "settings", None) is not None:  # Qdrant
-        return ("qdrant", {"min_doc_candidates": MIN_DOC_CANDIDATES}) if not store.exact else None
-    if store.doc_index is not None:
-        return "doc_index", {"min_doc_candidates": MIN_DOC_CANDIDATES}
-    approx = store.approximate
-    if not approx.active:
-        return None
-    if approx._ivf is not None:
-        nlist = int(approx._ivf.nlist)
-        probes = [2 ** i for i in range(0, int(math.log2(nlist)) + 1)] + ([nlist] if nlist & (nlist - 1) else [])
-        return "ivf", {"overfetch": IVF_OVERFETCH, "nprobe": probes}
-    if approx._hnsw is not None:
-        stored = int(approx.ef_search or approx._hnsw.efSearch)
-        return "hnsw", {"ef_search": sorted({stored, *EF_SEARCH}), "overfetch": OVERFETCH}
-    return "approximate", {"overfetch": OVERFETCH}
-
-
-def _set(store: Any, knob: str, value: Any) -> None:
-    target = store if getattr(store, "settings", None) is not None else store.approximate
-    if knob == "ef_search" and target is store:
-        knob = "hnsw_ef"
-    setattr(target, knob, value)
-
-
-def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarray, target: float, k: int,
+def calibrate_store(store: SearchBackend, q: np.ndarray, src: np.ndarray, exact: np.ndarray, target: float, k: int,
                     aim: float | None = None) -> dict | None:
-    """Explore the store's knob grid (module docstring) for the fastest setting whose recall's lower bound
-    reaches ``aim`` (default: ``calibration_aim(target)``); else the highest-recall setting, ``reached`` saying
-    whether its lower bound still reaches ``target``. Where some queries are views (``src`` >= 0) and others are
-    not (midpoints), the lower bound is the smaller of the two groups' own, so neither dilutes the other's misses.
+    """Explore the store's knob grid (its :meth:`~SearchBackend.calibration_grid`, module docstring) for the
+    fastest setting whose recall's lower bound reaches ``aim`` (default: ``calibration_aim(target)``); else the
+    highest-recall setting, ``reached`` saying whether its lower bound still reaches ``target``. Where some queries
+    are views (``src`` >= 0) and others are not (midpoints), the lower bound is the smaller of the two groups' own,
+    so neither dilutes the other's misses.
     Returns the calibration record, None when exact."""
     aim = calibration_aim(target) if aim is None else aim
-    grid = knob_grid(store)
+    grid = store.calibration_grid()
     if grid is None:
         return None
     kind, knobs = grid
@@ -250,7 +230,7 @@ def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarra
         for value in knobs[walked]:
             settings = {**fixed, walked: value}
             for name, v in settings.items():
-                _set(store, name, v)
+                store.set_search_knob(name, v)
             start = time.perf_counter()
             found = store.search(q, k + 1, aggregator)[0]
             ms = 1000 * (time.perf_counter() - start) / max(1, len(q))
@@ -273,7 +253,7 @@ def calibrate_store(store: Any, q: np.ndarray, src: np.ndarray, exact: np.ndarra
                        "using the best, %s (%.4f, lower bound %.4f: %s the target)", k, aim, target,
                        best["settings"], best["recall"], best["recall_lower95"], "reaches" if reached else "BELOW")
     for name, v in best["settings"].items():
-        _set(store, name, v)
+        store.set_search_knob(name, v)
     frontier = [p for p in points if not any(o["recall"] >= p["recall"] and o["ms_per_query"] < p["ms_per_query"]
                                              for o in points)]
     return {"kind": kind, "target_recall": target, "aim": round(aim, 6), "k": k, "queries": int(len(q)),
@@ -311,7 +291,7 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
                     meta.aggregation)
         return None
     searcher = MultiVectorSearcher(index_dir, aggregation="max")
-    if knob_grid(searcher.store) is None:
+    if searcher.store.calibration_grid() is None:
         logger.info("calibration skipped: %s searches exactly", meta.index_factory)
         return None
     if meta.num_docs <= k + 1:
@@ -330,11 +310,16 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
             logger.warning("calibration: the corpus's views are near-duplicates of each other (mean within-document "
                            "cosine %.4f > %.2f), so queries drawn from the corpus may calibrate too optimistically; "
                            "pass encoded real queries with --calibration_query_reps", cosine, NEAR_DUPLICATE_COSINE)
-    exact = exact_top_docs(meta, q, src, k, unsafe_pickle)
+    exact, tied = exact_top_docs(meta, q, src, k, unsafe_pickle)
     record = calibrate_store(searcher.store, q, src, exact, target_recall, k,
                              calibration_aim(target_recall, views_as_queries=queries is None))
     if record is None:
         return None
+    record["tied_queries"] = int(tied.sum())  # exact top-k ties at its cut-off: recall there is not measurable
+    if tied.any():
+        logger.warning("calibration: %d of %d queries' exact scores tie at the top-%d cut-off (equal scores: "
+                       "constant or duplicate vectors?), so which documents are their top %d is arbitrary and "
+                       "recall by document cannot reach the target there", int(tied.sum()), len(q), k, k)
     record["seed"] = seed
     record["queries_from"] = queries_from or ("given query vectors" if queries is not None else f"corpus {sampler}")
     if queries is None:

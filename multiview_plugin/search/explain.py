@@ -18,11 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
 from multiview_plugin.atomic import atomic_open
-from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._backend import SearchBackend
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ class Explanation:
 
 
 class ViewExplainer:
-    """Explains hits of a :class:`~multiview_plugin.search.VectorStore`.
+    """Explains hits of a search backend (:class:`~multiview_plugin.search._backend.SearchBackend`).
 
     Parameters
     ----------
@@ -58,7 +57,7 @@ class ViewExplainer:
     pseudo_queries : DCE's pseudo-query file, instead of the one recorded in ``views``.
     """
 
-    def __init__(self, store: Any, views: dict | None = None, rows: np.ndarray | None = None,
+    def __init__(self, store: SearchBackend, views: dict | None = None, rows: np.ndarray | None = None,
                  corpus: Mapping[str, str] | str | os.PathLike | Sequence[str] | None = None,
                  pseudo_queries: str | None = None):
         self.store = store
@@ -68,7 +67,6 @@ class ViewExplainer:
         self.pseudo_queries = pseudo_queries or self.views.get("pseudo_queries")
         self._doc_index: dict[str, int] | None = None
         self._warned: set[str] = set()
-        self._direct_map_ready = False
 
     def doc_index(self, docid: str) -> int:
         if self._doc_index is None:
@@ -76,26 +74,8 @@ class ViewExplainer:
         return self._doc_index[docid]
 
     def doc_vectors(self, doc: int) -> np.ndarray:
-        """The vectors of document ``doc`` as the index stores them (reconstructed), or from its re-scoring store."""
-        index = getattr(self.store, "index", None)
-        if index is None:  # another backend (Qdrant): it returns a document's views itself
-            return self.store.doc_vectors(doc)
-        start, count = int(self.store.doc_start[doc]), int(self.store.doc_views[doc])
-        stored = getattr(self.store, "rescore_views", None)
-        if stored is not None:  # the re-scoring store: the vectors the search scored with
-            return np.asarray(stored[start:start + count], dtype=np.float32)
-        try:
-            return index.reconstruct_n(start, count)
-        except RuntimeError:
-            if self._direct_map_ready:
-                raise
-            ivf = faiss.try_extract_index_ivf(index)
-            if ivf is None:
-                raise ConfigError(f"explanations need the index's vectors, which {type(index).__name__} cannot "
-                                  "reconstruct") from None
-            ivf.make_direct_map()
-            self._direct_map_ready = True
-            return index.reconstruct_n(start, count)
+        """Document ``doc``'s views as its backend scores them (:meth:`SearchBackend.doc_vectors`)."""
+        return self.store.doc_vectors(doc)
 
     def explain(self, q_reps: np.ndarray, docids: np.ndarray) -> list[list[Explanation | None]]:
         """Explanations for a (Q, k) docid array (None entries stay None) given the (Q, D) query vectors."""

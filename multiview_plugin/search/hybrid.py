@@ -115,15 +115,22 @@ class BM25Searcher:
             raise ConfigError("BM25 needs a non-empty corpus")
         self.docids = list(corpus)
         self.retriever = bm25s.BM25()
-        self.retriever.index(bm25s.tokenize(list(corpus.values()), stopwords="en", show_progress=False),
-                             show_progress=False)
+        tokens = bm25s.tokenize(list(corpus.values()), stopwords="en", show_progress=False)
+        if not tokens.vocab:  # bm25s itself fails with "max() arg is an empty sequence"
+            raise ConfigError(f"BM25: none of the corpus's {len(corpus)} documents has a word BM25 indexes (all "
+                              "stop words, e.g. 'the'): nothing to search")
+        self.retriever.index(tokens, show_progress=False)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> BM25Searcher:
         """A corpus file the encode driver reads (jsonl/tsv/BEIR), texts formatted as for encoding."""
         from multiview_plugin.data.readers import load_corpus
 
-        return cls(load_corpus(path))
+        corpus = load_corpus(path)
+        try:
+            return cls(corpus)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
 
     def batch_search(self, queries: Sequence[str], q_ids: Sequence[str], k: int = 10, threads: int = 1
                      ) -> dict[str, list[Hit]]:

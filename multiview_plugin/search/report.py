@@ -100,10 +100,14 @@ def index_report(index_dir: str | os.PathLike) -> str:
     lines.append(f"aggregation      {meta.aggregation}")
     if meta.backend == "qdrant":
         q = meta.qdrant or {}
+        engine = "qdrant-edge (Qdrant's engine in the process)" if q.get("engine") == "edge" else (
+            "qdrant-client local mode")
         lines.append(f"qdrant           collection {q.get('collection')!r} "
                      + (f"at {q['url']} (shards {q.get('shard_number') or 'server default'}, replication "
-                        f"{q.get('replication_factor') or 1})" if q.get("url") else f"embedded in {q.get('path')}")
+                        f"{q.get('replication_factor') or 1})" if q.get("url") else
+                        f"embedded in {q.get('path')}, {engine}")
                      + (", vectors on disk" if q.get("on_disk") else ""))
+        lines.append(_qdrant_storage(folder, meta))
     else:
         lines.append(f"faiss            {meta.index_factory}: {_faiss_summary(folder / INDEX_FILE)}")
     if meta.rescore_store:
@@ -115,8 +119,39 @@ def index_report(index_dir: str | os.PathLike) -> str:
         lines.append("search defaults  " + ", ".join(f"{k}={v}" for k, v in sorted(meta.search_defaults.items()))
                      + (f" (calibrated: recall@{cal.get('k')} {cal.get('recall')} of exact, target "
                         f"{cal.get('target_recall')})" if cal else ""))
-    files = sorted(p for p in folder.iterdir() if p.is_file())
-    total = sum(p.stat().st_size for p in files)
-    lines.append(f"size on disk     {_size(total)} (" + ", ".join(f"{p.name} {_size(p.stat().st_size)}" for p in files)
-                 + ")")
+    entries = sorted(folder.iterdir())
+    sizes = {p.name + ("/" if p.is_dir() else ""): _tree_size(p) for p in entries}
+    lines.append(f"size on disk     {_size(sum(sizes.values()))} (" + ", ".join(f"{n} {_size(b)}" for n, b in
+                                                                            sizes.items()) + ")")
     return "\n".join(lines)
+
+
+def _tree_size(path: Path) -> int:
+    """Bytes of a file, or of every file under a folder (links not followed)."""
+    if path.is_symlink() or path.is_file():
+        return path.lstat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _qdrant_storage(folder: Path, meta: IndexMeta) -> str:
+    """Where a Qdrant index's vectors live and their bytes on this machine (a server's are not counted)."""
+    from multiview_plugin.errors import MultiViewError
+    from multiview_plugin.search._qdrant import QdrantSettings
+
+    try:
+        settings = QdrantSettings.from_record(meta.qdrant, str(folder / "multiview.json"))
+    except MultiViewError as err:
+        return f"qdrant storage   unknown ({err})"
+    if settings.url:
+        return f"qdrant storage   on the server {settings.url} (not counted here)"
+    where = settings.storage(folder)
+    if where == ":memory:":
+        return "qdrant storage   in memory (gone with the process that built it)"
+    store = Path(where)
+    if not store.exists():
+        return f"qdrant storage   {store}: missing"
+    total = _tree_size(store)
+    inside = store.resolve().is_relative_to(folder.resolve())
+    return (f"qdrant storage   {store}: {total:,} bytes ({_size(total)}; "
+            + ("inside the index folder, counted in its size below)" if inside else
+               "outside the index folder, not counted in its size below)"))

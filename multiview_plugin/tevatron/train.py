@@ -21,31 +21,36 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+from transformers import set_seed
+from transformers.trainer_utils import get_last_checkpoint
+
+from multiview_plugin.arguments import ModelArguments, refuse_foreign_options
+from multiview_plugin.cli import DriverArgumentParser, HelpFormatter, cli, setup_logging
+from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling.base import MultiViewEncoder
+from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.text_options import DEFAULTS
+from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
+
+TEVATRON_MISSING = ("multiview_plugin.tevatron needs Tevatron v2, installed from source (it is not on PyPI): "
+                    "pip install 'multiview_plugin[tevatron]' && pip install --no-deps <tevatron source folder or "
+                    "tarball>; or train with python -m multiview_plugin.driver.train, which takes the same flags")
 try:
     from tevatron.retriever.arguments import DataArguments as TevatronDataArguments
     from tevatron.retriever.arguments import ModelArguments as TevatronModelArguments
     from tevatron.retriever.arguments import TevatronTrainingArguments
     from tevatron.retriever.dataset import TrainDataset
     from tevatron.retriever.trainer import TevatronTrainer
-except ImportError as err:  # pragma: no cover - exercised where Tevatron is missing
-    raise ImportError(
-        "multiview_plugin.tevatron needs Tevatron v2, installed from source (it is not on PyPI): "
-        "pip install 'multiview_plugin[tevatron]' && pip install --no-deps <tevatron source folder or tarball>"
-    ) from err
-from transformers import HfArgumentParser, set_seed
-from transformers.trainer_utils import get_last_checkpoint
-
-from multiview_plugin.arguments import ModelArguments, refuse_foreign_options
-from multiview_plugin.cli import cli, setup_logging
-from multiview_plugin.errors import ConfigError
-from multiview_plugin.modeling.base import MultiViewEncoder
-from multiview_plugin.registry import get_encoder_class
-from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
+except ImportError:  # --help still works (our flags, and this message); a run is refused in one line
+    HAVE_TEVATRON = False
+    TevatronTrainer = object
+else:
+    HAVE_TEVATRON = True
 
 logger = logging.getLogger("multiview_plugin.tevatron.train")
 
 
-def _extend_model_arguments() -> type:
+def _extend_model_arguments() -> type:  # (called only where Tevatron is installed)
     """Tevatron's ModelArguments plus our method fields (those it lacks: --model_name, --mvr_*, ...)."""
     ours = typing.get_type_hints(ModelArguments)
     tevatron = {f.name for f in dataclasses.fields(TevatronModelArguments)}
@@ -53,7 +58,7 @@ def _extend_model_arguments() -> type:
     return dataclasses.make_dataclass("PluginModelArguments", extra, bases=(TevatronModelArguments,))
 
 
-PluginModelArguments = _extend_model_arguments()
+PluginModelArguments = _extend_model_arguments() if HAVE_TEVATRON else None
 
 
 class TevatronTupleCollator:
@@ -63,7 +68,8 @@ class TevatronTupleCollator:
     them too (they are saved with the model for encoding), so they are taken off here first.
     """
 
-    def __init__(self, model: MultiViewEncoder, query_prefix: str = "", passage_prefix: str = ""):
+    def __init__(self, model: MultiViewEncoder, query_prefix: str = DEFAULTS.query_prefix,
+                 passage_prefix: str = DEFAULTS.passage_prefix):
         self.collator = model.train_collator()
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
 
@@ -98,10 +104,29 @@ def build_plugin_model(model_args: Any, data_args: Any, training_args: Any) -> M
     return cls.build(model_args, data_args)
 
 
+def help_without_tevatron(argv: Sequence[str]) -> None:
+    """Without Tevatron: ``--help`` prints what is missing and our own flags (Tevatron's come with it); any other
+    run is refused in one line."""
+    if "-h" in argv or "--help" in argv:
+        print(f"note: {TEVATRON_MISSING}\n", file=sys.stderr)
+        DriverArgumentParser((ModelArguments,), prog=PROG, description=__doc__ + (
+            "\nTevatron v2 is not installed: the flags below are the ones multiview_plugin adds; Tevatron's own "
+            "(data, training) are listed once it is installed."),
+            formatter_class=HelpFormatter).print_help()
+        raise SystemExit(0)
+    raise ConfigError(TEVATRON_MISSING)
+
+
+PROG = "python -m multiview_plugin.tevatron.train"
+
+
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = HfArgumentParser((PluginModelArguments, TevatronDataArguments, TevatronTrainingArguments))
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not HAVE_TEVATRON:
+        help_without_tevatron(argv)
+    parser = DriverArgumentParser((PluginModelArguments, TevatronDataArguments, TevatronTrainingArguments),
+                                  prog=PROG, description=__doc__, formatter_class=HelpFormatter)
     if len(argv) == 1 and argv[0].endswith(".json"):
         model_args, data_args, training_args = parser.parse_json_file(json_file=os.path.abspath(argv[0]))
     else:

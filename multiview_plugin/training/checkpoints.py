@@ -5,7 +5,8 @@ The HF Trainer writes ``checkpoint-N`` file by file (model, optimizer, scheduler
 (or, without its optimizer, would resume differently). :func:`checkpoint_problems` checks that everything a
 resume reads is present and not truncated, cheaply: JSON parses, safetensors headers agree with the file
 sizes, torch's zip files have their central directory (written at the end). :func:`last_complete_checkpoint`
-skips incomplete folders with a warning.
+skips incomplete folders with a warning. :func:`rotate_own_checkpoints` applies ``--save_total_limit`` to the
+checkpoints a run wrote, never to a ``checkpoint-N`` folder someone else put in its output folder.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import json
 import logging
 import os
 import re
+import shutil
 import struct
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
@@ -117,3 +120,31 @@ def last_complete_checkpoint(output_dir: str | os.PathLike, optimizer_expected: 
         logger.warning("skipping incomplete checkpoint %s (%s); it was probably interrupted while saving",
                        folder, "; ".join(problems[:3]))
     return None
+
+
+def rotate_own_checkpoints(output_dir: str | os.PathLike, limit: int | None, owned: Callable[[Path], bool],
+                           keep: tuple[str | os.PathLike | None, ...] = ()) -> list[Path]:
+    """Delete the oldest ``checkpoint-N`` folders of ``output_dir`` beyond ``limit``, counting and deleting only
+    those ``owned`` says this run wrote (transformers' own rotation deletes every ``checkpoint-*`` folder, a
+    user's too); the newest owned one and those in ``keep`` (e.g. the best) stay. Returns the deleted folders."""
+    if not limit or limit <= 0 or not Path(output_dir).is_dir():
+        return []
+    folders = sorted((p for p in Path(output_dir).iterdir() if p.is_dir() and _CHECKPOINT_RE.match(p.name)),
+                     key=lambda p: int(_CHECKPOINT_RE.match(p.name).group(1)))
+    mine = []
+    for folder in folders:
+        if owned(folder):
+            mine.append(folder)
+        else:
+            logger.info("%s was not written by this run: left in place (--save_total_limit counts this run's "
+                        "checkpoints only)", folder)
+    protected = {Path(k).resolve() for k in keep if k} | ({mine[-1].resolve()} if mine else set())
+    deleted = []
+    for folder in mine:
+        if len(mine) - len(deleted) <= max(limit, len(protected)):
+            break
+        if folder.resolve() not in protected:
+            logger.info("deleting %s (--save_total_limit %d)", folder, limit)
+            shutil.rmtree(folder, ignore_errors=True)
+            deleted.append(folder)
+    return deleted

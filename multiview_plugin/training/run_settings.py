@@ -11,6 +11,7 @@ other options could not be checked.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -54,6 +55,24 @@ def run_settings(*parsed: Any) -> dict[str, Any]:
     return json.loads(json.dumps(out, default=str, sort_keys=True))
 
 
+INPUTS_KEY = "input_files"  # {"--flag path": "<size> bytes, sha256 <digest>"} of the run's data files
+
+
+def input_fingerprints(files: dict[str, Any]) -> dict[str, str]:
+    """Size and SHA-256 of every data file a run reads (``{flag: path or comma-separated paths}``; names that are
+    not files, e.g. Hub datasets, are left out), so that a run resumes only on the data it was trained on. The
+    whole file is hashed: the training driver reads all of it anyway."""
+    out = {}
+    for flag, value in files.items():
+        for path in (value if isinstance(value, (list, tuple)) else str(value or "").split(",")):
+            path = str(path).strip()
+            if path and os.path.isfile(path):
+                with open(path, "rb") as f:
+                    digest = hashlib.file_digest(f, "sha256").hexdigest()
+                out[f"{flag} {path}"] = f"{os.path.getsize(path)} bytes, sha256 {digest[:16]}"
+    return out
+
+
 def save_run_settings(folder: str | os.PathLike, settings: dict[str, Any]) -> Path:
     path = Path(folder) / RUN_SETTINGS_FILE
     with atomic_open(path) as f:
@@ -68,17 +87,25 @@ def load_run_settings(folder: str | os.PathLike) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return dict(data["settings"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"{path}: unreadable run settings ({err}); pass --overwrite_output_dir to train "
-                          "afresh") from err
+    except (ValueError, OSError) as err:
+        raise ConfigError(f"{path}: unreadable run settings ({' '.join(str(err).split())}); pass "
+                          "--overwrite_output_dir to train afresh") from None
+    settings = data.get("settings") if isinstance(data, dict) else None
+    inputs = settings.get(INPUTS_KEY, {}) if isinstance(settings, dict) else None
+    if not isinstance(settings, dict) or not isinstance(inputs, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in inputs.items()):
+        what = ("field 'settings': expected an object" if not isinstance(settings, dict) else
+                f"field 'settings.{INPUTS_KEY}': expected an object of file fingerprints")
+        raise ConfigError(f"{path}: {what} (edited, or not written by the train driver?); pass "
+                          "--overwrite_output_dir to train afresh")
+    return dict(settings)
 
 
 def first_difference(recorded: dict[str, Any], current: dict[str, Any]) -> tuple[str, Any, Any] | None:
     """(option, recorded value, current value) of the first option (alphabetically) that differs, ignoring
     :data:`MAY_DIFFER_ON_RESUME`; None when the runs agree."""
     for name in sorted(set(recorded) | set(current)):
-        if name in MAY_DIFFER_ON_RESUME:
+        if name in MAY_DIFFER_ON_RESUME or (name == INPUTS_KEY and name not in recorded):  # older runs: unknown
             continue
         old, new = recorded.get(name, "<unset>"), current.get(name, "<unset>")
         if old != new:
@@ -92,6 +119,19 @@ def check_resume(checkpoint: str | os.PathLike, current: dict[str, Any]) -> None
     if recorded is None:
         _check_model_config(Path(checkpoint), current)
         return
+    if INPUTS_KEY in recorded or INPUTS_KEY not in current:
+        old_files, new_files = recorded.get(INPUTS_KEY) or {}, current.get(INPUTS_KEY) or {}
+        for name in sorted(set(old_files) | set(new_files)):
+            if old_files.get(name) != new_files.get(name):
+                raise ConfigError(f"{checkpoint} was trained on {name} as it was then "
+                                  f"({old_files.get(name, 'not an input of that run')}); now "
+                                  f"{new_files.get(name, 'not an input of this run')}: the data changed, and "
+                                  "resuming would mix two datasets; pass --overwrite_output_dir to train afresh (or "
+                                  "use another --output_dir)")
+    else:  # a checkpoint from before the data was fingerprinted
+        logger.warning("%s records no fingerprint of its data files (written by an older version): cannot check "
+                       "that they are unchanged", checkpoint)
+        current = {k: v for k, v in current.items() if k != INPUTS_KEY}
     diff = first_difference(recorded, current)
     if diff is not None:
         name, old, new = diff
@@ -144,5 +184,6 @@ class RunSettingsCallback(TrainerCallback):
         return control
 
 
-__all__ = ["MAY_DIFFER_ON_RESUME", "RUN_SETTINGS_FILE", "RunSettingsCallback", "check_resume", "first_difference",
-           "load_run_settings", "previous_run_files", "run_settings", "save_run_settings"]
+__all__ = ["INPUTS_KEY", "MAY_DIFFER_ON_RESUME", "RUN_SETTINGS_FILE", "RunSettingsCallback", "check_resume",
+           "first_difference", "input_fingerprints", "load_run_settings", "previous_run_files", "run_settings",
+           "save_run_settings"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import Trainer, TrainerCallback
 from transformers.trainer import TRAINING_ARGS_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from multiview_plugin.modeling.base import MultiViewEncoder
 
@@ -39,10 +41,17 @@ class EpochCallback(TrainerCallback):
 
 class MultiViewTrainer(Trainer):
     """Trains a :class:`MultiViewEncoder`: logs the loss parts and temperature, saves and resumes in the
-    model's own folder format (so every checkpoint is a loadable model)."""
+    model's own folder format (so every checkpoint is a loadable model).
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    ``--save_total_limit`` deletes only checkpoints this run wrote: those this process saved, and, given
+    ``run_settings`` (the run's :func:`~multiview_plugin.training.run_settings.run_settings`), those whose
+    ``multiview_run.json`` records the same run (an interrupted run's, resumed); never another ``checkpoint-N``
+    folder in the output folder."""
+
+    def __init__(self, *args: Any, run_settings: dict[str, Any] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.run_settings = run_settings
+        self.saved_checkpoints: set[Path] = set()
         self.model.negatives_x_device = bool(getattr(self.args, "negatives_x_device", False))
         self._parts_sum: dict[str, float] = {}
         self._parts_count = 0
@@ -117,6 +126,35 @@ class MultiViewTrainer(Trainer):
         logger.info("saving model to %s", output_dir)
         self._unwrapped().save(output_dir)
         torch.save(self.args, os.path.join(output_dir, TRAINING_ARGS_NAME))
+
+    def _save_checkpoint(self, model, trial) -> None:
+        from multiview_plugin.training.checkpoints import rotate_own_checkpoints
+
+        limit = self.args.save_total_limit
+        self.args.save_total_limit = None  # transformers' rotation would delete every checkpoint-* folder
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        run_dir = self._get_output_dir(trial=trial)
+        self.saved_checkpoints.add((Path(run_dir) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}").resolve())
+        if self.args.should_save:
+            rotate_own_checkpoints(run_dir, limit, self.owns_checkpoint, keep=(self.state.best_model_checkpoint,))
+
+    def owns_checkpoint(self, folder: Path) -> bool:
+        """Whether this run wrote ``folder`` (see the class docstring)."""
+        if folder.resolve() in self.saved_checkpoints:
+            return True
+        if self.run_settings is None:
+            return False
+        from multiview_plugin.errors import ConfigError
+        from multiview_plugin.training.run_settings import first_difference, load_run_settings
+
+        try:
+            recorded = load_run_settings(folder)
+        except ConfigError:
+            return False
+        return recorded is not None and first_difference(recorded, self.run_settings) is None
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         logger.info("loading weights from checkpoint %s", resume_from_checkpoint)

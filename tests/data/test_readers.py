@@ -226,6 +226,16 @@ def test_qrels_errors(tmp_path):
         load_qrels(write(tmp_path / "rel.tsv", "query-id\tcorpus-id\tscore\nq\td\t1\nq\td2\tx\n"))
 
 
+
+def test_qrels_line_with_another_column_count_than_the_file_is_malformed(tmp_path):
+    """main: a 3-column line inside a 4-column TREC qrels file was read as a (qid, docid, relevance) judgment."""
+    with pytest.raises(InputFormatError, match=located("mixed.txt", 3) + ": 3 columns, but line 1 has 4 "
+                       r"\(TREC: qid 0 docid relevance\)"):
+        load_qrels(write(tmp_path / "mixed.txt", "q1 0 d1 1\nq1 0 d2 0\nq2 d3 1\n"))
+    with pytest.raises(InputFormatError, match=located("mixed.tsv", 3) + ": 4 columns, but line 2 has 3"):
+        load_qrels(write(tmp_path / "mixed.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\t0\td3\t1\n"))
+
+
 def test_load_beir(tmp_path):
     jsonl(tmp_path / "corpus.jsonl", {"_id": "d1", "title": "T", "text": "x"}, {"_id": "d2", "text": "y"})
     jsonl(tmp_path / "queries.jsonl", {"_id": "q1", "text": "a"}, {"_id": "q2", "text": "b"},

@@ -7,10 +7,11 @@ import math
 
 import pytest
 
-from multiview_plugin.arguments import DataArguments
+from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.data.dataset import TrainDataset, load_hub_train_records, load_train_records
 from multiview_plugin.driver.train import main
 from multiview_plugin.modeling import load_encoder
+from multiview_plugin.registry import get_encoder_class
 
 COMMON = ["--train_group_size", "2", "--per_device_train_batch_size", "4", "--report_to", "none",
           "--query_max_len", "16", "--passage_max_len", "32", "--seed", "7", "--dataloader_num_workers", "0"]
@@ -245,3 +246,34 @@ def test_a_short_run_logs_its_loss_by_default(tiny_bert, train_file, tmp_path):
     assert main(["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file),
                  "--output_dir", str(out), "--max_steps", "10", "--save_strategy", "no", *COMMON]) == 0
     assert [h["step"] for h in losses(out)] == list(range(1, 11))
+
+
+# A saved multiview model: a shared option given with a value other than the saved one is refused, even when that
+# value is the flag's default (--normalize False on a model saved with normalize), instead of training on with the
+# saved setting while the user believes otherwise.
+COMMON_ONE_STEP = ["--train_group_size", "2", "--per_device_train_batch_size", "4", "--report_to", "none",
+                   "--dataloader_num_workers", "0", "--max_steps", "1"]
+
+
+@pytest.fixture
+def saved_dpr(tiny_bert, tmp_path):
+    model = get_encoder_class("dpr").build(ModelArguments(model_name_or_path=str(tiny_bert), normalize=True),
+                                           DataArguments(add_special_tokens=False))
+    model.save(tmp_path / "saved")
+    return tmp_path / "saved"
+
+
+@pytest.mark.parametrize("flags, refused", [(["--normalize", "False"], "--normalize False (the model's: True)"),
+                                            (["--no_add_special_tokens"], None),
+                                            (["--add_special_tokens", "True"],
+                                             "--add_special_tokens True (the model's: False)")])
+def test_a_given_default_that_differs_from_the_saved_model_is_refused(saved_dpr, train_file, tmp_path, capsys, flags,
+                                                                      refused):
+    rc = main(["--model_name_or_path", str(saved_dpr), "--dataset_path", str(train_file), "--output_dir",
+               str(tmp_path / "out"), *COMMON_ONE_STEP, *flags])
+    err = capsys.readouterr().err
+    if refused is None:  # the saved model's own value: accepted
+        assert rc == 0, err
+    else:
+        assert rc == 2 and "Traceback" not in err
+        assert refused in err and "keeps training with its own config" in err

@@ -14,7 +14,7 @@ sys.path.insert(0, str(RECIPES))
 import plan as plan_mod  # noqa: E402
 import run as recipe_run  # noqa: E402
 
-LINE = re.compile(r"^plan: RAM \d+ GB, disk \d+ GB, build [\d.]+ h, search [\d.]+ ms/query")
+LINE = re.compile(r"^plan: RAM \d+ GB, disk \d+ GB, build [\d.,]+ h( \([\d.,]+ days\))?, search [\d.]+ ms/query")
 
 
 def recipes():
@@ -44,12 +44,15 @@ def test_ivf_plan_trains_39_per_list_and_counts_sample_and_docid_map(tmp_path, c
     assert plan["docid_map_gb"] == pytest.approx(plan["vectors"] * plan_mod.DOCID_MAP_BYTES_PER_ROW / 1e9)
     assert plan["ram_gb"] == pytest.approx(plan["index_ram_gb"] + plan["docid_map_gb"] + plan["train_gb"])
     line = plan_mod.plan_line(plan)
-    assert f"measured by bench/ann.py at {plan['measured_index']}, nprobe 8" in line
+    # the fast build path: two-level k-means and an HNSW quantiser, recall measured by bench/ivf_build.py
+    assert plan["index_factory"] == f"IVF{nlist}_HNSW32,SQ8" and plan["ivf_training"] == "two_level"
+    assert "measured by bench/ivf_build.py: IVF" in line and "calibrated on other queries" in line
     assert plan["measured_index"] != plan["index_factory"] and "calibration sets" in line
     assert recipe_run.main(["nq", "mvr", "--dry_run", "--data_dir", str(tmp_path), "--output_dir",
                             str(tmp_path / "dry")]) == 0
     index_cmd = next(c for c in capsys.readouterr().out.splitlines() if "driver.index " in c)
-    assert f"--index_factory {plan['index_factory']} --train_size {plan['train_size']}" in index_cmd
+    assert (f"--index_factory {plan['index_factory']} --train_size {plan['train_size']} --ivf_training two_level"
+            in index_cmd)
     # SQ8's lossy codes: candidates re-scored from an fp16 copy of the views on disk (RAM unchanged)
     assert plan["rescore_store"] == "fp16" and "--rescore_store fp16" in index_cmd
     assert plan["store_gb"] == pytest.approx(plan["vectors"] * plan_mod.DIM * 2 / 1e9)
@@ -65,7 +68,9 @@ def test_only_lossy_codes_get_a_rescoring_store():
     assert plan["rescore_store"] is None and plan["store_gb"] == 0
     # dcsr's IVF,SQ8 plan neither: it ranks by HasAns, which never re-scores, so a store would be dead weight
     plan = plan_mod.make_plan("nq", "dcsr", json.loads((RECIPES / "nq" / "dcsr.json").read_text()))
-    assert plan["index_factory"].endswith("SQ8") and plan["rescore_store"] is None
+    assert plan["index_factory"].endswith(("SQ8", "SQfp16")) and plan["rescore_store"] is None
+    # and its recall is that of the codes alone (HasAns never re-scores), measured held out
+    assert "codes alone" in plan["recall_source"] and plan["recall"] >= 0.98
 
 
 def test_budget_changes_the_choice():
@@ -73,12 +78,18 @@ def test_budget_changes_the_choice():
     roomy = plan_mod.make_plan("nq", "mvr", recipe, budget_gb=2000)
     tight = plan_mod.make_plan("nq", "mvr", recipe, budget_gb=100)
     assert roomy["index"] == "Flat" and roomy["ram_gb"] > 256
-    assert not tight["fits_budget"]
+    assert tight["ram_gb"] <= 100 and (tight["nodes"] > 1 or tight["index"] != plan_mod.make_plan(
+        "nq", "mvr", recipe)["index"])
+    with pytest.raises(plan_mod.PlanRefused, match=r"what fits 100 GB: --nodes \d+ with .*or a node with"):
+        plan_mod.make_plan("nq", "mvr", recipe, budget_gb=100, nodes=1) if tight["nodes"] > 1 else \
+            plan_mod.make_plan("nq", "mvr", recipe, budget_gb=1, nodes=1)
 
 
 def args(**kw):
     return argparse.Namespace(**{"ram_budget_gb": 256.0, "smoke": False, "dry_run": False, "force_plan": False,
-                                 **kw})
+                                 "cores": 1, "gpus": 1, "gpu_name": "H100", "nodes": None, "checkpoint": None,
+                                 "data_dir": None, "topics_dir": None, "pseudo_queries": None, "beir_dir": None,
+                                 "train_beir_dir": None, **kw})
 
 
 def test_plan_above_machine_ram_is_refused_unless_forced(monkeypatch, capsys):
@@ -86,8 +97,9 @@ def test_plan_above_machine_ram_is_refused_unless_forced(monkeypatch, capsys):
     monkeypatch.setattr(plan_mod, "machine_ram_gb", lambda: 16.0)
     with pytest.raises(SystemExit, match="needs 176 GB of RAM.*has 16 GB"):
         recipe_run.check_plan("nq", "mvr", recipe, args())
-    assert recipe_run.check_plan("nq", "mvr", recipe, args(force_plan=True))["index_factory"].endswith("SQ8")
-    assert recipe_run.check_plan("nq", "mvr", recipe, args(dry_run=True)) is not None  # dry runs only print
+    assert recipe_run.check_plan("nq", "mvr", recipe, args(force_plan=True))["corpus"]["index_factory"].endswith(
+        "SQ8")
+    assert recipe_run.check_plan("nq", "mvr", recipe, args(dry_run=True))  # dry runs only print
     assert LINE.match(capsys.readouterr().out.splitlines()[0])
 
 
@@ -125,3 +137,124 @@ def test_full_scale_dry_run_fetches_nothing(argv, tmp_path, monkeypatch, capsys)
     out = capsys.readouterr().out
     assert any(line.startswith("plan:") for line in out.splitlines())
     assert "# would download" in out and not (tmp_path / "dry").exists()
+
+
+# ----------------------------------------------------------------------------- every stage, for a stated machine
+
+STAGES = ("downloads:", "training:", "encoding:", "shard disk:", "index build:", "calibration:", "search:", "totals:")
+
+
+def dry_run(argv, tmp_path, capsys, monkeypatch=None):
+    capsys.readouterr()
+    assert recipe_run.main([*argv, "--dry_run", "--output_dir", str(tmp_path / "dry")]) == 0
+    return capsys.readouterr().out
+
+
+def stage(out: str, name: str) -> str:
+    return next(line.strip() for line in out.splitlines() if line.strip().startswith(name))
+
+
+def hours(text: str) -> float:
+    return float(re.search(r"([\d,.]+) h", text).group(1).replace(",", ""))
+
+
+@pytest.mark.parametrize("argv,shard_gb", [(["nq", "mvr"], 258), (["nq", "dcsr"], 157), (["msmarco", "dce"], 136),
+                                           (["beir", "dcsr"], None)], ids=["nq-mvr", "nq-dcsr", "msmarco-dce",
+                                                                           "beir-dcsr"])
+def test_dry_run_prints_every_stage_within_a_day_on_32_cores(argv, shard_gb, tmp_path, capsys):
+    """Every stage, with the shard disk the build reads, and an index build of at most 24 h on 32 cores."""
+    out = dry_run([*argv, "--cores", "32"], tmp_path, capsys)
+    for name in STAGES + (("generation",) if argv[1] == "dce" else ()):
+        assert stage(out, name), name
+    if shard_gb:  # fp16: vectors x 768 x 2 bytes (nq mvr: 168M view vectors; msmarco dce: 88M)
+        assert f"shard disk: {shard_gb:,} GB of fp16 shards" in out
+    build = stage(out, "index build:")
+    assert hours(build) <= 24 and "on 32 cores" in build and "bench/" in build
+    for name in ("training:", "encoding:", "calibration:", "search:"):  # each names its measurement
+        assert "bench/" in stage(out, name) or "results/" in stage(out, name), name
+    assert "GPU-h on NVIDIA H100" in stage(out, "training:") and "vectors/s per GPU" in stage(out, "encoding:")
+
+
+def test_more_cores_and_gpus_shorten_their_stages(tmp_path, capsys):
+    one = dry_run(["nq", "mvr", "--cores", "1", "--gpus", "1"], tmp_path, capsys)
+    many = dry_run(["nq", "mvr", "--cores", "32", "--gpus", "8"], tmp_path, capsys)
+    assert hours(stage(many, "index build:")) * 20 < hours(stage(one, "index build:"))
+    assert "on 8 GPUs" in stage(many, "encoding:") and "on 1 GPU" in stage(one, "encoding:")
+    other = dry_run(["nq", "mvr", "--gpu_name", "A100"], tmp_path, capsys)
+    assert "no committed run on A100" in stage(other, "training:")
+    cpu = dry_run(["nq", "mvr", "--gpus", "0", "--cores", "32"], tmp_path, capsys)
+    assert "--gpus 0" in stage(cpu, "training:") and "on 32 cores" in stage(cpu, "encoding:")
+
+
+def ram_of(out: str) -> float:
+    return float(re.search(r"^plan: RAM (\d+) GB", out, re.M).group(1))
+
+
+def test_ram_budget_64_gives_a_plan_within_it_or_names_what_fits(tmp_path, capsys):
+    out = dry_run(["nq", "mvr", "--ram_budget_gb", "64"], tmp_path, capsys)
+    assert ram_of(out) <= 64 and "budget 64" in stage(out, "totals:")
+    # one node asked for: a plan within 64 GB on it, or a one-line refusal naming what fits
+    try:
+        out = dry_run(["nq", "mvr", "--ram_budget_gb", "64", "--nodes", "1"], tmp_path, capsys)
+        assert ram_of(out) <= 64
+    except SystemExit as refused:
+        assert str(refused).startswith("error: plan: nq/mvr fits no index in 64 GB") and "what fits 64 GB" in str(
+            refused) and "\n" not in str(refused)
+    assert not (tmp_path / "dry").exists()
+
+
+def test_different_budgets_give_different_plans(tmp_path, capsys):
+    outs = {b: dry_run(["nq", "mvr", "--ram_budget_gb", str(b)], tmp_path, capsys) for b in (16, 100, 150, 256)}
+    for b, out in outs.items():
+        assert ram_of(out) <= b
+    plans = {b: re.search(r"^plan: .*$", out, re.M).group(0) for b, out in outs.items()}
+    assert len(set(plans.values())) >= 3 and plans[16] != plans[100]
+
+
+def test_every_download_is_listed(tmp_path, capsys, monkeypatch):
+    """Without local data (no developer shared folder, no Pyserini / ir_datasets): backbone, training set, corpus,
+    test questions with where to get them; dce adds the doc2query model; beir lists each BEIR zip."""
+    monkeypatch.setattr(recipe_run, "SHARED", tmp_path / "no-shared")
+    monkeypatch.setattr(recipe_run, "_installed", lambda module: False)
+    out = stage(dry_run(["nq", "mvr"], tmp_path, capsys), "downloads:")
+    for item in ("backbone bert-base-uncased", "training set Tevatron/wikipedia-nq", "corpus "
+                 "Tevatron/wikipedia-nq-corpus", "test questions topics.dpr.nq.test.txt (not found: pass --topics_dir"):
+        assert item in out, item
+    out = stage(dry_run(["msmarco", "dce"], tmp_path, capsys), "downloads:")
+    for item in ("doc2query model castorini/doc2query-t5-base-msmarco", "Tevatron/msmarco-passage ",
+                 "qrels.dl19-passage.txt", "topics.dl20.txt"):
+        assert item in out, item
+    out = stage(dry_run(["beir", "dcsr"], tmp_path, capsys), "downloads:")
+    assert "backbone bert-base-uncased" in out and out.count("BEIR dataset") == 6 and "trec-covid.zip" in out
+    # local files are not downloads; a checkpoint needs no backbone nor training set
+    topics = tmp_path / "anserini"
+    (topics / "topics").mkdir(parents=True)
+    (topics / "topics" / "topics.dpr.nq.test.txt").write_text("q\t['a']\n")
+    out = stage(dry_run(["nq", "mvr", "--topics_dir", str(topics), "--checkpoint", "m"], tmp_path, capsys),
+                "downloads:")
+    assert "topics.dpr" not in out and "backbone" not in out and "training set" not in out
+
+
+def test_symbolic_eval_files_come_from_pyserini(tmp_path, monkeypatch):
+    """With Pyserini installed, Anserini's names resolve to its topics / qrels, written in Anserini's formats."""
+    import types
+
+    qrels = tmp_path / "q.txt"
+    qrels.write_text("1 0 d1 1\n")
+    fake = types.ModuleType("pyserini.search")
+    fake.get_topics = lambda name: {1: {"title": "who", "answers": ["x", "y"]}, 0: {"title": "what", "answers": ["z"]}}
+    fake.get_qrels_file = lambda name: str(qrels)
+    monkeypatch.setitem(sys.modules, "pyserini", types.ModuleType("pyserini"))
+    monkeypatch.setitem(sys.modules, "pyserini.search", fake)
+    monkeypatch.setattr(recipe_run, "SHARED", tmp_path / "no-shared")
+    monkeypatch.setattr(recipe_run, "_installed", lambda module: module == "pyserini")
+    a = args()
+    path, source = recipe_run.locate_eval_file("topics.dpr.nq.test.txt", a)
+    assert path is None and source == "Pyserini get_topics('dpr-nq-test')"
+    out = recipe_run.eval_file("topics.dpr.nq.test.txt", a, tmp_path / "data", dry_run=False)
+    assert out.read_text().splitlines() == ["what\t['z']", "who\t['x', 'y']"]  # qid order, Anserini's DPR format
+    out = recipe_run.eval_file("qrels.dl19-passage.txt", a, tmp_path / "data", dry_run=False)
+    assert out.read_text() == "1 0 d1 1\n"
+    monkeypatch.setattr(recipe_run, "_installed", lambda module: False)
+    with pytest.raises(SystemExit, match="error: topics.dl20.txt: not found: pass --topics_dir"):
+        recipe_run.eval_file("topics.dl20.txt", a, tmp_path / "data", dry_run=False)

@@ -24,11 +24,17 @@ def test_every_benchmark_has_recipes_and_a_readme():
         assert run.methods_of(benchmark), benchmark
         assert (RECIPES / benchmark / "README.md").is_file(), benchmark
     assert ("msmarco", "dce") in ALL and ("squad", "dcsr") in ALL and ("nq", "mvr") in ALL
+    assert ("beir", "dcsr") in ALL and ("beir", "dce") in ALL  # the README's recommended method has its BEIR recipe
 
 
-@pytest.mark.parametrize("benchmark,method", ALL, ids=[f"{b}-{m}" for b, m in ALL])
-def test_recipe_options_are_valid_driver_flags(benchmark, method, tmp_path):
-    recipe = run.load_recipe(benchmark, method)
+def test_beir_dcsr_recipe_is_dcsr_mean():
+    train = run.load_recipe("beir", "dcsr")["train"]
+    assert (train["model_name"], train["dcsr_sentence_pooling"], train["pooling"]) == ("dcsr", "mean", "mean")
+
+
+@pytest.mark.parametrize("bench_name,method", ALL, ids=[f"{b}-{m}" for b, m in ALL])
+def test_recipe_options_are_valid_driver_flags(bench_name, method, tmp_path):
+    recipe = run.load_recipe(bench_name, method)
     assert recipe["target"] and recipe["gpus"] and recipe["expected_time"]
     train = {**recipe["train"], "dataset_path": "train.jsonl", "output_dir": str(tmp_path)}
     model_args, data_args, training_args = parse_dataclasses(

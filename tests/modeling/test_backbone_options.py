@@ -110,11 +110,15 @@ def test_residual_gates_train_at_their_own_learning_rate(tiny_bert, train_file, 
     assert gates.abs().max() > 0.02, gates
 
 
-def test_residual_options_are_validated(tiny_bert):
+def test_residual_options_are_validated(tiny_bert, capsys):
     from multiview_plugin.errors import ConfigError
+    from multiview_plugin.modeling.config import EncoderConfig
 
-    with pytest.raises(ConfigError, match="--mvr_views must be one of"):
+    with pytest.raises(SystemExit):  # the flag lists its choices; the parser refuses another value in one line
         build("mvr", tiny_bert, "--mvr_views", "nope")
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="--mvr_views must be one of"):  # the same value in a saved config
+        get_encoder_class("mvr").validate_config(EncoderConfig("mvr", "x", options={"mvr_views": "nope"}))
     with pytest.raises(ConfigError, match="no effect with --mvr_views residual"):
         build("mvr", tiny_bert, "--mvr_views", "residual", "--mvr_viewer_positions", "distinct")
     with pytest.raises(ConfigError, match="residual only"):
@@ -275,11 +279,16 @@ def test_dcsr_passage_view_follows_the_sentences_and_equals_dpr(tiny_bert):
         build("dcsr", tiny_bert, "--dcsr_sentence_pooling", "independent", "--dcsr_passage_view")
 
 
-def test_dcsr_passage_unit_refuses_sentence_negative_options(tiny_bert):
+def test_dcsr_passage_unit_refuses_sentence_negative_options(tiny_bert, capsys):
+    from multiview_plugin.modeling.config import EncoderConfig
+
     with pytest.raises(ConfigError, match="--dcsr_in_passage_negatives 0: sentence negatives do not apply"):
         build("dcsr", tiny_bert, "--dcsr_train_unit", "passage", "--dcsr_in_passage_negatives", "0")
-    with pytest.raises(ConfigError, match="--dcsr_train_unit must be one of sentence, passage"):
+    with pytest.raises(SystemExit):  # the flag lists its choices; the parser refuses another value in one line
         build("dcsr", tiny_bert, "--dcsr_train_unit", "document")
+    assert "invalid choice: 'document'" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="--dcsr_train_unit must be one of sentence, passage"):  # a saved config
+        get_encoder_class("dcsr").validate_config(EncoderConfig("dcsr", "x", options={"dcsr_train_unit": "document"}))
 
 
 # -------------------------------------------------------- duplicate positives

@@ -64,3 +64,35 @@ def test_registry_and_bad_options(tiny_bert):
         build("dpr", tiny_bert, pooling="max")
     with pytest.raises(ConfigError, match="not a multiview_plugin model folder"):
         load_encoder(tiny_bert)
+
+
+# The annealed temperature schedule's floor is refused above --temperature with advice that applies to the chosen
+# method (mvr: its --mvr_min_temperature; the others have no flag for it).
+def config(name: str, **flags):
+    cls = get_encoder_class(name)
+    return cls, cls.config_from_args(ModelArguments(model_name_or_path="x", model_name=name, **flags),
+                                     DataArguments())
+
+
+@pytest.mark.parametrize("name", ["dpr", "mlr", "mebert", "dcsr", "dce"])
+def test_annealed_floor_advice_for_a_method_without_the_flag(name):
+    cls, cfg = config(name, temperature=0.05, temperature_schedule="annealed")
+    with pytest.raises(ConfigError) as err:
+        cls.validate_config(cfg)
+    message = str(err.value)
+    assert f"below the floor 0.3 of {name}'s annealed schedule" in message
+    assert "raise --temperature to at least 0.3, or use --temperature_schedule fixed" in message
+    assert "lower --mvr_min_temperature" not in message  # a flag this method refuses
+
+
+def test_annealed_floor_advice_for_mvr_names_its_flag():
+    cls, cfg = config("mvr", temperature=0.05, temperature_schedule="annealed")
+    with pytest.raises(ConfigError, match=r"below --mvr_min_temperature 0.3: .* lower --mvr_min_temperature"):
+        cls.validate_config(cfg)
+    cls, cfg = config("mvr", temperature=0.05, temperature_schedule="annealed", mvr_min_temperature=0.01)
+    cls.validate_config(cfg)  # the floor lowered: accepted
+
+
+def test_fixed_schedule_has_no_floor():
+    cls, cfg = config("dpr", temperature=0.05)
+    cls.validate_config(cfg)

@@ -122,6 +122,35 @@ def test_index_old_index_kept_when_the_new_build_fails(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+BACKENDS = ["faiss", pytest.param("qdrant", marks=pytest.mark.skipif(
+    __import__("importlib").util.find_spec("qdrant_client") is None, reason="qdrant-client not installed"))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("extra", [[], ["--overwrite"]])
+def test_index_every_backend_refuses_a_foreign_pyserini_index(tmp_path, capsys, backend, extra):
+    """main: --backend qdrant wrote its docid over a Pyserini index's (index, docid, no multiview.json) and,
+    with --overwrite, deleted its index file; the Faiss backend refused. One rule for every backend."""
+    shard = write_shard(tmp_path / "corpus.0.pkl")
+    theirs = tmp_path / "pyserini-index"
+    theirs.mkdir()
+    (theirs / "index").write_bytes(os.urandom(512))
+    (theirs / "docid").write_text("their0\ntheir1\n")
+    before = digests(theirs, ["index", "docid"])
+    try:
+        assert index_main(["--passage_reps", str(shard), "--index_dir", str(theirs), "--backend", backend,
+                           "--target_recall", "0", *extra]) == 2
+    finally:
+        if backend == "qdrant":
+            from multiview_plugin.search._qdrant import close_embedded
+
+            close_embedded()
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "not a multiview index" in err, err
+    assert_untouched(theirs, before)
+    assert sorted(p.name for p in theirs.iterdir()) == ["docid", "index"]
+
+
 def test_index_refuses_a_file_as_index_dir(tmp_path, capsys):
     shard = write_shard(tmp_path / "corpus.0.pkl")
     target = tmp_path / "results.txt"
@@ -152,7 +181,8 @@ def test_output_lock_refuses_second_writer_and_takes_over_stale(tmp_path):
         with pytest.raises(WriterBusyError, match="another writer"):
             OutputLock(out).acquire()
     assert not (tmp_path / "x.pkl.lock").exists()
-    (tmp_path / "x.pkl.lock").write_text("999999999\n")  # a pid that cannot run: a killed writer's lock
+    # a pid that cannot run: a killed writer's lock
+    (tmp_path / "x.pkl.lock").write_text("multiview_plugin output lock, pid 999999999\n")
     with OutputLock(out):
         pass
     assert not (tmp_path / "x.pkl.lock").exists()
@@ -228,6 +258,24 @@ def test_train_identical_rerun_resumes_and_longer_one_extends(finished_run, capl
     assert steps == [1, 2, 3]
 
 
+def test_train_resume_refuses_edited_training_data_naming_the_file(finished_run, train_file, capsys):
+    """main: only options were compared, so a rerun after the training file was edited resumed its checkpoint
+    and exited 0, mixing two datasets in one run."""
+    from multiview_plugin.driver.train import main as train_main
+
+    out, argv = finished_run
+    capsys.readouterr()
+    model = (out / "model.safetensors").read_bytes()
+    lines = train_file.read_text().splitlines()
+    train_file.write_text("\n".join(lines[::-1]) + "\n")  # the same size, other order: still other data
+    assert train_main([*argv, "--max_steps", "3"]) == 2
+    err = _one_line_error(capsys)
+    assert f"--dataset_path {train_file}" in err and "the data changed" in err and "--overwrite_output_dir" in err
+    assert (out / "model.safetensors").read_bytes() == model and not (out / "checkpoint-3").exists()
+    train_file.write_text("\n".join(lines) + "\n")  # restored: resumes
+    assert train_main([*argv, "--max_steps", "3"]) == 0
+
+
 def test_train_overwrite_output_dir_starts_afresh(finished_run):
     from multiview_plugin.driver.train import main as train_main
 
@@ -249,6 +297,27 @@ def test_train_refuses_a_finished_run_without_checkpoint(tiny_bert, train_file, 
     assert train_main([*argv, "--learning_rate", "1e-3"]) == 2
     assert "holds a previous run" in _one_line_error(capsys)
     assert (out / "model.safetensors").read_bytes() == model
+
+
+def test_train_rotation_deletes_only_this_runs_checkpoints(tiny_bert, train_file, tmp_path):
+    """main: --save_total_limit deleted a checkpoint-K folder the run did not write (warned as "incomplete")."""
+    from multiview_plugin.driver.train import main as train_main
+
+    out = tmp_path / "run"
+    theirs = out / "checkpoint-100"
+    before = unrelated(theirs)
+    argv = ["--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file), "--output_dir", str(out),
+            "--max_steps", "3", "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "1",
+            *TRAIN_COMMON]
+    assert train_main(argv) == 0
+    assert_untouched(theirs, before)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-100",
+                                                                                          "checkpoint-3"]
+    # resumed and extended: the interrupted run's own checkpoints count (and rotate), the foreign one does not
+    assert train_main([*argv, "--max_steps", "5"]) == 0
+    assert_untouched(theirs, before)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-100",
+                                                                                          "checkpoint-5"]
 
 
 def test_train_output_dir_equal_to_an_input_is_refused(tiny_bert, train_file, tmp_path, capsys):
@@ -355,6 +424,36 @@ def test_encode_refuses_to_replace_a_file_it_did_not_write(inputs, tmp_path, cap
     assert encode_main([*common, "--encode_output_path", str(tevatron), "--overwrite"]) == 0
     assert read_shard(tevatron)[2] is not None
     assert encode_main([*common, "--encode_output_path", str(tevatron)]) == 0
+
+
+@pytest.mark.parametrize("content", [b"999999999\n", b"my lock notes\n", b"", b"\xff\xfe binary"])
+def test_output_lock_never_removes_a_file_without_its_marker(tmp_path, content):
+    """main: a user's file at <output>.lock (any content whose pid is not running) was removed as a stale lock."""
+    lock = tmp_path / "x.pkl.lock"
+    lock.write_bytes(content)
+    os.utime(lock, (1, 1))  # old: not a writer mid-creation
+    with pytest.raises(MultiViewError, match="is not a multiview_plugin lock") as err:
+        OutputLock(tmp_path / "x.pkl").acquire()
+    assert "\n" not in str(err.value)
+    assert lock.read_bytes() == content
+
+
+@pytest.mark.parametrize("sidecar", ['{"my": "settings"}\n', "[1, 2]\n", "not json\n", "\udcff"])
+@pytest.mark.parametrize("extra", [[], ["--overwrite"]])
+def test_encode_never_replaces_a_users_file_at_the_sidecar_path(inputs, tmp_path, capsys, sidecar, extra):
+    """main: encode wrote its sidecar over a user's <output>.json (and --overwrite deleted it first)."""
+    from multiview_plugin.driver.encode import main as encode_main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    theirs = out / "c.pkl.json"
+    theirs.write_bytes(sidecar.encode("utf-8", "surrogateescape"))
+    before = theirs.read_bytes()
+    assert encode_main(["--model_name_or_path", str(inputs["model"]), "--dataset_path", str(inputs["corpus"]),
+                        "--encode_output_path", str(out / "c.pkl"), *extra]) == 2
+    err = _error_line(capsys)
+    assert "not a shard sidecar" in err and str(theirs) in err
+    assert theirs.read_bytes() == before and sorted(p.name for p in out.iterdir()) == ["c.pkl.json"]
 
 
 def test_encode_resumes_its_own_shard_killed_before_the_sidecar(inputs, tmp_path, monkeypatch):
@@ -504,3 +603,46 @@ def test_generate_queries_replaces_or_resumes_only_its_own_output(inputs, doc2qu
         assert _generate(doc2query, inputs["corpus"], mine, *extra) == 2
         assert "has changed since generate_queries wrote it" in _error_line(capsys)
     assert mine.read_text() == edited
+
+
+def test_generate_queries_resumes_only_the_partial_its_marker_describes(inputs, doc2query, tmp_path, capsys,
+                                                                         monkeypatch):
+    """main: a marker copied beside someone's .partial made generate_queries resume (append to) their file and
+    rename it over --output; a marker whose settings is not an object was a traceback."""
+    from multiview_plugin.encoding import doc2query as generation
+
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = []
+
+    def killed_in_second_batch(f, text):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        f.write(text)
+
+    with monkeypatch.context() as m:
+        m.setattr(generation, "_append", killed_in_second_batch)
+        with pytest.raises(KeyboardInterrupt):
+            _generate(doc2query, inputs["corpus"], out / "ours.jsonl")
+    ours = (out / "ours.jsonl.partial").read_bytes()
+    theirs = out / "theirs.jsonl.partial"
+    for content in (b'{"docid": "d0", "queries": ["mine"]}\n', ours[:-3] + b"xy\n", ours + b"more\n"):
+        theirs.write_bytes(content)
+        (out / "theirs.jsonl.json").write_bytes((out / "ours.jsonl.json").read_bytes())  # a copied marker
+        for extra in ([], ["--overwrite"]):
+            assert _generate(doc2query, inputs["corpus"], out / "theirs.jsonl", *extra) == 2
+            err = _error_line(capsys)
+            assert str(theirs) in err and "is not the partial output its marker" in err, err
+            assert theirs.read_bytes() == content and not (out / "theirs.jsonl").exists()
+    # its own partial, with the same marker: resumed
+    assert _generate(doc2query, inputs["corpus"], out / "ours.jsonl") == 0
+    assert (out / "ours.jsonl").read_bytes().startswith(ours) and not (out / "ours.jsonl.partial").exists()
+    # a marker of ours whose fields are not what it writes: one line naming the field
+    marker = json.loads((out / "ours.jsonl.json").read_text())
+    for field, value in (("settings", [1, 2]), ("settings", "x"), ("complete", "yes"), ("partial", 3),
+                         ("partial", {"bytes": -1, "sha256": "", "pending": ""})):
+        (out / "bad.jsonl.json").write_text(json.dumps({**marker, field: value}))
+        assert _generate(doc2query, inputs["corpus"], out / "bad.jsonl") == 2
+        err = _error_line(capsys)
+        assert "bad.jsonl.json: field " in err and "expected" in err, err

@@ -885,3 +885,337 @@ def test_encode_driver_over_corpora_equals_reference_or_one_line(tiny_dpr, docs,
         expected = list(load_corpus(path))  # the reader's output is checked against its reference above
         assert lookup == expected and len(lookup) == len(nonblank_lines(path.read_bytes()))
         assert np.isfinite(reps).all() and all(math.isfinite(x) for x in reps[:, 0])
+
+
+# ----------------------------------------------------------------------------- re-scoring store and index files
+
+
+@pytest.fixture(scope="module")
+def store_folder(tmp_path_factory) -> dict[str, Path]:
+    """An SQ8 index with an fp32 re-scoring store (24 documents × 2 views, dim 8), queries, the reference run."""
+    root = tmp_path_factory.mktemp("props_store")
+    rng = np.random.default_rng(1)
+    reps = rng.standard_normal((48, 8)).astype(np.float32)
+    (root / "c.pkl").write_bytes(pickle.dumps((reps, [f"d{i // 2}#{i % 2}" for i in range(48)]), protocol=5))
+    (root / "c.pkl.json").write_text(json.dumps({"model_name": "mvr", "dim": 8, "views_per_doc": 2,
+                                                 "dtype": "float32", "num_items": 24, "num_vectors": 48,
+                                                 "max_views": 2, "view_ids": True}))
+    (root / "q.pkl").write_bytes(pickle.dumps((rng.standard_normal((5, 8)).astype(np.float32),
+                                               [f"q{i}" for i in range(5)]), protocol=5))
+    assert index_main(["--passage_reps", str(root / "c.pkl"), "--index_dir", str(root / "idx"), "--index_factory",
+                       "SQ8", "--rescore_store", "fp32", "--target_recall", "0"]) == 0
+    assert search_main(["--index", str(root / "idx"), "--encoded_queries", str(root / "q.pkl"), "--output",
+                        str(root / "ref.trec"), "--hits", "5"]) == 0
+    return {"index": root / "idx", "queries": root / "q.pkl", "reference": root / "ref.trec"}
+
+
+def _store_edit(store: Path, meta: dict, kind: str, at: int, byte: int) -> None:
+    views = np.load(store)
+    if kind == "store_truncated":
+        data = store.read_bytes()
+        store.write_bytes(data[:at % len(data)])
+    elif kind == "store_flip":
+        data = store.read_bytes()
+        at %= len(data)
+        store.write_bytes(data[:at] + bytes([data[at] ^ (byte or 1)]) + data[at + 1:])
+    elif kind == "store_same_shape":  # another store of the same shape and dtype
+        np.save(store, np.roll(views, 1 + at % (len(views) - 1), axis=0))
+    elif kind == "store_fp16":
+        np.save(store, views.astype(np.float16))
+    elif kind == "store_rows":
+        np.save(store, views[:-1 - at % 5])
+    elif kind == "store_deleted":
+        store.unlink()
+    elif kind == "meta_rows":
+        meta["rescore_store"]["rows"] = 47
+    elif kind == "meta_dtype":
+        meta["rescore_store"]["dtype"] = ["int8", "float64", None, 3][at % 4]
+    elif kind == "meta_file":
+        meta["rescore_store"]["file"] = ["../c.pkl", "", "docid", "/etc/passwd"][at % 4]
+    elif kind == "meta_fingerprint":
+        meta["files"]["rescore_views.npy"] = "1 bytes, sampled sha256 0"
+    elif kind == "meta_files_type":
+        meta["files"] = ["index", "docid"]
+
+
+STORE_DAMAGE = ["none", "store_truncated", "store_flip", "store_same_shape", "store_fp16", "store_rows",
+                "store_deleted", "meta_rows", "meta_dtype", "meta_file", "meta_fingerprint", "meta_files_type"]
+
+
+@pytest.mark.parametrize("kind", STORE_DAMAGE)
+@bounded(PER_KIND)
+@given(at=st.integers(0, 10_000), byte=st.integers(0, 255))
+def test_search_over_a_damaged_rescore_store_equals_reference_or_one_line(store_folder, kind, at, byte):
+    """The re-scoring store and the files record: any change since the build is one line naming the folder,
+    never a run from other vectors."""
+    with workdir() as tmp:
+        idx = tmp / "idx"
+        shutil.copytree(store_folder["index"], idx)
+        meta = json.loads((idx / "multiview.json").read_text())
+        _store_edit(idx / "rescore_views.npy", meta, kind, at, byte)
+        (idx / "multiview.json").write_text(json.dumps(meta))
+        out = tmp / "run.trec"
+        rc, err = run_driver(search_main, ["--index", str(idx), "--encoded_queries", str(store_folder["queries"]),
+                                           "--output", str(out), "--hits", "5"])
+        if rc:
+            assert str(idx) in err and kind != "none", err
+            assert not out.exists()
+            return
+        assert kind == "none", kind
+        assert read_run(out) == read_run(store_folder["reference"])
+
+
+# ----------------------------------------------------------------------------- hybrid: the BM25 corpus
+
+
+CORPUS_CHANGES = ["none", "copy", "edit_text", "drop_line", "add_line", "rename_id", "damage"]
+
+
+@pytest.mark.parametrize("kind", CORPUS_CHANGES)
+@bounded(PER_KIND)
+@given(texts=st.lists(PLAIN, min_size=12, max_size=12), queries=st.lists(PLAIN, min_size=5, max_size=5),
+       hit=DAMAGE, pick=st.integers(0, 11))
+def test_hybrid_search_uses_only_the_indexed_corpus(index_folder, kind, texts, queries, hit, pick):
+    """``--hybrid bm25 --bm25_corpus``: the corpus the index records (or a byte-identical copy) fuses; any other
+    file (an edited text, a line dropped or added, a renamed id, byte damage) is one line naming it."""
+    from multiview_plugin.encoding.fingerprint import file_identity
+
+    with workdir() as tmp:
+        idx = tmp / "idx"
+        shutil.copytree(index_folder["index"], idx)
+        corpus = write_lines(tmp / "corpus.jsonl", [json.dumps({"docid": f"d{i}", "text": t})
+                                                    for i, t in enumerate(texts)])
+        meta = json.loads((idx / "multiview.json").read_text())
+        meta["extra"]["input"] = {"identity": file_identity(corpus), "separator": " ", "source": str(corpus)}
+        (idx / "multiview.json").write_text(json.dumps(meta))
+        topics = write_lines(tmp / "topics.tsv", [f"q{i}\t{q}" for i, q in enumerate(queries)])
+        given_corpus = tmp / "given.jsonl"
+        lines = corpus.read_text().splitlines()
+        if kind == "edit_text":
+            lines[pick] = json.dumps({"docid": f"d{pick}", "text": texts[pick] + " edited"})
+        elif kind == "drop_line":
+            del lines[pick]
+        elif kind == "add_line":
+            lines.append(json.dumps({"docid": "d99", "text": texts[pick]}))
+        elif kind == "rename_id":
+            lines[pick] = json.dumps({"docid": f"x{pick}", "text": texts[pick]})
+        data = ("\n".join(lines) + "\n").encode()
+        given_corpus.write_bytes(damage(data, *hit) if kind == "damage" else data)
+        assume(kind != "damage" or given_corpus.read_bytes() != corpus.read_bytes())
+        argv = ["--index", str(idx), "--encoded_queries", str(index_folder["queries"]), "--topics", str(topics),
+                "--hits", "5", "--hybrid", "bm25", "--hybrid_alpha", "0.5"]
+        rc, err = run_driver(search_main, [*argv, "--bm25_corpus", str(given_corpus if kind != "none" else corpus),
+                                           "--output", str(tmp / "run.trec")])
+        if rc and "stop words" in err:  # every text is a stop word: BM25 has nothing to index (one line)
+            assert str(given_corpus if kind != "none" else corpus) in err, err
+            return
+        if rc:
+            assert kind not in ("none", "copy") and "--bm25_corpus" in err and str(given_corpus) in err, err
+            assert not (tmp / "run.trec").exists()
+            return
+        assert kind in ("none", "copy"), kind
+        assert run_driver(search_main, [*argv, "--bm25_corpus", str(corpus), "--output", str(tmp / "ref.trec")])[0] == 0
+        assert read_run(tmp / "run.trec") == read_run(tmp / "ref.trec")
+
+
+# ----------------------------------------------------------------------------- generate_queries markers
+
+
+@pytest.fixture(scope="module")
+def interrupted_generation(tmp_path_factory) -> dict:
+    """A tiny doc2query model, a 6-document corpus, the complete reference output, and the partial file and marker
+    of a run killed in its second batch."""
+    from multiview_plugin.driver import generate_queries as gq
+    from multiview_plugin.encoding import doc2query
+    from multiview_plugin.testing import make_tiny_t5
+
+    root = tmp_path_factory.mktemp("props_generate")
+    model = make_tiny_t5(root / "t5", seq2seq=True)
+    corpus = write_lines(root / "corpus.jsonl", [json.dumps({"docid": f"d{i}", "text": " ".join(WORDS[i:i + 5])})
+                                                 for i in range(6)])
+    argv = ["--model_name_or_path", str(model), "--corpus_path", str(corpus), "--num_queries", "2",
+            "--max_query_length", "4", "--batch_size", "2"]
+    assert gq.main([*argv, "--output", str(root / "ref.jsonl")]) == 0
+    calls = []
+
+    def killed(out, text):
+        calls.append(1)
+        if len(calls) == 2:
+            out.write(text[:7])  # torn mid-line
+            raise KeyboardInterrupt
+        out.write(text)
+
+    original, doc2query._append = doc2query._append, killed
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gq.main([*argv, "--output", str(root / "cut.jsonl")])
+    finally:
+        doc2query._append = original
+    return {"argv": argv, "reference": (root / "ref.jsonl").read_bytes(),
+            "partial": (root / "cut.jsonl.partial").read_bytes(), "marker": (root / "cut.jsonl.json").read_bytes()}
+
+
+MARKER_EDITS = {
+    "settings_list": lambda m: m.__setitem__("settings", [1, 2]),
+    "settings_missing": lambda m: m.pop("settings"),
+    "complete_string": lambda m: m.__setitem__("complete", "no"),
+    "partial_null": lambda m: m.__setitem__("partial", None),
+    "partial_bytes_negative": lambda m: m["partial"].__setitem__("bytes", -5),
+    "partial_bytes_larger": lambda m: m["partial"].__setitem__("bytes", m["partial"]["bytes"] + 1),
+    "partial_sha_int": lambda m: m["partial"].__setitem__("sha256", 7),
+    "pending_edited": lambda m: m["partial"].__setitem__("pending", "x" + m["partial"]["pending"]),
+    "written_by_other": lambda m: m.__setitem__("written_by", "someone"),
+    "not_object": None,
+}
+GENERATE_DAMAGE = ["none", "partial_damage", "marker_damage", *(f"marker:{k}" for k in MARKER_EDITS)]
+
+
+@pytest.mark.parametrize("kind", GENERATE_DAMAGE)
+@bounded(PER_KIND)
+@given(hit=DAMAGE)
+def test_generate_queries_resumes_only_what_its_marker_describes(interrupted_generation, kind, hit):
+    """A damaged ``.partial`` or marker is refused in one line and left as it was; an intact pair resumes to
+    exactly the uninterrupted run's output; a change that keeps the marker's meaning resumes the same."""
+    from multiview_plugin.driver.generate_queries import main as generate_main
+
+    state = interrupted_generation
+    with workdir() as tmp:
+        out, partial, marker = tmp / "cut.jsonl", tmp / "cut.jsonl.partial", tmp / "cut.jsonl.json"
+        partial.write_bytes(damage(state["partial"], *hit) if kind == "partial_damage" else state["partial"])
+        marker.write_bytes(damage(state["marker"], *hit) if kind == "marker_damage" else state["marker"])
+        if kind.startswith("marker:"):
+            edit = MARKER_EDITS[kind.split(":", 1)[1]]
+            record = json.loads(state["marker"])
+            if edit is None:
+                record = [record]
+            else:
+                edit(record)
+            marker.write_text(json.dumps(record))
+        before = partial.read_bytes()
+        assume(kind != "partial_damage" or before != state["partial"])
+        rc, err = run_driver(generate_main, [*state["argv"], "--output", str(out)])
+        if rc:
+            assert str(partial) in err or str(marker) in err, err
+            assert kind != "none", err
+            assert partial.read_bytes() == before and not out.exists()
+            return
+        assert kind == "none" or kind == "marker_damage" or kind == "partial_damage", kind
+        assert out.read_bytes() == state["reference"]
+
+
+# ----------------------------------------------------------------------------- run-settings files
+
+
+@pytest.fixture(scope="module")
+def run_settings_file(tmp_path_factory) -> dict:
+    from multiview_plugin.training.run_settings import INPUTS_KEY, save_run_settings
+
+    folder = tmp_path_factory.mktemp("props_run")
+    settings = {"learning_rate": 1e-4, "model_name": "mvr", "seed": 7, "output_dir": str(folder),
+                INPUTS_KEY: {"--dataset_path train.jsonl": "10 bytes, sha256 0123456789abcdef"}}
+    save_run_settings(folder, settings)
+    return {"folder": folder, "settings": settings, "bytes": (folder / "multiview_run.json").read_bytes()}
+
+
+RUN_EDITS = {
+    "settings_list": lambda r: r.__setitem__("settings", [["seed", 7]]),
+    "settings_string": lambda r: r.__setitem__("settings", "seed=7"),
+    "inputs_list": lambda r: r["settings"].__setitem__("input_files", ["train.jsonl"]),
+    "inputs_number": lambda r: r["settings"]["input_files"].__setitem__("--dataset_path train.jsonl", 10),
+    "data_changed": lambda r: r["settings"]["input_files"].__setitem__("--dataset_path train.jsonl", "11 bytes"),
+    "option_changed": lambda r: r["settings"].__setitem__("seed", 8),
+    "may_differ": lambda r: r["settings"].__setitem__("output_dir", "elsewhere"),
+    "no_settings": lambda r: r.pop("settings"),
+    "not_object": None,
+}
+
+
+@bounded(MEDIUM)
+@given(kind=st.sampled_from(["none", "damage", *RUN_EDITS]), hit=DAMAGE)
+def test_run_settings_files_resume_the_same_run_or_one_line(run_settings_file, kind, hit):
+    """``multiview_run.json`` as the train driver reads it on resume: the same run resumes, anything else (other
+    options or data, damage, wrong types) is one ConfigError line naming the file; never a traceback."""
+    from multiview_plugin.errors import ConfigError
+    from multiview_plugin.training.run_settings import check_resume
+
+    with workdir() as tmp:
+        path = tmp / "multiview_run.json"
+        if kind == "damage":
+            path.write_bytes(damage(run_settings_file["bytes"], *hit))
+        else:
+            record = json.loads(run_settings_file["bytes"])
+            if kind != "none":
+                edit = RUN_EDITS[kind]
+                record = [record] if edit is None else record
+                if edit is not None:
+                    edit(record)
+            path.write_text(json.dumps(record))
+        try:
+            check_resume(tmp, run_settings_file["settings"])
+        except ConfigError as err:
+            assert "\n" not in str(err) and str(tmp) in str(err), str(err)
+            assert kind not in ("none", "may_differ"), str(err)
+            if kind == "data_changed":
+                assert "--dataset_path train.jsonl" in str(err) and "the data changed" in str(err)
+            return
+        assert kind in ("none", "may_differ", "damage"), kind
+        if kind == "damage":  # still parses to the same run: only whitespace-level damage
+            assert json.loads(path.read_text())["settings"] == run_settings_file["settings"]
+
+
+# ----------------------------------------------------------------------------- nothing lost: tool-owned names
+
+
+@bounded(FAST)
+@given(content=st.binary(max_size=64))
+def test_output_lock_never_removes_a_file_without_its_marker(content):
+    """Any bytes at ``<output>.lock`` but the tool's own marker line: never removed (one line), whatever pid
+    they hold."""
+    import os
+
+    from multiview_plugin.paths import LOCK_MARKER, OutputLock
+
+    assume(not content.startswith(LOCK_MARKER.encode()))
+    with workdir() as tmp:
+        lock = tmp / "x.pkl.lock"
+        lock.write_bytes(content)
+        os.utime(lock, (1, 1))
+        with pytest.raises(MultiViewError) as err:
+            OutputLock(tmp / "x.pkl").acquire()
+        assert "\n" not in str(err.value) and lock.read_bytes() == content
+
+
+@bounded(FAST)
+@given(content=st.one_of(st.binary(max_size=64), st.dictionaries(ID, st.one_of(st.integers(), ID), max_size=4)
+                         .map(lambda d: json.dumps(d).encode())), overwrite=st.booleans())
+def test_encode_never_replaces_a_file_at_its_sidecar_path(content, overwrite):
+    """Any file at ``<output>.json`` that is not a shard sidecar: encode refuses (one line, also with
+    --overwrite) before writing anything."""
+    from multiview_plugin.encoding.encode import refuse_foreign_output
+    from multiview_plugin.errors import ConfigError
+
+    with workdir() as tmp:
+        side = tmp / "c.pkl.json"
+        side.write_bytes(content)
+        with pytest.raises(ConfigError) as err:
+            refuse_foreign_output(tmp / "c.pkl", overwrite)
+        assert "\n" not in str(err.value) and str(side) in str(err.value) and side.read_bytes() == content
+
+
+@bounded(FAST)
+@given(steps=st.lists(st.tuples(st.integers(1, 60), st.booleans()), min_size=1, max_size=8,
+                      unique_by=lambda s: s[0]), limit=st.integers(1, 4))
+def test_checkpoint_rotation_never_deletes_a_checkpoint_the_run_did_not_write(steps, limit):
+    """``--save_total_limit``: of the ``checkpoint-N`` folders, those not this run's all stay; of the run's own,
+    the newest ``limit`` stay (and the newest always)."""
+    from multiview_plugin.training.checkpoints import rotate_own_checkpoints
+
+    with workdir() as tmp:
+        for step, _ in steps:
+            (tmp / f"checkpoint-{step}").mkdir()
+            (tmp / f"checkpoint-{step}" / "x").write_text(str(step))
+        own = {step for step, mine in steps if mine}
+        rotate_own_checkpoints(tmp, limit, lambda p: int(p.name.split("-")[1]) in own)
+        left = {int(p.name.split("-")[1]) for p in tmp.iterdir()}
+        assert {s for s, mine in steps if not mine} <= left
+        assert left & own == set(sorted(own)[-limit:])

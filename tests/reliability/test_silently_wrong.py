@@ -349,9 +349,9 @@ def test_crafted_lookup_that_expands_is_refused_before_converting(tmp_path, caps
     assert path.stat().st_size < 200_000
     with pytest.raises(ShardFormatError, match="lookup ids must be strings or integers, got list"):
         read_shard(path)
-    # 1000 rows sharing one 100 KB id: 100 MB of ids (and of docid file) from a 100 KB file
-    path = _crafted(tmp_path, np.zeros((1000, 1), dtype=np.float16), [big] * 1000)
-    assert path.stat().st_size < 200_000
+    # 100 000 rows sharing one 1000-character id: 100 MB of ids (and of docid file) from a < 1 MB file
+    path = _crafted(tmp_path, np.zeros((100_000, 1), dtype=np.float16), ["x" * 1000] * 100_000)
+    assert path.stat().st_size < 1_000_000
     with pytest.raises(ShardFormatError, match="more than its .* bytes can store"):
         read_shard(path)
     assert index_main(["--passage_reps", str(path), "--index_dir", str(tmp_path / "idx"), "--allow_partial"]) == 2
@@ -367,6 +367,47 @@ def test_crafted_lookup_that_expands_is_refused_before_converting(tmp_path, caps
     for lookup in (["a", "b"], [1, 2], np.array([1, 2]), np.array(["a", "b"]), ("a", "b")):
         assert read_shard(_crafted(tmp_path, np.zeros((2, 4), dtype=np.float32), lookup))[1] == [
             str(x) for x in lookup]
+
+
+def test_a_lookup_id_too_long_is_refused_before_allocating(tmp_path, capsys):
+    """main: a shard whose ids include one huge string (here 2 M characters among 20 000 rows: 160 GB as a
+    fixed-width docid array) was a MemoryError traceback at index time; now one line, before any allocation."""
+    huge = "x" * 2_000_000
+    for lookup in ([huge] + [f"d{i}" for i in range(19_999)], np.array([huge, "d1"])):  # a list, a "<U" array
+        path = _crafted(tmp_path, np.zeros((len(lookup), 2), dtype=np.float16), lookup)
+        with pytest.raises(ShardFormatError, match="lookup row 0: an id of 2000000 characters, longer than the 1024"):
+            read_shard(path)
+        assert index_main(["--passage_reps", str(path), "--index_dir", str(tmp_path / "idx"), "--allow_partial"]) == 2
+        _one_line_error(capsys, str(path), "2000000 characters")
+    corpus = tmp_path / "corpus.jsonl"  # read from a corpus: refused at its line
+    corpus.write_text(json.dumps({"docid": "y" * 5000, "text": "t"}) + "\n")
+    from multiview_plugin.data.readers import InputFormatError, load_corpus
+
+    with pytest.raises(InputFormatError, match="line 1.*of 5000 characters .* longer than the 1024"):
+        load_corpus(corpus)
+
+
+def test_a_weights_pickle_naming_a_forbidden_global_is_one_line(tiny_bert, tmp_path, capsys):
+    """main: a model folder whose pytorch_model.bin pickle names os.system was refused by torch, but as a 40-line
+    traceback; now one line naming the folder and the global (and nothing runs)."""
+    import os
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert, folder)
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    torch.save({"x": Evil()}, folder / "pytorch_model.bin")
+    corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
+    assert encode_main(["--model_name_or_path", str(folder), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(tmp_path / "c.pkl")]) == 2
+    _one_line_error(capsys, str(folder), "system", "could run code")
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "c.pkl").exists()
 
 
 # ------------------------------------------------------------------------ found by tests/reliability/test_properties.py

@@ -108,7 +108,7 @@ def test_per_seed_tests_are_listed_in_the_seeds_order(tmp_path, monkeypatch):
 def test_a_shared_flag_ablation_is_shown_beside_the_dpr_it_is_tested_against():
     """An ablation of a shared train flag (e.g. the annealed temperature) has no dpr of its own setting: the
     headline's dpr column shows the dpr its test used (the plain one of that budget), not "–"."""
-    setting = ("squad", 100, "28-31", 25, 0, 192, 16, 2e-05, "all-MiniLM-L6-v2", 10,
+    setting = ("squad", 100, "28-31", 25, 0, 192, 16, 2e-05, "all-MiniLM-L6-v2", 10, "cpu",
                "--temperature_schedule annealed --mvr_alpha 1.0", "")
     candidates = records.baseline_settings(setting)
     assert candidates[0] == setting

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
-from multiview_plugin.search import ApproximateSearch, MultiVectorSearcher, VectorStore, build_index
+from multiview_plugin.search import ApproximateSearch, FaissStore, MultiVectorSearcher, build_index
 from multiview_plugin.search.aggregators import MaxAggregator, get_aggregator
 from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
 
@@ -22,7 +22,7 @@ def corpus():
     flat = faiss.IndexFlatIP(DIM)
     flat.add(docs.reshape(-1, DIM))
     queries = clustered_queries(docs, 200)
-    exact = VectorStore.from_lookup(flat, lookup, True, "exact").search(queries, 10, MaxAggregator())[0]
+    exact = FaissStore.from_lookup(flat, lookup, True, "exact").search(queries, 10, MaxAggregator())[0]
     return docs, lookup, queries, exact
 
 
@@ -35,7 +35,7 @@ def approximate_store(corpus, factory, n_docs=N_DOCS, **options):
     index = faiss.index_factory(DIM, factory, faiss.METRIC_INNER_PRODUCT)
     index.train(np.ascontiguousarray(docs.reshape(-1, DIM)[:: 4 if n_docs * VIEWS < 16_000 else 8]))
     index.add(docs.reshape(-1, DIM))
-    return VectorStore.from_lookup(index, lookup, True, factory, ApproximateSearch(**options))
+    return FaissStore.from_lookup(index, lookup, True, factory, ApproximateSearch(**options))
 
 
 def write_shard(tmp_path, docs):

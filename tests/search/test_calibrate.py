@@ -10,10 +10,11 @@ import pytest
 from multiview_plugin.driver import index as index_driver
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search import IndexMeta, MultiVectorSearcher, VectorStore, build_index
+from multiview_plugin.search import FaissStore, IndexMeta, MultiVectorSearcher, SearchBackend, build_index
 from multiview_plugin.search.aggregators import MaxAggregator
 from multiview_plugin.search.calibrate import (
     DEFAULT_SAMPLER,
+    OVERFETCH,
     calibrate_index,
     calibrate_store,
     calibration_aim,
@@ -45,7 +46,7 @@ def held_out_recall(searcher, docs, mask, seed):
     flat = faiss.IndexFlatIP(docs.shape[2])
     flat.add(docs[mask])
     lookup = [f"d{i}#{j}" for i, c in enumerate(mask.sum(1)) for j in range(c)]
-    exact = VectorStore.from_lookup(flat, lookup, True, "exact").search(q, 10, MaxAggregator())[0]
+    exact = FaissStore.from_lookup(flat, lookup, True, "exact").search(q, 10, MaxAggregator())[0]
     got = np.vectorize(lambda d: int(d[1:]))(searcher.search_vectors(q, 10)[0])
     return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got.tolist(), exact.tolist())]))
 
@@ -130,21 +131,32 @@ def test_qdrant_candidates_are_calibrated(tmp_path):
         close_embedded()
 
 
-class ScriptedStore:
+class ScriptedStore(SearchBackend):
     """An approximate store whose recall is scripted by over-fetch: at each value, the first ``misses[value]``
     of 200 queries lose one of their 10 exact documents."""
 
-    def __init__(self, misses: dict[float, int]):
-        from types import SimpleNamespace
+    kind = "scripted"
 
-        self.doc_index, self.misses = None, misses
-        self.approximate = SimpleNamespace(active=True, _ivf=None, _hnsw=None, overfetch=None)
+    def __init__(self, misses: dict[float, int]):
+        self.misses, self.overfetch = misses, None
+
+    dim = 4
 
     def search(self, q, k, aggregator):
         ids = np.arange(len(q))[:, None] * 10 + np.arange(k)[None]  # exact top-10 + one more
-        lose = np.arange(len(q)) < self.misses.get(self.approximate.overfetch, 0)
+        lose = np.arange(len(q)) < self.misses.get(self.overfetch, 0)
         ids[lose, 0] = -7  # a document outside the exact top-10
         return ids, np.zeros(ids.shape, dtype=np.float32)
+
+    def doc_vectors(self, doc):
+        raise NotImplementedError
+
+    def calibration_grid(self):
+        return "approximate", {"overfetch": OVERFETCH}
+
+    def set_search_knob(self, name, value):
+        assert name == "overfetch"
+        self.overfetch = value
 
 
 def test_views_must_beat_the_target_by_a_margin():
@@ -239,3 +251,57 @@ def test_near_duplicate_views_warn_to_give_query_reps(tmp_path, caplog, view_spr
     assert any("near-duplicates" in w and "--calibration_query_reps" in w for w in warnings) == warned
     cosine = json.loads((tmp_path / "h" / "multiview.json").read_text())["calibration"]["within_doc_cosine"]
     assert (cosine > 0.99) == warned
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--target_recall", "1.5"], "--target_recall must be 0 (no calibration) or in (0, 1], got 1.5"),
+    (["--target_recall", "nan"], "got nan"),
+    (["--target_recall", "-0.1"], "got -0.1"),
+    (["--calibration_k", "0"], "--calibration_k must be >= 1"),
+    (["--calibration_queries", "0"], "--calibration_queries"),
+    (["--calibration_query_reps", "missing.pkl"], "missing.pkl does not exist"),
+    (["--calibration_query_reps", "PASSAGES"], "holds passages; encode queries with --encode_is_query"),
+    (["--calibration_query_reps", "OTHER_DIM"], "query vectors of dim 7"),
+    (["--calibration_query_reps", "PASSAGES", "--target_recall", "0"], "--target_recall 0"),
+])
+def test_calibration_flags_are_checked_before_the_build(tmp_path, capsys, flags, needle):
+    """main: these were refused only after the index was built, leaving an uncalibrated index that needed
+    --overwrite; now one line before any work, and no index folder."""
+    synthetic(tmp_path, 60, (1, 3), 8, 1.0, 1.0, 1)
+    other = tmp_path / "other_dim.pkl"
+    w = ShardWriter(other, ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0,
+                                     num_vectors=0, is_query=True), multi_vector=False)
+    w.add(["q0"], np.ones((1, 7), np.float32))
+    w.close()
+    names = {"PASSAGES": str(tmp_path / "c.0.pkl"), "OTHER_DIM": str(other),
+             "missing.pkl": str(tmp_path / "missing.pkl")}
+    flags = [names.get(f, f) for f in flags]
+    assert index_driver.main(["--passage_reps", str(tmp_path / "c.*.pkl"), "--index_dir", str(tmp_path / "h"),
+                              "--index_factory", "HNSW32", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "h").exists()
+
+
+def test_all_tied_scores_say_recall_cannot_be_measured(tmp_path, capsys):
+    """main: a corpus whose scores all tie printed "BELOW target 0.98, but not its margin" (contradictory); now the
+    verdict says the exact top k is arbitrary there, and a plain miss says "BELOW target" alone."""
+    from multiview_plugin.driver.backends import calibration_verdict
+
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0)
+    w = ShardWriter(tmp_path / "c.0.pkl", info, multi_vector=True)
+    w.add([f"d{i}" for i in range(200)], np.ones((200, 2, 8), np.float32), np.ones((200, 2), bool))
+    w.close()
+    assert index_driver.main(["--passage_reps", str(tmp_path / "c.0.pkl"), "--index_dir", str(tmp_path / "h"),
+                              "--index_factory", "HNSW32", "--calibration_queries", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "not measurable: every query's exact scores tie at the top-10 cut-off" in out, out
+    assert "BELOW" not in out and "margin" not in out
+    cal = json.loads((tmp_path / "h" / "multiview.json").read_text())["calibration"]
+    assert cal["tied_queries"] == cal["queries"] == 30
+    base = {"target_recall": 0.98, "queries": 30, "k": 10}
+    assert calibration_verdict({**base, "reached": False, "aim_reached": False}) == "BELOW target 0.98"
+    assert calibration_verdict({**base, "reached": True, "aim_reached": False}) == \
+        "reaches target 0.98, but not its margin"
+    assert calibration_verdict({**base, "reached": True, "aim_reached": True, "tied_queries": 3}) == \
+        "reaches target 0.98 and its margin; 3 of 30 queries tie at the cut-off"

@@ -114,6 +114,20 @@ def test_search_driver_hybrid_flags_change_the_run(tiny_bert, tmp_path, capsys):
         assert message in capsys.readouterr().err
     with pytest.raises(ConfigError, match="exactly one"):
         hybrid_searcher(index, model_dir)
+    # main: BM25 over another corpus (other ids, or the same ids with edited texts) fused without a word
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(corpus.read_text().replace(PASSAGES["d0"][:10], "nothing at all"))
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text(corpus.read_text().replace('"d', '"x'))
+    for other in (edited, renamed):
+        capsys.readouterr()
+        assert search_main([*common, "--output", str(tmp_path / "other.trec"), "--hybrid", "bm25", "--bm25_corpus",
+                            str(other)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --bm25_corpus ") and "not the corpus the index was encoded from" in err, err
+        assert err.count("\n") == 1 and not (tmp_path / "other.trec").exists()
+        with pytest.raises(ConfigError, match="bm25_corpus= .*not the corpus"):
+            hybrid_searcher(index, model_dir, bm25_corpus=other)
 
 
 def test_a_list_of_equal_scores_still_counts():

@@ -19,6 +19,7 @@ from multiview_plugin.search import (  # noqa: E402
     build_index,
 )
 from multiview_plugin.search._qdrant import build_qdrant_index, close_embedded, point_id  # noqa: E402
+from multiview_plugin.search._qdrant_engines import ClientCollection, open_local_client  # noqa: E402
 from multiview_plugin.search.report import index_report as index_driver_report  # noqa: E402
 
 DIM = 16
@@ -96,12 +97,12 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path, monkeypatch):
     calls = {"n": 0, "points": 0}
     real = _qdrant._upsert
 
-    def failing(client, collection, points):
+    def failing(coll, points):
         calls["n"] += 1
         if calls["n"] == 4:
             raise RuntimeError("killed mid-ingest")
         calls["points"] += len(points)
-        real(client, collection, points)
+        real(coll, points)
 
     monkeypatch.setattr(_qdrant, "_upsert", failing)
     with pytest.raises(RuntimeError, match="killed"):
@@ -113,9 +114,9 @@ def test_interrupted_ingest_resumes_without_duplicates(tmp_path, monkeypatch):
     meta = build_qdrant_index(paths, tmp_path / "qd", batch_size=10)
     assert meta.num_docs == len(docids)
     assert calls["points"] == len(docids)  # the rerun upserted only what was missing
-    client = _qdrant.QdrantSettings(**meta.qdrant).connect(tmp_path / "qd")
-    assert client.count(meta.qdrant["collection"], exact=True).count == len(docids)
-    ids = {p.id for p in client.scroll(meta.qdrant["collection"], limit=1000)[0]}
+    coll = _qdrant.QdrantSettings(**meta.qdrant).connect(tmp_path / "qd")
+    assert coll.count() == len(docids)
+    ids = {p.id for p in coll.client.scroll(meta.qdrant["collection"], limit=1000)[0]}
     assert ids == {point_id(d) for d in docids}
     q = np.random.default_rng(3).standard_normal((5, DIM)).astype(np.float32)
     got = MultiVectorSearcher(tmp_path / "qd", exact=True).search_vectors(q, 10)[0].tolist()
@@ -142,8 +143,7 @@ def test_foreign_collection_untouched(tmp_path):
 
     docids, reps, mask = corpus(20)
     paths = write_shards(tmp_path, docids, reps, mask, 1)
-    settings = _qdrant.QdrantSettings("theirs", str(tmp_path / "store"))
-    client = settings.connect()
+    client = open_local_client(str(tmp_path / "store"))
     client.create_collection("theirs", vectors_config=models.VectorParams(size=DIM, distance=models.Distance.DOT))
     for overwrite in (False, True):
         with pytest.raises(ConfigError, match="not created by multiview_plugin"):
@@ -179,7 +179,8 @@ def test_creation_flags_reach_the_server(tmp_path, monkeypatch):
 
     memory.create_collection = create
     memory.create_payload_index = lambda *a, **k: created.setdefault("payload_index", a[1])
-    monkeypatch.setattr(_qdrant.QdrantSettings, "connect", lambda self, index_dir=None: memory)
+    monkeypatch.setattr(_qdrant.QdrantSettings, "connect", lambda self, index_dir=None, timeout=None: ClientCollection(
+        self.collection, url=self.url, client=memory))
     docids, reps, mask = corpus(20)
     paths = write_shards(tmp_path, docids, reps, mask, 1)
     assert index_driver.main(["--passage_reps", str(tmp_path / "corpus.*.pkl"), "--index_dir", str(tmp_path / "qd"),

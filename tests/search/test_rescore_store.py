@@ -206,3 +206,28 @@ def test_a_store_beside_hasans_aggregation_warns(built, tmp_path, caplog):
         build_index(built["paths"], tmp_path / "h", index_factory=f"IVF{NLIST},SQ8", aggregation="hasans",
                     rescore_store="fp16")
     assert any("serves max aggregation" in r.message for r in caplog.records)
+
+
+@pytest.mark.parametrize("name", [RESCORE_STORE_FILE, "index", "docid"])
+def test_a_file_replaced_by_another_of_the_same_shape_is_refused(built, tmp_path, name):
+    """main: an index folder's rescore_views.npy (or Faiss index, or docid file) replaced by another of the same
+    shape was used without a word. multiview.json now records each file's size and sampled SHA-256."""
+    index = tmp_path / "idx"
+    shutil.copytree(built["root"] / "fp32", index)
+    path = index / name
+    if name == RESCORE_STORE_FILE:  # same shape and dtype, other vectors
+        np.save(path, np.load(path)[::-1].copy())
+    elif name == "index":  # another IVF,SQ8 index of the same vectors, trained on another sample
+        build_index(built["paths"], tmp_path / "other", index_factory=f"IVF{NLIST},SQ8", rescore_store="fp32",
+                    train_size=200)
+        assert (tmp_path / "other" / "index").read_bytes() != path.read_bytes()
+        shutil.copyfile(tmp_path / "other" / "index", path)
+    else:  # as many lines, one document renamed: its hits would be credited to another document
+        path.write_text("".join(("d999" + line[2:]) if line.startswith("d1#") else line
+                                for line in path.read_text().splitlines(keepends=True)))
+    assert IndexMeta.load(index).files[name]
+    with pytest.raises(MultiViewError) as err:
+        MultiVectorSearcher(index)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message and "not the file this index was built with" in message
+    MultiVectorSearcher(built["root"] / "fp32")  # the untouched folder loads

@@ -8,7 +8,7 @@ import pytest
 
 from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, ShardWriter, read_shard
 from multiview_plugin.errors import ConfigError, MultiViewError
-from multiview_plugin.search import MultiVectorSearcher, VectorStore, build_index, search_shards
+from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index, search_shards
 from multiview_plugin.search.aggregators import MaxAggregator
 
 DIM = 16
@@ -76,7 +76,7 @@ def test_widening_needed_for_variable_views():
     index = faiss.IndexFlatIP(DIM)
     index.add(np.concatenate([greedy, others]))
     lookup = [f"big#{j}" for j in range(40)] + [f"d{i}#0" for i in range(60)]
-    store = VectorStore.from_lookup(index, lookup, True, "test")
+    store = FaissStore.from_lookup(index, lookup, True, "test")
     doc, score = store.search(q, 5, MaxAggregator())
     got = store.docids[doc[0]].tolist()
     scores_others = others @ q[0]
@@ -186,7 +186,7 @@ def test_multi_vector_layout_with_one_view_per_doc(tmp_path):
     build_index(paths, tmp_path / "idx")
     ids, _ = MultiVectorSearcher(tmp_path / "idx").search_vectors(reps[:3, 0], 1)
     assert ids[:, 0].tolist() == ["doc0", "doc1", "doc2"]
-    store_ids, _ = VectorStore.from_shards(paths).search_docids(reps[:3, 0], 1, MaxAggregator())
+    store_ids, _ = FaissStore.from_shards(paths).search_docids(reps[:3, 0], 1, MaxAggregator())
     assert store_ids[:, 0].tolist() == ["doc0", "doc1", "doc2"]
 
 
