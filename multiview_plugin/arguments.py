@@ -294,6 +294,12 @@ class MultiViewTrainingArguments(TrainingArguments):
         default=None, metadata={"help": "TensorBoard log folder (sets TENSORBOARD_LOGGING_DIR, which replaced this "
                                 "flag in transformers 5.2)."},
     )
+    logging_steps: float = field(
+        default=0.1,
+        metadata={"help": "Log the training loss every this many steps; below 1, a fraction of the run's total steps "
+                  "(default 0.1: ten loss lines per run, however short; transformers' own default, 500 steps, "
+                  "printed nothing for a run of fewer steps)."},
+    )
     # The Trainer would drop our text columns otherwise.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep dataset columns (leave False)."})
 

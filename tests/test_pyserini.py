@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
+from multiview_plugin.data.topics import topic_lines
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.driver.evaluate import main as evaluate_main
 from multiview_plugin.driver.index import main as index_main
@@ -50,7 +51,8 @@ def built(tiny_bert, tmp_path_factory):
                         "--encode_output_path", str(root / "emb" / "corpus.pkl")]) == 0
     assert index_main(["--passage_reps", str(root / "emb" / "corpus.pkl"), "--index_dir", str(root / "index")]) == 0
     topics = root / "topics.tsv"
-    topics.write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(QUERIES)))
+    # written as the converters write eval_queries.tsv beside eval_queries.jsonl: stock Pyserini reads these topics
+    topics.write_text("".join(f"{line}\n" for line in topic_lines({f"q{i}": q for i, q in enumerate(QUERIES)})))
     qa = root / "qa.csv"  # DPR QA format: qids are line numbers
     qa.write_text("".join(f"{q}\t{json.dumps([TOPICS[i % len(TOPICS)][0]])}\n" for i, q in enumerate(QUERIES)))
     return root

@@ -21,13 +21,15 @@ from multiview_plugin.atomic import write_jsonl, write_lines
 from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.data.bm25 import bm25_negatives
 from multiview_plugin.data.readers import InputFormatError, PathLike, load_beir
+from multiview_plugin.data.topics import topic_lines
 
 logger = logging.getLogger(__name__)
 
 
 def convert_beir(beir_dir: PathLike, output_dir: PathLike, split: str = "train", dev_size: int = 200,
                  num_negatives: int = 1, seed: int = 42) -> dict[str, Path]:
-    """Write ``corpus.jsonl``, ``train.jsonl``, ``eval_queries.jsonl`` and ``eval_qrels.tsv`` (TREC) under
+    """Write ``corpus.jsonl``, ``train.jsonl``, ``eval_queries.jsonl`` (and ``eval_queries.tsv``, ``qid<TAB>text``
+    for stock Pyserini) and ``eval_qrels.tsv`` (TREC) under
     ``output_dir`` (each atomically); returns their paths by the same keys as the SQuAD converter."""
     corpus, queries, qrels = load_beir(beir_dir, split)
     judged = [q for q in queries if any(r > 0 for r in qrels[q].values())]
@@ -46,7 +48,8 @@ def convert_beir(beir_dir: PathLike, output_dir: PathLike, split: str = "train",
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {k: out / name for k, name in (("corpus", "corpus.jsonl"), ("train", "train.jsonl"),
-                                           ("eval_queries", "eval_queries.jsonl"), ("eval_qrels", "eval_qrels.tsv"))}
+                                           ("eval_queries", "eval_queries.jsonl"), ("eval_topics", "eval_queries.tsv"),
+                                           ("eval_qrels", "eval_qrels.tsv"))}
 
     def passage(docid: str) -> dict:
         return {"docid": docid, "text": corpus[docid]}
@@ -58,6 +61,7 @@ def convert_beir(beir_dir: PathLike, output_dir: PathLike, split: str = "train",
                                  for q, g, negs in zip(train_q, gold, negatives)))
     dev_q = [q for q in queries if q in dev]  # queries-file order
     write_jsonl(paths["eval_queries"], ({"query_id": q, "query": queries[q]} for q in dev_q))
+    write_lines(paths["eval_topics"], topic_lines({q: queries[q] for q in dev_q}))
     write_lines(paths["eval_qrels"], (f"{q} 0 {d} {r}" for q in dev_q for d, r in qrels[q].items()))
     logger.info("BEIR %s: %d documents; %d train queries (%d BM25 negatives each), %d dev queries carved from %s",
                 beir_dir, len(docids), len(train_q), num_negatives, len(dev_q), split)

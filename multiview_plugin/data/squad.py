@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from multiview_plugin.atomic import write_lines
+from multiview_plugin.data.topics import topic_lines
 
 from .bm25 import bm25_negatives
 from .readers import InputFormatError, format_passage
@@ -238,7 +239,8 @@ def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike,
     -------
     dict[str, Path]
         ``corpus`` (corpus.jsonl ``{"docid","title","text"}``), ``train`` (train.jsonl, Tevatron legacy),
-        ``eval_queries`` (eval_queries.jsonl ``{"query_id","query"}``), ``eval_qrels`` (eval_qrels.tsv,
+        ``eval_queries`` (eval_queries.jsonl ``{"query_id","query"}``), ``eval_topics`` (the same queries as
+        eval_queries.tsv ``qid<TAB>text``, the topics file stock Pyserini reads), ``eval_qrels`` (eval_qrels.tsv,
         TREC ``qid 0 docid 1``, space separated) and ``eval_answers`` (eval_answers.jsonl
         ``{"query_id","answers"}``).
     """
@@ -256,6 +258,7 @@ def write_squad_split(split: SquadSplit, output_dir: str | os.PathLike,
                                   for r in split.train)),
         "eval_queries": ("eval_queries.jsonl",
                          (dumps({"query_id": q, "query": t}) for q, t in split.eval_queries.items())),
+        "eval_topics": ("eval_queries.tsv", topic_lines(split.eval_queries)),
         "eval_qrels": ("eval_qrels.tsv", (f"{q} 0 {d} {r}" for q, rel in split.eval_qrels.items()
                                           for d, r in rel.items())),
         "eval_answers": ("eval_answers.jsonl",
@@ -294,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--input", required=True,
                         help="SQuAD v1.1 json file, e.g. $DATA/squad/dev-v1.1.json")
     parser.add_argument("--output_dir", required=True,
-                        help="folder for corpus.jsonl, train.jsonl, eval_queries.jsonl, eval_qrels.tsv, "
+                        help="folder for corpus.jsonl, train.jsonl, eval_queries.jsonl (and .tsv), eval_qrels.tsv, "
                              "eval_answers.jsonl (created if missing)")
     parser.add_argument("--train_articles", type=parse_article_range, default=range(32),
                         help="inclusive range of article indices whose questions are used for training "

@@ -17,3 +17,9 @@ def load_topics(path: PathLike) -> dict[str, str]:
 
         return load_qa(path)[0]
     return load_queries(path)
+
+
+def topic_lines(queries: dict[str, str]) -> list[str]:
+    """``qid<TAB>text`` lines of a topics ``.tsv`` (whitespace inside a query, tabs and newlines included, becomes
+    one space): the format stock Pyserini's ``--topics`` reads from a local file, beside the ``.jsonl``."""
+    return [f"{qid}\t{' '.join(text.split())}" for qid, text in queries.items()]

@@ -8,7 +8,8 @@
 
 Ranking metrics average over every query in the qrels (missing ones count as 0, like ``trec_eval -c``);
 accuracies over every question in the answers file. DPR QA files have no ids: their qids are the 0-based
-line numbers, as in Pyserini. Prints a table; ``--output_json`` also writes ``{metric: value}``.
+line numbers, as in Pyserini. Prints a table, every value in percent; ``--output_json`` also writes
+``{metric: value}``.
 """
 
 from __future__ import annotations
@@ -77,7 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--retrieval_without_text", action="store_true",
                         help="Leave the passage texts out of --save_retrieval (only docid, score, has_answer: "
                              "much smaller, still evaluable by Pyserini).")
-    parser.add_argument("--output_json", help="Also write the metrics as a json object {metric: value}.")
+    parser.add_argument("--output_json", help="Also write the metrics as a json object {metric: value}: ranking "
+                        "metrics as fractions (as trec_eval and Pyserini report them), answer accuracies (Top*) in "
+                        "percent (as DPR's tables; Pyserini's evaluate_dpr_retrieval prints them as fractions). The "
+                        "printed table shows every value in percent.")
     parser.add_argument("--log_level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="Logging level (logs go to stderr).")
     return parser
@@ -129,11 +133,12 @@ def answer_accuracy(run: Run, args: argparse.Namespace) -> dict[str, float]:
 
 
 def format_table(results: dict[str, float]) -> str:
-    """An aligned two-column table; accuracies (``Top*``, percent) with 2 decimals, other metrics with 4."""
-    rows = [(name, f"{value:.2f}" if name.startswith("Top") else f"{value:.4f}") for name, value in results.items()]
+    """An aligned two-column table, every value in percent with 2 decimals: the ranking metrics (fractions, as
+    trec_eval computes them) times 100, the answer accuracies (``Top*``, already percent) as they are."""
+    rows = [(name, f"{value if name.startswith('Top') else 100.0 * value:.2f}") for name, value in results.items()]
     w_name = max(len("metric"), *(len(n) for n, _ in rows))
-    w_value = max(len("value"), *(len(v) for _, v in rows))
-    lines = [f"{'metric':<{w_name}}  {'value':>{w_value}}", f"{'-' * w_name}  {'-' * w_value}"]
+    w_value = max(len("value (%)"), *(len(v) for _, v in rows))
+    lines = [f"{'metric':<{w_name}}  {'value (%)':>{w_value}}", f"{'-' * w_name}  {'-' * w_value}"]
     lines += [f"{name:<{w_name}}  {value:>{w_value}}" for name, value in rows]
     return "\n".join(lines)
 

@@ -130,7 +130,7 @@ def test_not_squad(tmp_path, content, message):
 def test_write_split_round_trip(small_squad, tmp_path):
     split = convert_squad(small_squad, train_articles=range(1), eval_articles=range(1, 3))
     paths = write_squad_split(split, tmp_path / "out")
-    assert set(paths) == {"corpus", "train", "eval_queries", "eval_qrels", "eval_answers"}
+    assert set(paths) == {"corpus", "train", "eval_queries", "eval_topics", "eval_qrels", "eval_answers"}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in paths.values())
     corpus = load_corpus(paths["corpus"])
     assert list(corpus) == list(split.corpus) and corpus["2_0"].startswith("Zoo (animals) Many zoos")
@@ -138,6 +138,10 @@ def test_write_split_round_trip(small_squad, tmp_path):
     assert [r["query_id"] for r in records] == ["q1", "q2", "q3"]
     assert records[0]["positives"] == [corpus["0_0"]] and records[0]["negatives"] == [corpus["2_0"]]
     assert load_queries(paths["eval_queries"]) == split.eval_queries
+    # the same queries as qid<TAB>text beside it: stock Pyserini's --topics rejects the jsonl (issue 31)
+    assert paths["eval_topics"].name == "eval_queries.tsv"
+    assert paths["eval_topics"].read_text().splitlines()[0] == "q4\tWhat river flows through Paris?"
+    assert load_queries(paths["eval_topics"]) == split.eval_queries
     assert load_qrels(paths["eval_qrels"]) == split.eval_qrels
     assert paths["eval_qrels"].read_text().splitlines()[0] == "q4 0 1_0 1"
     answers = [json.loads(line) for line in paths["eval_answers"].read_text().splitlines()]
@@ -188,3 +192,25 @@ def test_real_squad_dev_protocol(real_data):
         assert negative["docid"] != positive["docid"]
         assert int(positive["docid"].split("_")[0]) < 32
         assert record["answers"] and record["query"]
+
+
+def test_the_readme_end_to_end_block_reads_what_the_converter_writes_and_writes_outside_data(small_squad, tmp_path):
+    """Issue 31: the README's end-to-end block wrote converted data into $DATA, and its prose named files
+    (queries.tsv, qrels.txt) that no command used. Every file it reads from the converted folder is one the
+    converter writes, every file its prose names is used, and no command writes under $DATA."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Your own data, end to end", 1)[1].split("\n## ", 1)[0]
+    prose, block = section.split("```bash", 1)
+    block = block.split("```", 1)[0]
+    written = write_squad_split(convert_squad(small_squad, train_articles=range(1), eval_articles=range(1, 3)),
+                                tmp_path / "squad-tev")
+    names = {p.name for p in written.values()}
+    used = set(re.findall(r"data/squad-tev/([\w.]+)", block))
+    assert used and used <= names, used - names
+    named = {n for n in re.findall(r"`([\w]+\.(?:jsonl|tsv|txt))`", prose)}
+    assert named and named <= used, named - used
+    for flag in ("--output_dir", "--output", "--encode_output_path", "--index_dir", "--save_retrieval"):
+        for value in re.findall(rf"{flag} (\S+)", block):
+            assert "$DATA" not in value, (flag, value)

@@ -29,8 +29,9 @@ def test_cli_end_to_end(tmp_path, capsys):
                         "--save_retrieval", str(retrieval), "--output_json", str(out_json)])
     assert rc == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["metric", "value"]
-    assert [line.split() for line in table[2:]] == [["MRR@10", "0.7500"], ["R@1", "0.5000"],
+    # every printed value in percent (issue 31: ranking metrics were printed as fractions beside percentages)
+    assert table[0].split() == ["metric", "value", "(%)"]
+    assert [line.split() for line in table[2:]] == [["MRR@10", "75.00"], ["R@1", "50.00"],
                                                     ["Top1", "50.00"], ["Top2", "100.00"]]
     assert json.loads(out_json.read_text()) == pytest.approx({"MRR@10": 0.75, "R@1": 0.5, "Top1": 50.0,
                                                               "Top2": 100.0})
@@ -58,4 +59,4 @@ def test_cli_errors(tmp_path, capsys):
     other = tmp_path / "other.txt"
     other.write_text("zz 0 p1 1\n")
     assert evaluate_main(["--run", str(run), "--qrels", str(other), "--metrics", "MRR@10"]) == 0
-    assert capsys.readouterr().out.splitlines()[2].split() == ["MRR@10", "0.0000"]
+    assert capsys.readouterr().out.splitlines()[2].split() == ["MRR@10", "0.00"]

@@ -239,6 +239,15 @@ def test_new_format_train_file_with_corpus_path(tmp_path):
         assert records[2]["negatives"] == [" ".join(TOPICS[3][::2])]
 
 
+def test_a_short_run_logs_its_loss_by_default(tiny_bert, train_file, tmp_path):
+    """Issue 31: a 30-step run printed no loss (transformers' default logs every 500 steps). By default the loss is
+    logged every 10 % of the run's steps."""
+    out = tmp_path / "short"
+    assert main(["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file),
+                 "--output_dir", str(out), "--max_steps", "10", "--save_strategy", "no", *COMMON]) == 0
+    assert [h["step"] for h in losses(out)] == list(range(1, 11))
+
+
 # A saved multiview model: a shared option given with a value other than the saved one is refused, even when that
 # value is the flag's default (--normalize False on a model saved with normalize), instead of training on with the
 # saved setting while the user believes otherwise.

@@ -1,58 +1,10 @@
-"""docs/results.md's tables and the README's quickstart table are exactly what bench/results.py renders from the
-committed run records, and ``bench/results.py check`` says so, or names each line that differs."""
+"""multiview_plugin.reporting.tables: the runs tables, the README's method (headline) and transfer tables."""
 
-import importlib.util
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "results.py")
-results = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(results)
-
-
-def test_tables_are_in_sync_with_results():
-    assert results.check() == [], "tables are stale: run python bench/results.py render"
-    assert results.main(["check"]) == 0
-
-
-def test_check_names_each_line_that_differs(tmp_path, capsys):
-    page, readme = tmp_path / "results.md", tmp_path / "README.md"
-    text = results.RESULTS_PAGE.read_text(encoding="utf-8")
-    row = next(line for line in text.splitlines() if line.startswith("| dpr (mean pooling)") and "| 70.4 |" in line)
-    page.write_text(text.replace(row, row.replace("| 70.4 |", "| 71.4 |", 1)), encoding="utf-8")
-    quick = results.README.read_text(encoding="utf-8")
-    readme.write_text(quick.replace("| dpr | 40 | 1 | 90.4 |", "| dpr | 40 | 1 | 99.9 |"), encoding="utf-8")
-    problems = results.check(page, readme, base=results.RESULTS_PAGE.parent)
-    assert len(problems) == 2, problems
-    assert "results.md" in problems[0] and "71.4" in problems[0] and "70.4" in problems[0]
-    assert "README.md" in problems[1] and "99.9" in problems[1]
-    assert results.main(["check", "--out", str(page), "--readme", str(readme)]) == 1
-    assert len(capsys.readouterr().out.strip().splitlines()) >= 2
-
-
-def test_render_is_byte_stable(tmp_path):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    page, readme = docs / "results.md", tmp_path / "README.md"
-    shutil.copy(results.RESULTS_PAGE, page)
-    shutil.copy(results.README, readme)
-    for path, text in results.rendered(page, readme, write_plots=False, base=results.RESULTS_PAGE.parent).items():
-        path.write_text(text, encoding="utf-8")
-    assert page.read_text(encoding="utf-8") == results.RESULTS_PAGE.read_text(encoding="utf-8")
-    assert readme.read_text(encoding="utf-8") == results.README.read_text(encoding="utf-8")
-
-
-def test_settings_come_from_the_recorded_command():
-    s = results.quickstart_settings("python -m multiview_plugin.quickstart --data scifact --beir_dir x --steps 7 "
-                                    "--batch_size 8")
-    assert (s.data, s.steps, s.batch_size, s.learning_rate) == ("scifact", 7, 8, 2e-5)
-    for record in (ROOT / "results").glob("*/*.json"):
-        assert results.record_settings(json.loads(record.read_text()))
-
+from multiview_plugin.reporting import records, tables
 
 PEER_CMD = "python bench/colbert_peer.py --squad_path x.json --steps 100 --dev_groups 28-31 --dev_eval_steps 25"
 PROTOCOL = ("python -m multiview_plugin.quickstart --data squad --squad_path x.json --steps 100 --dev_groups 28-31 "
@@ -62,14 +14,14 @@ PROTOCOL = ("python -m multiview_plugin.quickstart --data squad --squad_path x.j
 def test_a_peer_run_made_by_another_script_is_recorded_and_rendered(tmp_path, monkeypatch):
     """A record whose command is not the quickstart's (bench/colbert_peer.py) takes its settings from its
     ``protocol``; its row shows its own index size, a quickstart row's is vectors x 384 x 4 bytes."""
-    monkeypatch.setattr(results, "RESULTS", tmp_path)
-    monkeypatch.setattr(results, "ROOT", tmp_path)
+    monkeypatch.setattr(records, "RESULTS", tmp_path)
+    monkeypatch.setattr(records, "ROOT", tmp_path)
     run = tmp_path / "run"
     run.mkdir()
     peer = {"system": "colbert-pylate", "backbone": "all-MiniLM-L6-v2", "steps": 100, "best_step": 75,
             "views_per_doc": 131.0, "vectors": 270777, "index_bytes": 270777 * 128 * 4, "answer_Top1": 77.7}
     (run / "results.json").write_text(json.dumps([peer]))
-    out = results.add(run, "squad-sel-peer", PEER_CMD, None, protocol=PROTOCOL)
+    out = records.add(run, "squad-sel-peer", PEER_CMD, None, protocol=PROTOCOL)
     record = json.loads(out.read_text())
     assert out == tmp_path / "squad" / "squad-sel-peer.json"
     assert (record["command"], record["protocol"]) == (PEER_CMD, PROTOCOL)
@@ -77,7 +29,7 @@ def test_a_peer_run_made_by_another_script_is_recorded_and_rendered(tmp_path, mo
            "answer_Top1": 70.4}
     (tmp_path / "squad" / "squad-sel-dpr.json").write_text(json.dumps(
         {"name": "squad-sel-dpr", "command": PROTOCOL, "recorded": "2026-01-01 00:00:00", "rows": [dpr]}))
-    text = results.table("squad", selected=True, write_plot=False)
+    text = tables.table("squad", selected=True, write_plot=False)
     line = next(x for x in text.splitlines() if x.startswith("| colbert-pylate"))
     # batch 16 and the backbone come from the protocol; index MB from the row's own index_bytes
     assert "| 100 | 75 | 16 |" in line and "| 131.0 | 138.6 | 77.7 |" in line and "`squad-sel-peer`" in line
@@ -89,7 +41,7 @@ def test_a_peer_run_made_by_another_script_is_recorded_and_rendered(tmp_path, mo
 def test_headline_table_marks_only_tested_significant_wins(tmp_path, monkeypatch):
     """The README's method table: a row with per-question ranks is tested against dpr of its setting and seed
     (bold when p < 0.05 and better); one without is 'not tested', never shown as a win."""
-    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(records, "RESULTS", tmp_path)
     base = PROTOCOL.replace("--systems dpr", "--systems dpr dcsr-mean dce")
     ranks_dpr = [0] * 50 + [3] * 50           # 50 % top-1
     ranks_better = [0] * 90 + [3] * 10        # 90 % top-1: a win on 40 more questions, none worse
@@ -101,22 +53,22 @@ def test_headline_table_marks_only_tested_significant_wins(tmp_path, monkeypatch
     (tmp_path / "squad").mkdir()
     (tmp_path / "squad" / "squad-sel-x.json").write_text(json.dumps(
         {"name": "squad-sel-x", "command": base, "recorded": "2026-01-01 00:00:00", "rows": rows}))
-    monkeypatch.setattr(results, "HEADLINE", [("better", "f", "squad-sel-x", "dcsr-mean"),
+    monkeypatch.setattr(tables.P, "headline", [("better", "f", "squad-sel-x", "dcsr-mean"),
                                               ("plain", "f", "squad-sel-x", "dce"),
                                               ("dpr", "f", "squad-sel-x", "dpr")])
-    lines = results.headline_table("squad").splitlines()
+    lines = tables.headline_table("squad").splitlines()
     assert "| **90.0** | 50.0 | +40.0 |" in lines[2]
     assert "| 95.0 | 50.0 | – | not tested |" in lines[3]
     assert "| 50.0 | – | – | – |" in lines[4]
-    monkeypatch.setattr(results, "HEADLINE", [("gone", "f", "squad-sel-x", "missing")])
+    monkeypatch.setattr(tables.P, "headline", [("gone", "f", "squad-sel-x", "missing")])
     with pytest.raises(SystemExit, match="no row 'missing' in record 'squad-sel-x'"):
-        results.headline_table("squad")
+        tables.headline_table("squad")
 
 
 def test_an_ablation_is_tested_against_dpr_of_its_flags_or_else_plain_dpr(tmp_path, monkeypatch):
     """A run with an --mvr_* flag is tested against plain dpr of its budget and seed (method-only flags never apply
     to dpr); a run whose shared flag dpr also trained with is tested against that dpr."""
-    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(records, "RESULTS", tmp_path)
     (tmp_path / "squad").mkdir()
     pq = lambda ranks: {"outcome": "answer", "depth": 20, "ranks": ranks}  # noqa: E731
     plain, masked = [0] * 50 + [3] * 50, [0] * 80 + [3] * 20
@@ -133,6 +85,49 @@ def test_an_ablation_is_tested_against_dpr_of_its_flags_or_else_plain_dpr(tmp_pa
            {"system": "mvr-residual", "answer_Top1": 80.0, "per_query": pq(masked)}])
     write("squad-sel-lb", "mvr-residual", "--mvr_balance_weight 0.1",
           [{"system": "mvr-residual", "answer_Top1": 80.0, "per_query": pq(masked)}])
-    tests = {g["setting"][-2]: g["tests"][42] for g in results.seed_groups("squad") if g["system"] == "mvr-residual"}
+    tests = {g["setting"][-2]: g["tests"][42] for g in records.seed_groups("squad") if g["system"] == "mvr-residual"}
     assert tests["--mvr_balance_weight 0.1"]["p_delta"] == pytest.approx(30.0)  # against plain dpr
     assert tests["--mask_duplicate_positives"]["p_delta"] == pytest.approx(0.0)  # against the masked dpr
+
+
+def test_records_say_which_gpu_they_ran_on():
+    assert tables.ran_on({"rows": [{"device": "NVIDIA H100 80GB HBM3"}]}) == " (on NVIDIA H100 80GB HBM3)"
+    assert tables.ran_on({"rows": [{"device": "cpu"}, {}]}) == ""
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+
+
+def floats(text: str) -> list[float]:
+    return [float(x) for x in text.split("(")[0].replace("−", "-").split(",") if x.strip() not in ("", "–")]
+
+
+def test_the_headline_numbers_add_up():
+    """Issue 31: each Δ is the row's top-1 minus the dpr top-1 shown beside it, per seed (rounded separately:
+    within 0.1). The dpr column once showed a two-seed mean (79.1 against 70.5, Δ +9.0)."""
+    lines = tables.headline_table("squad").splitlines()[2:]
+    assert lines
+    for line in lines:
+        c = cells(line)
+        values, dprs, deltas = floats(c[4]), floats(c[5]), floats(c[6])
+        if not deltas:
+            continue
+        assert len(values) == len(dprs) == len(deltas), line
+        for v, d, delta in zip(values, dprs, deltas):
+            assert abs(v - d - delta) <= 0.1 + 1e-9, line
+
+
+def test_the_transfer_table_shows_the_metric_it_tests():
+    """Issue 31: the transfer table's Δ and p are on top-1 hits; the table shows the top-1 hits per seed and the
+    dpr's, beside nDCG@10, and they add up to Δ."""
+    lines = tables.transfer_summary("scifact").splitlines()
+    assert "top-1 (per seed)" in lines[0] and "nDCG@10" in lines[0] and "p vs dpr, top-1" in lines[0]
+    tested = 0
+    for line in lines[2:]:
+        c = cells(line)
+        values, dprs, deltas = floats(c[4]), floats(c[5]), floats(c[6])
+        for v, d, delta in zip(values, dprs, deltas):
+            assert abs(v - d - delta) <= 0.1 + 1e-9, line
+            tested += 1
+    assert tested > 10

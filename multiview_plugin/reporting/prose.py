@@ -1,0 +1,187 @@
+"""Numbers in prose, checked against the records they quote.
+
+A number in README.md or docs/*.md that quotes a record carries a tag right after it (an HTML comment, invisible
+on the rendered page)::
+
+    dcsr-mean + BM25 reaches **86.7**<!-- record: squad-sel300-hybrid:dcsr-mean-300+bm25 | answer_Top1 --> top-1
+
+``record: PAIRS | FIELD [| AGGREGATE]``: ``PAIRS`` is ``record:system`` (several, comma-separated, for an
+aggregate), ``FIELD`` a field of the row (``answer_Top1``, ``nDCG@10``, ``PPL``, ``hybrid_alpha``, …, or
+``p_value`` / ``p_delta``: the row's paired test against dpr, made in its run or computed from the per-question
+outcomes of dpr of the same setting and seed, as the tables do), ``AGGREGATE`` one of ``mean``, ``sd`` (sample
+standard deviation), ``min``, ``max`` over the pairs, or ``diff`` (the first minus the second). The number written
+before the tag (``**``, ``%`` and a leading ``+`` or ``−`` allowed) must equal the value rounded to as many
+decimals as it is written with (a p-value may also be written to two significant digits, as the tables write it).
+
+A number quoted from a committed benchmark log carries ``<!-- log: bench/NAME.log -->`` (the log must hold a number
+that rounds to it); a setting or a target that is no measurement (a flag's value, the significance level) carries
+``<!-- setting -->``.
+
+:func:`check` lists every tagged number that is not its record's value, and every tag that names no record,
+row or field; :func:`untagged` lists the decimals of a page's prose (outside code blocks, tables and generated
+sections) that carry no tag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from multiview_plugin.reporting import records as rec
+
+PAGES = [rec.ROOT / "README.md", rec.ROOT / "docs" / "results.md", rec.ROOT / "docs" / "training.md"]
+TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?P<kind>record|log): (?P<spec>.*?) -->")
+# a number that is a setting or a target (a flag's value, alpha), not a measurement
+SETTING = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- setting -->")
+DECIMAL = re.compile(r"(?<![\w.@/-])[-+−]?\d+\.\d+(?![\w.]*\d)")
+AGGREGATES = ("mean", "sd", "min", "max", "diff")
+LICENCE = re.compile(r"CC BY(?:-SA)? \d\.\d")  # a licence's version is no number to check
+
+
+class ProseError(ValueError):
+    """A tag that names no record, row or field, or has a malformed spec."""
+
+
+def parse_spec(spec: str) -> tuple[list[tuple[str, str]], str, str | None]:
+    parts = [p.strip() for p in spec.split("|")]
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise ProseError(f"tag {spec!r}: expected 'record:system[, record:system] | field [| aggregate]'")
+    pairs = []
+    for item in parts[0].split(","):
+        name, sep, system = item.strip().partition(":")
+        if not sep or not name or not system:
+            raise ProseError(f"tag {spec!r}: {item.strip()!r} is not record:system")
+        pairs.append((name, system))
+    aggregate = parts[2] if len(parts) == 3 else None
+    if aggregate is not None and aggregate not in AGGREGATES:
+        raise ProseError(f"tag {spec!r}: aggregate {aggregate!r} is not one of {', '.join(AGGREGATES)}")
+    if aggregate is None and len(pairs) != 1:
+        raise ProseError(f"tag {spec!r}: several rows need an aggregate ({', '.join(AGGREGATES)})")
+    return pairs, parts[1], aggregate
+
+
+def row_value(name: str, system: str, field: str, cache: dict) -> float:
+    """``field`` of row ``system`` in record ``name`` (p_value / p_delta: its paired test against dpr)."""
+    try:
+        record = cache.setdefault(("record", name), None) or rec.load_record(name)
+    except KeyError as err:
+        raise ProseError(str(err).strip("'\"")) from None
+    cache[("record", name)] = record
+    row = next((r for r in record["rows"] if r["system"] == system), None)
+    if row is None:
+        raise ProseError(f"record {name!r} has no row {system!r}")
+    if field in row and row[field] is not None:
+        return float(row[field])
+    if field in ("p_value", "p_delta"):
+        data = rec.record_settings(record).data
+        groups = cache.get(("groups", data)) or rec.seed_groups(data)
+        cache[("groups", data)] = groups
+        for g in groups:
+            for seed, r in g["seeds"].items():
+                if r["_record"] == name and r["system"] == system and g["tests"].get(seed, {}).get(field) is not None:
+                    return float(g["tests"][seed][field])
+    raise ProseError(f"record {name!r} row {system!r} has no {field!r}")
+
+
+def value(spec: str, cache: dict | None = None) -> float:
+    """The number a tag's spec names."""
+    cache = {} if cache is None else cache
+    pairs, field, aggregate = parse_spec(spec)
+    values = [row_value(n, s, field, cache) for n, s in pairs]
+    if aggregate is None:
+        return values[0]
+    if aggregate == "mean":
+        return sum(values) / len(values)
+    if aggregate == "sd":
+        if len(values) < 2:
+            raise ProseError(f"tag {spec!r}: sd needs two rows or more")
+        mean = sum(values) / len(values)
+        return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    if aggregate == "diff":
+        if len(values) != 2:
+            raise ProseError(f"tag {spec!r}: diff needs exactly two rows")
+        return values[0] - values[1]
+    return min(values) if aggregate == "min" else max(values)
+
+
+def written_forms(v: float, written: str) -> set[str]:
+    """How ``v`` may be written to match ``written``: rounded to its decimals; two significant digits."""
+    decimals = len(written.split(".", 1)[1]) if "." in written else 0
+    return {f"{v:.{decimals}f}", f"{v:.2g}", f"{abs(v):.{decimals}f}" if written.startswith(("-", "−")) else ""}
+
+
+def normalise(number: str) -> str:
+    return number.replace("−", "-").replace(",", "").lstrip("+")
+
+
+def in_log(written: str, log: str) -> bool:
+    """Whether ``log`` holds a number that, rounded to ``written``'s decimals, is ``written``."""
+    decimals = len(written.split(".", 1)[1]) if "." in written else 0
+    return any(f"{float(x):.{decimals}f}" == written for x in re.findall(r"-?\d+(?:\.\d+)?", log))
+
+
+def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
+    """One line per tagged number of ``text`` that is not its record's value (or whose tag is broken)."""
+    cache = {} if cache is None else cache
+    problems = []
+    for m in TAG.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        if m.group("kind") == "log":
+            log = rec.ROOT / m.group("spec").strip()
+            if not log.is_file():
+                problems.append(f"{where}:{line}: no log {m.group('spec').strip()}")
+            elif not in_log(normalise(m.group("num")), log.read_text(encoding="utf-8", errors="replace")):
+                problems.append(f"{where}:{line}: {m.group('num')} is not in {m.group('spec').strip()}")
+            continue
+        try:
+            v = value(m.group("spec"), cache)
+        except ProseError as err:
+            problems.append(f"{where}:{line}: {err}")
+            continue
+        written = normalise(m.group("num"))
+        forms = {normalise(f) for f in written_forms(v, written) if f}
+        if written.startswith("-"):
+            forms |= {"-" + f for f in forms if not f.startswith("-")}
+        if written not in forms and written.lstrip("-") not in {f for f in forms if v >= 0}:
+            problems.append(f"{where}:{line}: is {m.group('num')}, the record gives {v:.4g} "
+                            f"({m.group('spec').strip()})")
+    return problems
+
+
+def check(pages: Iterable[Path] = PAGES) -> list[str]:
+    """:func:`check_text` over ``pages``."""
+    cache: dict = {}
+    problems = []
+    for page in pages:
+        problems += check_text(page.read_text(encoding="utf-8"), page.name, cache)
+    return problems
+
+
+def prose_lines(text: str) -> list[tuple[int, str]]:
+    """``(line number, line)`` of the prose: outside code blocks and generated sections (hand-written tables count)."""
+    out, fenced, generated = [], False, False
+    for i, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+            continue
+        if re.match(r"<!-- \w+:start -->", stripped):
+            generated = True
+        if re.match(r"<!-- \w+:end -->", stripped):
+            generated = False
+            continue
+        if fenced or generated:
+            continue
+        out.append((i, line))
+    return out
+
+
+def untagged(text: str) -> list[tuple[int, str]]:
+    """The decimals of ``text``'s prose without a record tag: ``(line, number)``. Numbers in backticks (flags,
+    commands, file names) do not count."""
+    found = []
+    for i, line in prose_lines(text):
+        bare = SETTING.sub("", TAG.sub("", LICENCE.sub("", re.sub(r"`[^`]*`", "", line))))
+        found += [(i, m.group(0)) for m in DECIMAL.finditer(bare)]
+    return found

@@ -1,0 +1,61 @@
+"""docs/results.md's tables and the README's tables are exactly what multiview_plugin.reporting renders from the
+committed run records, and ``python -m multiview_plugin.reporting check`` says so, or names each line that
+differs."""
+
+import shutil
+
+from multiview_plugin.reporting import pages
+from multiview_plugin.reporting.__main__ import main
+
+
+def test_tables_are_in_sync_with_results():
+    assert pages.check() == [], "tables are stale: run python -m multiview_plugin.reporting render"
+    assert main(["check"]) == 0
+
+
+def test_check_names_each_line_that_differs(tmp_path, capsys):
+    page, readme = tmp_path / "results.md", tmp_path / "README.md"
+    text = pages.RESULTS_PAGE.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| dpr (mean pooling)") and "| 70.4 |" in line)
+    page.write_text(text.replace(row, row.replace("| 70.4 |", "| 71.4 |", 1)), encoding="utf-8")
+    quick = pages.README.read_text(encoding="utf-8")
+    readme.write_text(quick.replace("| dpr | 40 | 1 | 90.4 |", "| dpr | 40 | 1 | 99.9 |"), encoding="utf-8")
+    problems = pages.check(page, readme, base=pages.RESULTS_PAGE.parent)
+    assert len(problems) == 2, problems
+    assert "results.md" in problems[0] and "71.4" in problems[0] and "70.4" in problems[0]
+    assert "README.md" in problems[1] and "99.9" in problems[1]
+    assert main(["check", "--out", str(page), "--readme", str(readme)]) == 1
+    assert len(capsys.readouterr().out.strip().splitlines()) >= 2
+
+
+def test_render_is_byte_stable(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page, readme = docs / "results.md", tmp_path / "README.md"
+    shutil.copy(pages.RESULTS_PAGE, page)
+    shutil.copy(pages.README, readme)
+    for path, text in pages.rendered(page, readme, write_plots=False, base=pages.RESULTS_PAGE.parent).items():
+        path.write_text(text, encoding="utf-8")
+    assert page.read_text(encoding="utf-8") == pages.RESULTS_PAGE.read_text(encoding="utf-8")
+    assert readme.read_text(encoding="utf-8") == pages.README.read_text(encoding="utf-8")
+
+
+def test_check_quickstart_compares_a_run_with_the_readme_table(tmp_path, capsys):
+    """A fresh quickstart run's results.json must give the README's quickstart table (the committed record)."""
+    import json
+
+    record = pages.quickstart_record()
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(record["rows"]))
+    assert main(["check-quickstart", str(good)]) == 0
+    rows = [dict(r) for r in record["rows"]]
+    rows[-1]["PPL"] = rows[-1]["PPL"] - 0.08  # issue 31: the run printed view PPL 1.79 against the README's 1.87
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(rows))
+    assert main(["check-quickstart", str(bad)]) == 1
+    assert "bad.json:" in capsys.readouterr().out
+
+
+def test_the_readme_quickstart_table_shows_each_rows_test_against_dpr():
+    header = pages.README.read_text(encoding="utf-8").split("<!-- quickstart:start -->\n", 1)[1].splitlines()[0]
+    assert "Δ top-1 vs dpr" in header and "p vs dpr" in header
