@@ -28,6 +28,24 @@ logger = logging.getLogger(__name__)
 RAY_INSTALL_HINT = 'pip install "multiview-plugin[ray]" (or pip install "ray>=2.9")'
 
 
+class WorkerActor:
+    """The base of this package's Ray actors: an error while setting up (kept in ``error`` by the subclass's
+    constructor) is raised by every call, so it reaches the caller as itself; :meth:`ping` answers once the actor is
+    up (:func:`call_with_retries` waits on it after a restart), :meth:`node` names the node it runs on."""
+
+    error: BaseException | None = None
+
+    def ping(self) -> bool:
+        if self.error is not None:
+            raise self.error
+        return True
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
 class WorkerLostError(MultiViewError):
     """A Ray worker (actor) was lost and its work could not be finished elsewhere."""
 

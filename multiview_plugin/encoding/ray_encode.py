@@ -29,6 +29,7 @@ from typing import Any
 from multiview_plugin.encoding.shards import ShardInfo
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.ray_runtime import (
+    WorkerActor,
     WorkerLostError,
     actor_options,
     one_line,
@@ -63,7 +64,7 @@ class RayEncodeOptions:
             raise ConfigError(f"--ray_timeout must be > 0 seconds, got {self.timeout}")
 
 
-class EncodeWorker:
+class EncodeWorker(WorkerActor):
     """A Ray actor holding one model; :meth:`encode` runs :func:`encode_to_shard` for one shard.
 
     ``load_model`` builds the model on the worker (the device Ray assigned: ``cuda`` when it gave this actor a
@@ -78,16 +79,6 @@ class EncodeWorker:
             self.model = load_model(dev)
         except Exception as err:  # noqa: BLE001 - re-raised by every call, see ping/encode
             self.error = err
-
-    def ping(self) -> bool:
-        if self.error is not None:
-            raise self.error
-        return True
-
-    def node(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
 
     def encode(self, kwargs: dict[str, Any]) -> ShardInfo:
         from multiview_plugin.encoding.encode import encode_to_shard

@@ -40,6 +40,7 @@ from tqdm import tqdm
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.ray_runtime import WorkerActor
 from multiview_plugin.search._index import META_FILE, IndexMeta
 from multiview_plugin.search._searcher import Hit, MultiVectorSearcher
 from multiview_plugin.search.aggregators import AGGREGATORS, get_aggregator
@@ -89,7 +90,7 @@ def merge_topk(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[
     return out_ids, out_scores
 
 
-class ShardServer:
+class ShardServer(WorkerActor):
     """A Ray actor serving some shard index folders (each a :class:`MultiVectorSearcher` without encoder).
 
     An error while opening them is kept and raised by every call, so it reaches the caller as itself."""
@@ -104,16 +105,6 @@ class ShardServer:
             self.searchers = [MultiVectorSearcher(d, None, **options) for d in index_dirs]
         except Exception as err:  # noqa: BLE001 - re-raised by every call
             self.error = err
-
-    def ping(self) -> bool:
-        if self.error is not None:
-            raise self.error
-        return True
-
-    def node(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
 
     def search(self, q_reps: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
         self.ping()

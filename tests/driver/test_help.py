@@ -35,7 +35,8 @@ def test_the_entry_points_are_found():
 
 @pytest.mark.parametrize("module", entry_points())
 def test_help_has_no_traceback_and_a_python_m_usage_line(module, capsys):
-    main = importlib.import_module(module if not module.endswith("quickstart") else f"{module}.__main__").main
+    package_main = (PACKAGE.parent / module.replace(".", "/") / "__main__.py").exists()
+    main = importlib.import_module(f"{module}.__main__" if package_main else module).main
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     assert exit_.value.code == 0
