@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,14 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from multiview_plugin.testing import WORDS, make_tiny_bert, make_tiny_t5  # noqa: F401  (re-exported for tests)
+
+PROGRESS_BAR = re.compile(r"\d+%\|")  # a tqdm bar: "Loading weights:  40%|####      | 2/5 [...]"
+
+
+def without_progress_bars(err: str) -> str:
+    """stderr without tqdm's progress bars (drawn unless TQDM_DISABLE is set; CI does not set it)."""
+    parts = re.split(r"[\r\n]", err)
+    return "\n".join(p for p in parts if p.strip() and not PROGRESS_BAR.search(p))
 
 
 def shared_data_dir() -> Path | None:

@@ -18,6 +18,7 @@ from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.testing import make_tiny_t5
 from multiview_plugin.text_options import OPTION_NAMES
+from tests.conftest import without_progress_bars
 
 TEXTS = ["paris is the capital of france and was built on the river", "the moon", "a cat is a small animal"]
 MODEL_FLAGS = {"pooling", "normalize"}  # the others are DataArguments'
@@ -126,5 +127,5 @@ def test_a_bad_value_is_one_line(tiny_bert, tmp_path, capsys):
         encode_main(["--model_name_or_path", str(model), "--encode_output_path", str(tmp_path / "o.pkl"),
                      "--dataset_path", "x", "--padding_side", "middle"])
     assert exit_.value.code == 2
-    err = capsys.readouterr().err.strip()
+    err = without_progress_bars(capsys.readouterr().err).strip()
     assert err.startswith("error: argument --padding_side") and "invalid choice: 'middle'" in err and "\n" not in err

@@ -4,6 +4,7 @@ import pytest
 
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search.hybrid import BM25Searcher, fuse_lists, fuse_runs, select_alpha
+from tests.conftest import without_progress_bars
 
 DENSE = (["d1", "d2", "d3", "d4"], [0.9, 0.8, 0.5, 0.1])
 SPARSE = (["d4", "d3", "d5", "d1"], [12.0, 10.0, 9.0, 1.0])
@@ -123,7 +124,7 @@ def test_search_driver_hybrid_flags_change_the_run(tiny_bert, tmp_path, capsys):
         capsys.readouterr()
         assert search_main([*common, "--output", str(tmp_path / "other.trec"), "--hybrid", "bm25", "--bm25_corpus",
                             str(other)]) == 2
-        err = capsys.readouterr().err
+        err = without_progress_bars(capsys.readouterr().err) + "\n"
         assert err.startswith("error: --bm25_corpus ") and "not the corpus the index was encoded from" in err, err
         assert err.count("\n") == 1 and not (tmp_path / "other.trec").exists()
         with pytest.raises(ConfigError, match="bm25_corpus= .*not the corpus"):

@@ -25,6 +25,7 @@ from multiview_plugin.errors import ConfigError  # noqa: E402
 from multiview_plugin.search import _qdrant  # noqa: E402
 from multiview_plugin.search._qdrant import build_qdrant_index, close_embedded  # noqa: E402
 from multiview_plugin.search.report import index_report  # noqa: E402
+from tests.conftest import without_progress_bars  # noqa: E402
 from tests.search.test_qdrant import DIM, corpus, write_shards  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +90,7 @@ def shards(tmp_path):
 
 
 def one_error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
+    lines = [line for line in without_progress_bars(err).splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert "Traceback" not in err
     return lines[0]
