@@ -8,10 +8,12 @@ on the rendered page)::
 ``record: PAIRS | FIELD [| AGGREGATE]``: ``PAIRS`` is ``record:system`` (several, comma-separated, for an
 aggregate), ``FIELD`` a field of the row (``answer_Top1``, ``nDCG@10``, ``PPL``, ``hybrid_alpha``, …, or
 ``p_value`` / ``p_delta``: the row's paired test against dpr, made in its run or computed from the per-question
-outcomes of dpr of the same setting and seed, as the tables do), ``AGGREGATE`` one of ``mean``, ``sd`` (sample
-standard deviation), ``min``, ``max`` over the pairs, or ``diff`` (the first minus the second). The number written
-before the tag (``**``, ``%`` and a leading ``+`` or ``−`` allowed) must equal the value rounded to as many
-decimals as it is written with (a p-value may also be written to two significant digits, as the tables write it).
+outcomes of dpr of the same setting and seed, as the tables do; ``dev@STEP`` / ``dev@best``: the row's dev curve
+(``curves.dev``, the dev metric checked during training) at that step / its best value, in %), ``AGGREGATE``
+one of ``mean``, ``sd`` (sample standard deviation), ``min``, ``max`` over the pairs, or ``diff`` (the first minus
+the second). The number written before the tag (``**``, ``%`` and a leading ``+`` or ``−`` allowed) must equal the
+value rounded to as many decimals as it is written with (a p-value may also be written to two significant digits, as
+the tables write it).
 
 A number quoted from a committed benchmark log carries ``<!-- log: bench/NAME.log -->`` (the log must hold a number
 that rounds to it); a setting or a target that is no measurement (a flag's value, the significance level) carries
@@ -73,6 +75,12 @@ def row_value(name: str, system: str, field: str, cache: dict) -> float:
         raise ProseError(f"record {name!r} has no row {system!r}")
     if field in row and row[field] is not None:
         return float(row[field])
+    dev = re.fullmatch(r"dev@(best|\d+)", field)
+    curve = (row.get("curves") or {}).get("dev") if isinstance(row.get("curves"), dict) else None
+    if dev and curve:
+        at = [v for s, v in curve if dev.group(1) == "best" or s == int(dev.group(1))]
+        if at:
+            return 100 * max(at)
     if field in ("p_value", "p_delta"):
         data = rec.record_settings(record).data
         groups = cache.get(("groups", data)) or rec.seed_groups(data)

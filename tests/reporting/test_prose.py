@@ -9,7 +9,7 @@ from multiview_plugin.reporting import prose, records
 
 ROOT = Path(__file__).resolve().parents[2]
 # docs/results.md's prose decimals that carry no tag yet (its tables are generated and checked): may only shrink
-RESULTS_PAGE_UNTAGGED = 41
+RESULTS_PAGE_UNTAGGED = 10
 
 
 def test_prose_numbers_match_their_records():
@@ -54,6 +54,17 @@ def test_aggregates_and_paired_tests():
     assert prose.value("squad-sel600-mvr-residual-rerun:mvr-residual-600 | p_value") == pytest.approx(0.0112, abs=1e-4)
     assert prose.check_text("p = 0.011<!-- record: squad-sel600-mvr-residual-rerun:mvr-residual-600 | p_value -->",
                             "x.md") == []
+
+
+def test_dev_curve_fields():
+    """``dev@STEP`` / ``dev@best`` read the row's dev curve (a fraction) as %; a step the curve lacks is an error."""
+    spec = "squad-sel-dpr:dpr | dev@{}"
+    curve = dict(records.load_record("squad-sel-dpr")["rows"][0]["curves"]["dev"])
+    assert prose.value(spec.format(75)) == pytest.approx(100 * curve[75])
+    assert prose.value(spec.format("best")) == pytest.approx(100 * max(curve.values()))
+    assert prose.check_text(f"77.38<!-- record: {spec.format(100)} -->", "x.md") == []
+    assert "is 77.4" in prose.check_text(f"77.4<!-- record: {spec.format(75)} -->", "x.md")[0]
+    assert "has no 'dev@60'" in prose.check_text(f"77.4<!-- record: {spec.format(60)} -->", "x.md")[0]
 
 
 def test_untagged_skips_code_generated_tables_and_settings():
