@@ -21,7 +21,7 @@ that rounds to it); a setting or a target that is no measurement (a flag's value
 
 :func:`check` lists every tagged number that is not its record's value, and every tag that names no record,
 row or field; :func:`untagged` lists the decimals of a page's prose (outside code blocks, tables and generated
-sections) that carry no tag.
+sections) that carry no tag (a paper's section number, §5.2, is none).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ PAGES = [rec.ROOT / "README.md", rec.ROOT / "docs" / "results.md", rec.ROOT / "d
 TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?P<kind>record|log): (?P<spec>.*?) -->")
 # a number that is a setting or a target (a flag's value, alpha), not a measurement
 SETTING = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- setting -->")
-DECIMAL = re.compile(r"(?<![\w.@/-])[-+−]?\d+\.\d+(?![\w.]*\d)")
+DECIMAL = re.compile(r"(?<![\w.@/§-])[-+−]?\d+\.\d+(?![\w.]*\d)")
 AGGREGATES = ("mean", "sd", "min", "max", "diff")
 LICENCE = re.compile(r"CC BY(?:-SA)? \d\.\d")  # a licence's version is no number to check
 
