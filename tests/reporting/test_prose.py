@@ -9,7 +9,7 @@ from multiview_plugin.reporting import prose, records
 
 ROOT = Path(__file__).resolve().parents[2]
 # docs/results.md's prose decimals that carry no tag yet (its tables are generated and checked): may only shrink
-RESULTS_PAGE_UNTAGGED = 8
+RESULTS_PAGE_UNTAGGED = 7
 
 
 def test_prose_numbers_match_their_records():
