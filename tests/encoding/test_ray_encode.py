@@ -21,7 +21,7 @@ SHARDS = 4
 
 @pytest.fixture(scope="module")
 def setup(tiny_bert, tmp_path_factory):
-    """A tiny mvr model, a 160-document corpus and its 4 shards encoded sequentially (the reference)."""
+    """A tiny mvr model, a 480-document corpus and its 4 shards encoded sequentially (the reference)."""
     root = tmp_path_factory.mktemp("ray_encode")
     torch.manual_seed(0)
     model = get_encoder_class("mvr").build(
@@ -31,7 +31,7 @@ def setup(tiny_bert, tmp_path_factory):
     corpus = root / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"docid": f"d{i}", "title": TOPICS[i % 8][0],
                                           "text": f"{TOPICS[i % 8][2]} {TOPICS[(i // 8) % 8][1]}"}) + "\n"
-                              for i in range(48)))
+                              for i in range(480)))
     common = ["--model_name_or_path", str(root / "mvr"), "--dataset_path", str(corpus),
               "--dataset_number_of_shards", str(SHARDS), "--per_device_eval_batch_size", "1",
               "--checkpoint_every", "1", "--device", "cpu"]
@@ -108,7 +108,7 @@ def wait_mid_shard(out_dir, deadline=60.0):
     while time.monotonic() < end:
         if list(out_dir.glob("corpus.*.pkl.state.partial")) and encode_workers():
             return
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise AssertionError("no shard was seen mid-encode")
 
 
