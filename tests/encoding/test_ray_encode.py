@@ -3,6 +3,7 @@ resumable, and still identical after a worker is killed or a worker node is lost
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -14,7 +15,7 @@ import torch
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.registry import get_encoder_class
-from tests.conftest import TOPICS
+from tests.conftest import TOPICS, without_progress_bars
 
 SHARDS = 4
 
@@ -67,16 +68,26 @@ def test_ray_encode_equals_sequential_and_skips_complete_shards(setup, ray_clust
     assert [(tmp_path / f"corpus.{i}.pkl").stat().st_mtime_ns for i in (0, 1)] == mtimes
 
 
+RAY_WORKER_LOG = re.compile(r"\(\w+ pid=\d+")  # Ray forwards workers' output as "(EncodeWorker pid=123) ..."
+
+
+def own_lines(err: str) -> list[str]:
+    """This process's stderr lines: without progress bars, and without the output of an earlier test's Ray workers
+    that Ray's log monitor forwards late."""
+    lines = without_progress_bars(err).splitlines()
+    return [line for line in lines if line.strip() and not RAY_WORKER_LOG.search(line)]
+
+
 def test_ray_address_without_ray_is_one_error_line(setup, tmp_path, monkeypatch, capsys):
     _, common = setup
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     assert encode_main([*common, "--encode_output_path", str(tmp_path / "corpus.pkl"), "--ray_address", "auto"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = own_lines(capsys.readouterr().err)
     assert len(err) == 1 and "needs Ray" in err[0] and "pip install" in err[0]
     assert not list(tmp_path.iterdir())
     # a Ray flag without --ray_address would be ignored: refused
     assert encode_main([*common, "--encode_output_path", str(tmp_path / "corpus.pkl"), "--ray_workers", "2"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = own_lines(capsys.readouterr().err)
     assert len(err) == 1 and err[0] == "error: --ray_workers configures the Ray encode: add --ray_address"
     assert not list(tmp_path.iterdir())
 
