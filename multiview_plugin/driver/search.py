@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import faiss
+import numpy as np
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
@@ -224,6 +225,21 @@ def aggregation_options(args: argparse.Namespace, extra: dict) -> dict:
             "mean_sentences": args.hasans_mean_sentences}
 
 
+def query_vectors(args: argparse.Namespace, searcher, index_dir: str, dim: int) -> tuple[np.ndarray, list[str]]:
+    """The run's query vectors: ``--encoded_queries`` (checked against the model of ``index_dir``'s
+    ``multiview.json``), or ``--topics`` encoded by the searcher's ``--encoder``."""
+    if args.encoded_queries:
+        index_model = (str(Path(index_dir) / "multiview.json"), searcher.meta.model_fingerprint)
+        return load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model, dim)
+    if args.topics and args.encoder:
+        topics = load_topics(args.topics)
+        q_ids = list(topics)
+        q_reps = searcher.encode(list(topics.values()))
+        check_finite_rows(q_reps, q_ids, f"{args.topics} encoded by {args.encoder}", "query")
+        return q_reps, q_ids
+    raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
+
+
 def search_pyserini(args: argparse.Namespace) -> None:
     if not args.output:
         raise ConfigError("--index needs --output")
@@ -245,16 +261,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
                                    qdrant_url=args.qdrant_url, qdrant_timeout=args.qdrant_timeout)
     if args.hybrid:  # before any search: BM25 over another corpus would fuse other texts without a word
         check_corpus_is_indexed(searcher.meta, args.bm25_corpus, None, "--bm25_corpus")
-    if args.encoded_queries:
-        index_model = (str(Path(args.index) / "multiview.json"), searcher.meta.model_fingerprint)
-        q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model, searcher.meta.dim)
-    elif args.topics and args.encoder:
-        topics = load_topics(args.topics)
-        q_ids = list(topics)
-        q_reps = searcher.encode(list(topics.values()))
-        check_finite_rows(q_reps, q_ids, f"{args.topics} encoded by {args.encoder}", "query")
-    else:
-        raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
+    q_reps, q_ids = query_vectors(args, searcher, args.index, searcher.meta.dim)
     if args.threads > 0:
         faiss.omp_set_num_threads(args.threads)
     num_docs = len(searcher.store.docids)
@@ -309,16 +316,7 @@ def search_sharded(args: argparse.Namespace) -> None:
                          max_restarts=args.ray_max_restarts, timeout=args.ray_timeout, aggregation=args.aggregation,
                          nprobe=args.nprobe, ef_search=args.ef_search, overfetch=args.overfetch, rescore=args.rescore,
                          doc_candidates=args.doc_candidates, allow_partial=args.allow_partial) as searcher:
-        if args.encoded_queries:
-            index_model = (str(Path(dirs[0]) / "multiview.json"), searcher.meta.model_fingerprint)
-            q_reps, q_ids = load_query_reps(args.encoded_queries, args.allow_unsafe_pickle, index_model, searcher.dim)
-        elif args.topics and args.encoder:
-            topics = load_topics(args.topics)
-            q_ids = list(topics)
-            q_reps = searcher.encode(list(topics.values()))
-            check_finite_rows(q_reps, q_ids, f"{args.topics} encoded by {args.encoder}", "query")
-        else:
-            raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
+        q_reps, q_ids = query_vectors(args, searcher, dirs[0], searcher.dim)
         depth = max(args.hits, args.hybrid_depth) if args.hybrid else args.hits
         ids, scores = searcher.search_batched(q_reps, depth, args.batch_size, progress=not args.quiet)
     run = to_run(q_ids, ids, scores)
