@@ -19,6 +19,19 @@ A number quoted from a committed benchmark log carries ``<!-- log: bench/NAME.lo
 that rounds to it); a setting or a target that is no measurement (a flag's value, the significance level) carries
 ``<!-- setting -->``.
 
+A table or paragraph copied from logs need not tag each cell: a block ::
+
+    <!-- logs: bench/calibration.log, bench/calibration.json -->
+    | set | recall |
+    | syn d64 | 0.9945 |
+    <!-- /logs -->
+
+(the two markers on lines of their own) requires every decimal between them, outside backticks and inline tags, to
+be in one of the named files (committed logs or JSON, paths from the repository root): the file holds the number
+as written, or a number that rounds to it at the written precision (``0.9945`` matches ``0.99453``; ``−``, ``+``
+and thousands commas are ignored). Inline ``record:`` / ``log:`` / ``setting`` tags inside a block are checked as
+elsewhere.
+
 :func:`check` lists every tagged number that is not its record's value, and every tag that names no record,
 row or field; :func:`untagged` lists the decimals of a page's prose (outside code blocks, tables and generated
 sections) that carry no tag (a paper's section number, §5.2, is none).
@@ -32,12 +45,15 @@ from pathlib import Path
 
 from multiview_plugin.reporting import records as rec
 
-PAGES = [rec.ROOT / "README.md", rec.ROOT / "docs" / "results.md", rec.ROOT / "docs" / "training.md"]
+PAGES = [rec.ROOT / "README.md", *sorted((rec.ROOT / "docs").glob("*.md"))]
 TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?P<kind>record|log): (?P<spec>.*?) -->")
 # a number that is a setting or a target (a flag's value, alpha), not a measurement
 SETTING = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- setting -->")
 DECIMAL = re.compile(r"(?<![\w.@/§-])[-+−]?\d+\.\d+(?![\w.]*\d)")
 AGGREGATES = ("mean", "sd", "min", "max", "diff")
+BLOCK_OPEN = re.compile(r"^\s*<!-- logs: (?P<files>.*?) -->\s*$")
+BLOCK_CLOSE = re.compile(r"^\s*<!-- /logs -->\s*$")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 LICENCE = re.compile(r"CC BY(?:-SA)? \d\.\d")  # a licence's version is no number to check
 
 
@@ -123,10 +139,74 @@ def normalise(number: str) -> str:
     return number.replace("−", "-").replace(",", "").lstrip("+")
 
 
-def in_log(written: str, log: str) -> bool:
+def in_log(written: str, log: str, cache: dict | None = None) -> bool:
     """Whether ``log`` holds a number that, rounded to ``written``'s decimals, is ``written``."""
     decimals = len(written.split(".", 1)[1]) if "." in written else 0
-    return any(f"{float(x):.{decimals}f}" == written for x in re.findall(r"-?\d+(?:\.\d+)?", log))
+    cache = {} if cache is None else cache
+    key = ("rounded", id(log), decimals)
+    if key not in cache:
+        numbers = cache.setdefault(("numbers", id(log)), {float(x) for x in NUMBER.findall(log)})
+        cache[key] = {f"{x:.{decimals}f}" for x in numbers} | {f"{abs(x):.{decimals}f}" for x in numbers if x < 0}
+    return written in cache[key]
+
+
+def blocks(text: str) -> tuple[list[tuple[int, int, str]], list[str]]:
+    """The ``<!-- logs: ... -->`` blocks of ``text``: ``(first line, last line, files)`` (the marker lines), and
+    one problem per marker without its pair."""
+    found, problems, start = [], [], None
+    for i, line in enumerate(text.splitlines(), 1):
+        if BLOCK_OPEN.match(line):
+            if start is not None:
+                problems.append(f"{start[0]}: <!-- logs: --> block not closed before line {i}")
+            start = (i, BLOCK_OPEN.match(line).group("files"))
+        elif BLOCK_CLOSE.match(line):
+            if start is None:
+                problems.append(f"{i}: <!-- /logs --> without an opening <!-- logs: ... -->")
+            else:
+                found.append((start[0], i, start[1]))
+                start = None
+    if start is not None:
+        problems.append(f"{start[0]}: <!-- logs: --> block not closed")
+    return found, problems
+
+
+def read_log(path: str, cache: dict) -> str | None:
+    """A committed log's text (``None`` when there is no such file), read once per check."""
+    key = ("log", path)
+    if key not in cache:
+        file = rec.ROOT / path
+        cache[key] = file.read_text(encoding="utf-8", errors="replace") if file.is_file() else None
+    return cache[key]
+
+
+def bare(line: str) -> str:
+    """``line`` without code spans, licences and tagged numbers: what is left are the numbers no tag covers."""
+    return SETTING.sub("", TAG.sub("", LICENCE.sub("", re.sub(r"`[^`]*`", "", line))))
+
+
+def check_blocks(text: str, where: str, cache: dict) -> list[str]:
+    """One line per decimal of a ``<!-- logs: -->`` block that none of its files holds (or per broken marker)."""
+    found, problems = blocks(text)
+    problems = [f"{where}:{p}" for p in problems]
+    lines = text.splitlines()
+    for first, last, files in found:
+        paths = [f.strip() for f in files.split(",") if f.strip()]
+        logs = []
+        for path in paths:
+            log = read_log(path, cache)
+            if log is None:
+                problems.append(f"{where}:{first}: no log {path}")
+            else:
+                logs.append(log)
+        if not paths:
+            problems.append(f"{where}:{first}: <!-- logs: --> names no file")
+        if len(logs) != len(paths):
+            continue
+        for i in range(first + 1, last):
+            for m in DECIMAL.finditer(bare(lines[i - 1])):
+                if not any(in_log(normalise(m.group(0)), log, cache) for log in logs):
+                    problems.append(f"{where}:{i}: {m.group(0)} is not in {', '.join(paths)}")
+    return problems
 
 
 def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
@@ -136,10 +216,10 @@ def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
     for m in TAG.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
         if m.group("kind") == "log":
-            log = rec.ROOT / m.group("spec").strip()
-            if not log.is_file():
+            log = read_log(m.group("spec").strip(), cache)
+            if log is None:
                 problems.append(f"{where}:{line}: no log {m.group('spec').strip()}")
-            elif not in_log(normalise(m.group("num")), log.read_text(encoding="utf-8", errors="replace")):
+            elif not in_log(normalise(m.group("num")), log, cache):
                 problems.append(f"{where}:{line}: {m.group('num')} is not in {m.group('spec').strip()}")
             continue
         try:
@@ -154,7 +234,7 @@ def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
         if written not in forms and written.lstrip("-") not in {f for f in forms if v >= 0}:
             problems.append(f"{where}:{line}: is {m.group('num')}, the record gives {v:.4g} "
                             f"({m.group('spec').strip()})")
-    return problems
+    return problems + check_blocks(text, where, cache)
 
 
 def check(pages: Iterable[Path] = PAGES) -> list[str]:
@@ -162,7 +242,8 @@ def check(pages: Iterable[Path] = PAGES) -> list[str]:
     cache: dict = {}
     problems = []
     for page in pages:
-        problems += check_text(page.read_text(encoding="utf-8"), page.name, cache)
+        where = page.relative_to(rec.ROOT) if page.is_relative_to(rec.ROOT) else page
+        problems += check_text(page.read_text(encoding="utf-8"), str(where), cache)
     return problems
 
 
@@ -187,9 +268,6 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
 
 def untagged(text: str) -> list[tuple[int, str]]:
     """The decimals of ``text``'s prose without a record tag: ``(line, number)``. Numbers in backticks (flags,
-    commands, file names) do not count."""
-    found = []
-    for i, line in prose_lines(text):
-        bare = SETTING.sub("", TAG.sub("", LICENCE.sub("", re.sub(r"`[^`]*`", "", line))))
-        found += [(i, m.group(0)) for m in DECIMAL.finditer(bare)]
-    return found
+    commands, file names) and inside ``<!-- logs: -->`` blocks (checked against their files) do not count."""
+    in_block = {i for first, last, _ in blocks(text)[0] for i in range(first, last + 1)}
+    return [(i, m.group(0)) for i, line in prose_lines(text) if i not in in_block for m in DECIMAL.finditer(bare(line))]
