@@ -17,7 +17,8 @@ the tables write it).
 
 A number quoted from a committed benchmark log carries ``<!-- log: bench/NAME.log -->`` (the log must hold a number
 that rounds to it); a setting or a target that is no measurement (a flag's value, the significance level) carries
-``<!-- setting -->``.
+``<!-- setting -->``; a number quoted from a paper carries ``<!-- paper: WHO YEAR, WHERE -->`` (its source named,
+not checked: the papers are not in the repository).
 
 A table or paragraph copied from logs need not tag each cell: a block ::
 
@@ -47,8 +48,8 @@ from multiview_plugin.reporting import records as rec
 
 PAGES = [rec.ROOT / "README.md", *sorted((rec.ROOT / "docs").glob("*.md"))]
 TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?P<kind>record|log): (?P<spec>.*?) -->")
-# a number that is a setting or a target (a flag's value, alpha), not a measurement
-SETTING = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- setting -->")
+# a number that is a setting or a target (a flag's value, alpha), not a measurement; or a paper's number
+SETTING = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?:setting|paper: [^>]+?) -->")
 DECIMAL = re.compile(r"(?<![\w.@/§-])[-+−]?\d+\.\d+(?![\w.]*\d)")
 AGGREGATES = ("mean", "sd", "min", "max", "diff")
 BLOCK_OPEN = re.compile(r"^\s*<!-- logs: (?P<files>.*?) -->\s*$")
