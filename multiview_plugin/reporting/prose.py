@@ -9,7 +9,9 @@ on the rendered page)::
 aggregate), ``FIELD`` a field of the row (``answer_Top1``, ``nDCG@10``, ``PPL``, ``hybrid_alpha``, …, or
 ``p_value`` / ``p_delta``: the row's paired test against dpr, made in its run or computed from the per-question
 outcomes of dpr of the same setting and seed, as the tables do; ``dev@STEP`` / ``dev@best``: the row's dev curve
-(``curves.dev``, the dev metric checked during training) at that step / its best value, in %), ``AGGREGATE``
+(``curves.dev``, the dev metric checked during training) at that step / its best value, in %; ``index_MB`` /
+``index_MB_fp16``: the megabytes of the row's index vectors, as the results tables' "index MB" column / in
+float16), ``AGGREGATE``
 one of ``mean``, ``sd`` (sample standard deviation), ``min``, ``max`` over the pairs, or ``diff`` (the first minus
 the second). The number written before the tag (``**``, ``%`` and a leading ``+`` or ``−`` allowed) must equal the
 value rounded to as many decimals as it is written with (a p-value may also be written to two significant digits, as
@@ -45,6 +47,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from multiview_plugin.reporting import records as rec
+from multiview_plugin.reporting import tables
 
 PAGES = [rec.ROOT / "README.md", *sorted((rec.ROOT / "docs").glob("*.md"))]
 TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?P<kind>record|log): (?P<spec>.*?) -->")
@@ -92,6 +95,11 @@ def row_value(name: str, system: str, field: str, cache: dict) -> float:
         raise ProseError(f"record {name!r} has no row {system!r}")
     if field in row and row[field] is not None:
         return float(row[field])
+    if field in ("index_MB", "index_MB_fp16"):
+        backbone = row.get("backbone", Path(rec.record_settings(record).backbone).name)
+        mb = tables.index_mb(row, backbone) if field == "index_MB" else row.get("index_bytes_fp16", 0) / 1e6
+        if mb:
+            return mb
     dev = re.fullmatch(r"dev@(best|\d+)", field)
     curve = (row.get("curves") or {}).get("dev") if isinstance(row.get("curves"), dict) else None
     if dev and curve:
@@ -210,6 +218,19 @@ def check_blocks(text: str, where: str, cache: dict) -> list[str]:
     return problems
 
 
+def tags_in_code(text: str, where: str) -> list[str]:
+    """One line per code span (outside fenced blocks) holding a tagged number: the tag would render as text."""
+    fenced, lines = False, []
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        lines.append("" if fenced or line.strip().startswith("```") else line)
+    prose = "\n".join(lines)
+    return [f"{where}:{prose.count(chr(10), 0, m.start()) + 1}: a tag inside a code span renders as text: "
+            f"{m.group(0)[:60]!r}" for m in re.finditer(r"`[^`]+`", prose)
+            if TAG.search(m.group(0)) or SETTING.search(m.group(0))]
+
+
 def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
     """One line per tagged number of ``text`` that is not its record's value (or whose tag is broken)."""
     cache = {} if cache is None else cache
@@ -235,7 +256,7 @@ def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
         if written not in forms and written.lstrip("-") not in {f for f in forms if v >= 0}:
             problems.append(f"{where}:{line}: is {m.group('num')}, the record gives {v:.4g} "
                             f"({m.group('spec').strip()})")
-    return problems + check_blocks(text, where, cache)
+    return problems + check_blocks(text, where, cache) + tags_in_code(text, where)
 
 
 def check(pages: Iterable[Path] = PAGES) -> list[str]:
