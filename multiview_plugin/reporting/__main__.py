@@ -8,7 +8,8 @@ that quote them, checked.
     # README's tables (quickstart, transfer, headline markers)
     python -m multiview_plugin.reporting render
     # the same, without writing: exit 1 and print one line per difference when a table is not what the records
-    # give, or a prose number tagged <!-- record: ... --> is not its record's value
+    # give, or a number of README.md or a docs page tagged <!-- record: ... --> / <!-- log: ... --> (or inside a
+    # <!-- logs: ... --> block) is not its record's or log's value
     python -m multiview_plugin.reporting check
     # a fresh quickstart run reproduces the README's quickstart table (the committed quickstart-default record)
     python -m multiview_plugin.quickstart --output_dir /tmp/qs && \
@@ -74,7 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problems:
             print(f"stale: run {PROG} render, or fix the prose ({len(problems)} differences)", file=sys.stderr)
             return 1
-        print(f"{args.out.name} and {args.readme.name}: tables and tagged prose numbers match the records")
+        checked = args.prose if args.prose is not None else prose.PAGES
+        print(f"{args.out.name} and {args.readme.name}: tables match the records; the tagged numbers of {len(checked)} "
+              "pages match their records and logs")
     elif args.cmd == "check-quickstart":
         rows = json.loads(args.results_json.read_text(encoding="utf-8"))
         want = pages.quickstart_record()

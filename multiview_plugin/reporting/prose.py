@@ -58,7 +58,7 @@ AGGREGATES = ("mean", "sd", "min", "max", "diff")
 BLOCK_OPEN = re.compile(r"^\s*<!-- logs: (?P<files>.*?) -->\s*$")
 BLOCK_CLOSE = re.compile(r"^\s*<!-- /logs -->\s*$")
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-LICENCE = re.compile(r"CC BY(?:-SA)? \d\.\d")  # a licence's version is no number to check
+LICENCE = re.compile(r"(?:CC BY(?:-SA)?|ODC-By) \d\.\d")  # a licence's version is no number to check
 
 
 class ProseError(ValueError):

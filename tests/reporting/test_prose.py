@@ -1,5 +1,5 @@
-"""multiview_plugin.reporting.prose: numbers in README.md, docs/results.md and docs/training.md carry the record they
-quote and equal it; a wrong number, a broken tag or an untagged number in the README is caught."""
+"""multiview_plugin.reporting.prose: numbers in README.md and every docs page carry the record or log they quote
+and equal it; a wrong number, a wrong table cell, a broken tag or an untagged number anywhere is caught."""
 
 from pathlib import Path
 
@@ -8,23 +8,23 @@ import pytest
 from multiview_plugin.reporting import prose, records
 
 ROOT = Path(__file__).resolve().parents[2]
-# docs/results.md's prose decimals that carry no tag yet (its tables are generated and checked): may only shrink
-RESULTS_PAGE_UNTAGGED = 7
+PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 
 
 def test_prose_numbers_match_their_records():
     assert prose.check() == []
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/training.md"])
-def test_every_decimal_of_the_readme_and_training_page_is_tagged(page):
+def test_check_covers_the_readme_and_every_docs_page():
+    assert sorted(str(p.relative_to(ROOT)) for p in prose.PAGES) == sorted(PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_decimal_of_every_page_is_tagged(page):
     """Issue 31: prose numbers disagreed between pages (training.md's 600-step +1.1 against the README's +1.0;
-    mlr-sc-mean +0.8 against +0.7). Every decimal of these pages quotes a record, a log, or is a setting."""
+    mlr-sc-mean +0.8 against +0.7). Every decimal of README.md and of every docs page quotes a record, a log
+    (inline or in a ``<!-- logs: -->`` block), a paper, or is a setting."""
     assert prose.untagged((ROOT / page).read_text(encoding="utf-8")) == []
-
-
-def test_the_results_page_has_no_more_untagged_decimals():
-    assert len(prose.untagged((ROOT / "docs" / "results.md").read_text(encoding="utf-8"))) <= RESULTS_PAGE_UNTAGGED
 
 
 def test_a_wrong_number_or_a_broken_tag_is_caught():
@@ -71,3 +71,38 @@ def test_untagged_skips_code_generated_tables_and_settings():
     text = ("a 1.5 here and 2.5<!-- setting --> there, `--temperature 0.05`, CC BY 4.0, §5.2\n```\n9.9\n```\n"
             "<!-- results:start -->\n| 7.7 |\n<!-- results:end -->\n| 3.3 |\n")
     assert prose.untagged(text) == [(1, "1.5"), (8, "3.3")]
+
+
+def test_a_logs_block_checks_every_cell(tmp_path, monkeypatch):
+    """A table between ``<!-- logs: FILES -->`` and ``<!-- /logs -->``: every decimal must be in one of the files,
+    as written or rounded to the written precision; a wrong cell is reported with its page and line."""
+    monkeypatch.setattr(prose.rec, "ROOT", tmp_path)
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "a.log").write_text("# command: python bench/a.py\nrecall 0.99453 at 1.234 ms\n")
+    (tmp_path / "bench" / "b.json").write_text('{"ratio": -4.47}')
+    table = ("| set | recall | ms | delta |\n|---|---|---|---|\n| syn | {} | 1.23 | −4.5 |\n")
+    page = "intro 1.5<!-- setting -->\n\n<!-- logs: bench/a.log, bench/b.json -->\n" + table + "<!-- /logs -->\n"
+    assert prose.check_text(page.format("0.9945"), "x.md") == []
+    assert prose.check_text(page.format("0.99453"), "x.md") == []
+    assert prose.untagged(page.format("0.9945")) == []  # the block's numbers are checked, not untagged
+    assert prose.check_text(page.format("0.9946"), "x.md") == ["x.md:6: 0.9946 is not in bench/a.log, bench/b.json"]
+    assert prose.check_text(page.format("0.9945").replace("| 1.23 |", "| 1.3 |"), "x.md") == [
+        "x.md:6: 1.3 is not in bench/a.log, bench/b.json"]
+    # a missing file, an unclosed or an unopened block
+    assert prose.check_text("<!-- logs: bench/nope.log -->\n0.5\n<!-- /logs -->\n", "x.md") == [
+        "x.md:1: no log bench/nope.log"]
+    assert "not closed" in prose.check_text("<!-- logs: bench/a.log -->\n0.99\n", "x.md")[0]
+    assert "without an opening" in prose.check_text("0.99\n<!-- /logs -->\n", "x.md")[0]
+    # outside a block the same decimal is untagged
+    assert prose.untagged(table.format("0.9945")) == [(3, "0.9945"), (3, "1.23"), (3, "−4.5")]
+
+
+def test_index_megabytes_papers_and_tags_inside_code():
+    """``index_MB`` is the results tables' "index MB" column (recorded ``index_bytes``, else vectors x dim x 4);
+    a paper's number carries ``<!-- paper: ... -->``; a tag inside a code span (which renders as text) is caught."""
+    assert prose.value("squad-sel-colbert-pylate:colbert-pylate | index_MB") == pytest.approx(138.725376)
+    assert prose.check_text("14.7<!-- record: squad-sel-dcsr-mean:dcsr-mean | index_MB --> MB", "x.md") == []
+    assert "is 3.3" in prose.check_text("3.3<!-- record: squad-sel-dpr:dpr | index_MB -->", "x.md")[0]
+    assert prose.untagged("PPL 1.02<!-- paper: Zhang et al. 2022 (MVR), Table 6 -->, ODC-By 1.0") == []
+    found = prose.check_text("run `--temperature 0.1<!-- setting -->\n --x` now", "x.md")
+    assert len(found) == 1 and found[0].startswith("x.md:1: a tag inside a code span")
