@@ -110,9 +110,9 @@ def _train_help(env: dict) -> tuple[str, float, bool]:
 
 def test_train_help_is_cached_identical_and_then_imports_no_torch(tmp_path, monkeypatch):
     """``driver.train --help`` needs transformers.TrainingArguments and every method's options (17 s on a loaded
-    2-core machine: bench/help_time.log). The first call keeps the text (MULTIVIEW_HELP_CACHE); later calls print
-    it without importing torch, the same text as the parser's own; another width or a changed module of the
-    package gives another key."""
+    2-core machine, 5.2 s idle: bench/help_time.log). The first call keeps the text (MULTIVIEW_HELP_CACHE); later
+    calls print it without importing torch (0.7 s idle), the same text as the parser's own; another width or a
+    changed module of the package gives another key."""
     from multiview_plugin.cli import help_cache_file
     from multiview_plugin.driver.train import PROG, build_parser
 
