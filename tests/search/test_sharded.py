@@ -13,7 +13,8 @@ from multiview_plugin.driver import search as search_driver
 from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, ShardWriter
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search import MultiVectorSearcher
-from multiview_plugin.search.sharded import ShardedSearcher, merge_topk
+from multiview_plugin.search._searcher import merge_topk
+from multiview_plugin.search.sharded import ShardedSearcher
 
 DIM, N_DOCS, SHARDS = 16, 240, 4
 
