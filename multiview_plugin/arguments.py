@@ -25,7 +25,16 @@ from transformers import TrainingArguments
 from multiview_plugin.bounds import MAX_LORA_RANK, Bounds, check_fields
 from multiview_plugin.cli import ParsedArguments
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.text_options import OPTION_NAMES, TEXT_GROUP_DESCRIPTION, argument_field, bounds_of
+from multiview_plugin.text_options import (
+    MASK_DUPLICATE_POSITIVES,
+    OPTION_NAMES,
+    PASSAGE_FIELD_SEPARATOR,
+    TEMPERATURE,
+    TEXT_GROUP_DESCRIPTION,
+    UNTIE_ENCODER,
+    argument_field,
+    bounds_of,
+)
 
 # the help of Tevatron's encode-only DataArguments (multiview_plugin.tevatron_parity.ENCODE_ONLY)
 _ENCODE_ONLY = " Encoding only: the train driver refuses a value other than the default."
@@ -84,7 +93,7 @@ class BaseModelArguments(ParsedArguments):
     pooling: str = argument_field("pooling")
     normalize: bool = argument_field("normalize")
     temperature: float = field(
-        default=1.0,
+        default=TEMPERATURE,
         metadata={"help": "Softmax temperature tau of the contrastive loss. With --temperature_schedule "
                   "annealed this is the starting value tau_0."},
     )
@@ -97,14 +106,14 @@ class BaseModelArguments(ParsedArguments):
                   "paper's 0.3 and 0.1). Default: the model's own (mvr: annealed, the others: fixed)."},
     )
     mask_duplicate_positives: bool = field(
-        default=False,
+        default=MASK_DUPLICATE_POSITIVES,
         metadata={"help": "Training: drop from each query's negatives every in-batch candidate identical to its "
                   "positive (the same passage text; for dcsr the same sentence), e.g. another question about the "
                   "same SQuAD paragraph, or another query's hard negative that is this query's positive. Default "
                   "off (the papers' plain in-batch loss)."},
     )
     untie_encoder: bool = field(
-        default=False, metadata={"help": "Use separate query and passage encoders (default: shared weights)."}
+        default=UNTIE_ENCODER, metadata={"help": "Use separate query and passage encoders (default: shared weights)."}
     )
     # --- LoRA (Tevatron v2's flags, names and defaults; needs peft: pip install 'multiview_plugin[lora]') ---
     lora: bool = field(
@@ -216,7 +225,7 @@ class DataArguments:
     query_prefix: str = argument_field("query_prefix")
     passage_prefix: str = argument_field("passage_prefix")
     passage_field_separator: str = field(
-        default=" ", metadata={"help": "String joining a passage's title and text."}
+        default=PASSAGE_FIELD_SEPARATOR, metadata={"help": "String joining a passage's title and text."}
     )
     pad_to_multiple_of: int | None = argument_field("pad_to_multiple_of")
     num_proc: int = field(

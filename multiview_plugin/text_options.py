@@ -11,7 +11,13 @@ help. Every other place that holds one of them takes the field from here instead
   so any value given on the command line (``--normalize False`` included) overrides the saved model;
 * :class:`~multiview_plugin.modeling.formatting.InputFormatter`'s keyword defaults, read from :data:`DEFAULTS`.
 
-``tests/test_text_options.py`` checks that no module of the package writes one of these defaults again.
+The defaults of the other options that several drivers, functions and the saved config share are written once
+here too, as constants (their help stays beside each flag): :data:`PASSAGE_FIELD_SEPARATOR` (Tevatron's
+``--passage_field_separator``), :data:`TEMPERATURE` (the contrastive loss' ``--temperature``), :data:`UNTIE_ENCODER`
+and :data:`MASK_DUPLICATE_POSITIVES`; :data:`OTHER_DEFAULTS` names them.
+
+``tests/test_text_options.py`` checks that no module of the package writes one of these defaults again (as a
+dataclass field, a parameter default, an ``add_argument`` default or a ``getattr`` fallback).
 
 A bottom-floor module: it imports nothing of the package but :mod:`multiview_plugin.bounds`.
 """
@@ -71,6 +77,15 @@ class TextOptions:
         "--pooling eos).")
     add_special_tokens: bool = _option(True, "dpr: let the tokenizer add its special tokens ([CLS]/[SEP], BOS).")
 
+
+# The other shared defaults (not text options), each written once here.
+PASSAGE_FIELD_SEPARATOR = " "  # joins a passage's title and text (Tevatron's --passage_field_separator)
+TEMPERATURE = 1.0  # the contrastive loss' softmax temperature tau (--temperature), saved with the model
+UNTIE_ENCODER = False  # separate query and passage encoders (--untie_encoder), saved with the model
+MASK_DUPLICATE_POSITIVES = False  # drop in-batch copies of a query's positive (--mask_duplicate_positives)
+OTHER_DEFAULTS: dict[str, Any] = {"passage_field_separator": PASSAGE_FIELD_SEPARATOR, "temperature": TEMPERATURE,
+                                  "untie_encoder": UNTIE_ENCODER,
+                                  "mask_duplicate_positives": MASK_DUPLICATE_POSITIVES}
 
 SHARED_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(TextOptions)}
 OPTION_NAMES: tuple[str, ...] = tuple(SHARED_FIELDS)

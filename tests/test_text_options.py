@@ -14,13 +14,21 @@ from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.driver.encode import EncodeArguments
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter
-from multiview_plugin.text_options import DEFAULTS, OPTION_NAMES, SHARED_FIELDS, TextOptions
+from multiview_plugin.text_options import DEFAULTS, OPTION_NAMES, OTHER_DEFAULTS, SHARED_FIELDS, TextOptions
 
 PACKAGE = Path(__file__).resolve().parents[1] / "multiview_plugin"
 SOURCE = PACKAGE / "text_options.py"
 # parameters that share a name with a shared option but mean something else
-UNRELATED = {("scoring.py", "local_variation", "normalize"),  # Local Variation on raw scores
-             ("doc2query.py", "GenerateArguments", "passage_max_len")}  # the doc2query generator's input
+UNRELATED = {
+    ("scoring.py", "local_variation", "normalize"),  # Local Variation on raw scores
+    ("scoring.py", "local_variation", "temperature"),  # Local Variation's softmax tau (--lv_temperature)
+    ("encoding/doc2query.py", "GenerateArguments", "passage_max_len"),  # the doc2query generator's input
+    # HasAns' softmax over sentence scores: 1 (raw scores) where the index records no training temperature
+    ("search/aggregators.py", "log_one_minus_softmax", "temperature"),
+    ("search/aggregators.py", "__init__", "temperature"),
+    # the quickstart's experiment setting, recorded with its rows: it must not follow a change of the default
+    ("quickstart/options.py", "build_parser", "passage_max_len"),
+}
 
 
 def test_the_options():
@@ -52,51 +60,112 @@ def test_the_formatter_takes_its_defaults_from_the_source():
         n: getattr(DEFAULTS, n) for n in OPTION_NAMES if n in params}
 
 
-def literal_defaults(path: Path) -> list[str]:
-    """Where ``path`` writes a default of a shared option as a literal: a class attribute (a dataclass field, or
-    ``field(default=...)``), a parameter default, or ``getattr(x, "option", literal)``."""
-    found = []
+# every option whose default is written once in text_options: the text options and the other shared defaults;
+# a parameter named ``separator`` is the passage field separator under a shorter name
+CHECKED = {*OPTION_NAMES, *OTHER_DEFAULTS, "separator"}
 
-    def literal(node: ast.AST | None) -> bool:
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "field":
-            node = next((k.value for k in node.keywords if k.arg == "default"), None)
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_option" and node.args:
-            node = node.args[0]  # text_options' own field helper
-        return isinstance(node, ast.Constant) and node.value is not None
 
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef):
-            for stmt in node.body:
-                if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                        and stmt.target.id in OPTION_NAMES and literal(stmt.value)
-                        and (path.name, node.name, stmt.target.id) not in UNRELATED):
-                    found.append(f"{path.name}:{stmt.lineno} {node.name}.{stmt.target.id}")
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = node.args.args + node.args.kwonlyargs
-            defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults
-            defaults += node.args.kw_defaults
-            for arg, value in zip(args, defaults):
-                if (arg.arg in OPTION_NAMES and literal(value)
-                        and (path.name, node.name, arg.arg) not in UNRELATED):
-                    found.append(f"{path.name}:{node.lineno} {node.name}({arg.arg}=...)")
-        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and len(node.args) == 3
-              and isinstance(node.args[1], ast.Constant) and node.args[1].value in OPTION_NAMES
-              and literal(node.args[2])):
-            found.append(f"{path.name}:{node.lineno} getattr(..., {node.args[1].value!r}, ...)")
-    return found
+def literal(node: ast.AST | None) -> bool:
+    """A literal default: a constant other than None (a negative number too), also inside ``field(default=...)``
+    or text_options' own ``_option(...)``."""
+    if isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "field":
+        node = next((k.value for k in node.keywords if k.arg == "default"), None)
+    elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_option" and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    return isinstance(node, ast.Constant) and node.value is not None
+
+
+class _Finder(ast.NodeVisitor):
+    """The literal defaults of the CHECKED options in one module: ``(scope, option, line, what)``, scope being the
+    enclosing class or function."""
+
+    def __init__(self) -> None:
+        self.scope, self.found = ["<module>"], []
+
+    def hit(self, name: str, value: ast.AST | None, line: int, what: str) -> None:
+        if name in CHECKED and literal(value):
+            self.found.append((self.scope[-1], name, line, what))
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                self.hit(stmt.target.id, stmt.value, stmt.lineno, f"{node.name}.{stmt.target.id}")
+        self.generic_visit(node)
+        self.scope.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        args = node.args.args + node.args.kwonlyargs
+        defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults
+        defaults += node.args.kw_defaults
+        self.scope.append(node.name)
+        for arg, value in zip(args, defaults):
+            self.hit(arg.arg, value, node.lineno, f"{node.name}({arg.arg}=...)")
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+        if (name == "getattr" and len(node.args) == 3 and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)):
+            self.hit(node.args[1].value, node.args[2], node.lineno, f"getattr(..., {node.args[1].value!r}, ...)")
+        elif name == "add_argument" and node.args and isinstance(node.args[0], ast.Constant):
+            flag = str(node.args[0].value)
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            self.hit(flag.lstrip("-"), default, node.lineno, f"add_argument({flag!r}, default=...)")
+        self.generic_visit(node)
+
+
+def all_literal_defaults(path: Path) -> list[tuple[str, str, int, str]]:
+    finder = _Finder()
+    finder.visit(ast.parse(path.read_text(encoding="utf-8")))
+    return finder.found
+
+
+def literal_defaults(path: Path, where: str | None = None) -> list[str]:
+    """Where ``path`` writes a default of a CHECKED option as a literal: a class attribute (a dataclass field, or
+    ``field(default=...)``), a parameter default, an ``add_argument("--option", default=...)`` or
+    ``getattr(x, "option", literal)``; UNRELATED ones left out. ``where``: the path's name in UNRELATED."""
+    where = where or path.name
+    return [f"{where}:{line} {what}" for scope, name, line, what in all_literal_defaults(path)
+            if (where, scope, name) not in UNRELATED]
 
 
 def test_no_module_writes_a_shared_default_again():
-    found = [hit for p in sorted(PACKAGE.rglob("*.py")) if p != SOURCE for hit in literal_defaults(p)]
+    found = [hit for p in sorted(PACKAGE.rglob("*.py")) if p != SOURCE
+             for hit in literal_defaults(p, p.relative_to(PACKAGE).as_posix())]
     assert found == []
+
+
+@pytest.mark.parametrize("where, scope, name", sorted(UNRELATED))
+def test_each_exception_is_still_needed(where, scope, name):
+    """A stale exception would hide a new duplicate of the same name there."""
+    assert (scope, name) in {(s, n) for s, n, _, _ in all_literal_defaults(PACKAGE / where)}
 
 
 def test_the_check_can_fail(tmp_path):
     fake = tmp_path / "config.py"
-    fake.write_text("from dataclasses import dataclass, field\n\n@dataclass\nclass C:\n    normalize: bool = False\n"
-                    "    pooling: str = field(default='cls')\n\n\ndef f(padding_side='right'):\n"
+    fake.write_text("import argparse\nimport dataclasses\nfrom dataclasses import dataclass, field\n\n"
+                    "@dataclass\nclass C:\n    normalize: bool = False\n"
+                    "    pooling: str = field(default='cls')\n    temperature: float = dataclasses.field(default=1.0)\n"
+                    "    untie_encoder: bool = False\n\n\n"
+                    "def f(padding_side='right', separator=' '):\n"
+                    "    p = argparse.ArgumentParser()\n    p.add_argument('--passage_field_separator', default=' ')\n"
                     "    return getattr(f, 'query_max_len', 32)\n")
-    assert len(literal_defaults(fake)) == 4
-    # the one place they are written (pad_to_multiple_of's default is None)
+    assert len(literal_defaults(fake)) == 8
+    # the one place they are written (pad_to_multiple_of's default is None; the other defaults are constants)
     assert len(literal_defaults(SOURCE)) == len(dataclasses.fields(TextOptions)) - 1
+
+
+def test_the_other_shared_defaults_come_from_the_source():
+    from multiview_plugin.driver.mine_negatives import build_parser
+    from multiview_plugin.encoding.doc2query import GenerateArguments
+
+    for cls in (EncoderConfig, ModelArguments, DataArguments, EncodeArguments, GenerateArguments):
+        held = {f.name: f.default for f in dataclasses.fields(cls) if f.name in OTHER_DEFAULTS}
+        assert held and held == {k: OTHER_DEFAULTS[k] for k in held}, cls
+    assert build_parser().get_default("passage_field_separator") == OTHER_DEFAULTS["passage_field_separator"]

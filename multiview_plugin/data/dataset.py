@@ -28,6 +28,7 @@ from multiview_plugin.data.readers import (
     load_corpus,
     parse_train_record,
 )
+from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def _stamp(path: str) -> tuple[str, int, int]:
 def load_train_records(
     dataset_path: str | Sequence[str],
     corpus_path: str | None = None,
-    passage_field_separator: str = " ",
+    passage_field_separator: str = PASSAGE_FIELD_SEPARATOR,
     cache_dir: str | None = None,
 ) -> datasets.Dataset:
     """Validate local Tevatron train files into a ``datasets.Dataset`` of normalised records.

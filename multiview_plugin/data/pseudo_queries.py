@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from multiview_plugin.data.readers import InputFormatError, PathLike, iter_jsonl, open_text
+from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 
 def iter_query_records(path: PathLike) -> Iterator[tuple[int, str, list[str]]]:
@@ -106,7 +107,7 @@ def _warmup_generator(queries_path: str, corpus_path: str, separator: str, stamp
                    "source": f"{queries_path}:{docid}"}
 
 
-def warmup_records(queries_path: str, corpus_path: str, passage_field_separator: str = " ",
+def warmup_records(queries_path: str, corpus_path: str, passage_field_separator: str = PASSAGE_FIELD_SEPARATOR,
                    cache_dir: str | None = None) -> Any:
     """DCE's warm-up training set: every pseudo-query with its own document as the positive and no hard
     negatives (training then uses in-batch negatives only), as validated train records."""
@@ -127,7 +128,7 @@ def warmup_records(queries_path: str, corpus_path: str, passage_field_separator:
 
 
 def write_sentence_queries(corpus_path: str, output: PathLike, max_queries: int = 10,
-                           passage_field_separator: str = " ") -> Path:
+                           passage_field_separator: str = PASSAGE_FIELD_SEPARATOR) -> Path:
     """A pseudo-query file whose "queries" are each document's first ``max_queries`` sentences.
 
     A documented stand-in for doc2query output where no generator is available (no model can be downloaded

@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from multiview_plugin.data.seen_ids import SeenIds
 from multiview_plugin.errors import MultiViewError
+from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ def _lone_surrogate(value: Any, field: str = "") -> str | None:
     return next((found for name, v in items if (found := _lone_surrogate(v, name)) is not None), None)
 
 
-def format_passage(title: str | None, text: str, separator: str = " ") -> str:
+def format_passage(title: str | None, text: str, separator: str = PASSAGE_FIELD_SEPARATOR) -> str:
     """Join a passage's title and text the way Tevatron does.
 
     Parameters
@@ -327,7 +328,7 @@ def _resolve(ctx: _Ctx, obj: Mapping, key: str, corpus: Mapping[str, str]) -> tu
 
 
 def iter_train_records(path: PathLike, corpus: Mapping[str, str] | None = None,
-                       passage_field_separator: str = " ") -> Iterator[dict]:
+                       passage_field_separator: str = PASSAGE_FIELD_SEPARATOR) -> Iterator[dict]:
     """Read a Tevatron train jsonl file (legacy or new format, detected per line) into one schema.
 
     Legacy lines carry passages inline: ``{"query_id", "query", "positive_passages": [{"docid", "title",
@@ -371,7 +372,7 @@ def iter_train_records(path: PathLike, corpus: Mapping[str, str] | None = None,
 
 
 def parse_train_record(obj: Mapping, path: PathLike, line: int | None, corpus: Mapping[str, str] | None = None,
-                       passage_field_separator: str = " ", source: str | None = None,
+                       passage_field_separator: str = PASSAGE_FIELD_SEPARATOR, source: str | None = None,
                        dropped: dict[str, int] | None = None) -> dict:
     """Validate one Tevatron train record (legacy or new format) into the normalised schema of
     :func:`iter_train_records`. ``path`` and ``line`` locate errors (for hub datasets: the dataset name
@@ -450,7 +451,7 @@ def _iter_raw_corpus(path: PathLike) -> Iterator[tuple[int, str, str | None, str
         yield lineno, docid.strip(), title, text
 
 
-def iter_corpus(path: PathLike, passage_field_separator: str = " ") -> Iterator[tuple[str, str]]:
+def iter_corpus(path: PathLike, passage_field_separator: str = PASSAGE_FIELD_SEPARATOR) -> Iterator[tuple[str, str]]:
     """Stream a corpus file as ``(docid, formatted text)``.
 
     Parameters
@@ -495,7 +496,7 @@ def _docid_at(path: PathLike, lineno: int) -> str | None:
     return next((docid for n, docid, _, _ in _iter_raw_corpus(path) if n == lineno), None)
 
 
-def load_corpus(path: PathLike, passage_field_separator: str = " ") -> dict[str, str]:
+def load_corpus(path: PathLike, passage_field_separator: str = PASSAGE_FIELD_SEPARATOR) -> dict[str, str]:
     """Load a whole corpus file (see :func:`iter_corpus`) as an insertion-ordered ``{docid: text}``."""
     corpus = dict(iter_corpus(path, passage_field_separator))
     logger.info("Loaded %d passages from %s", len(corpus), path)

@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.text_options import OPTION_NAMES, TEXT_GROUP_DESCRIPTION, override_field
+from multiview_plugin.text_options import (
+    OPTION_NAMES,
+    PASSAGE_FIELD_SEPARATOR,
+    TEXT_GROUP_DESCRIPTION,
+    override_field,
+)
 
 if TYPE_CHECKING:
     from multiview_plugin.modeling.base import MultiViewEncoder
@@ -61,7 +66,8 @@ class EncodeArguments:
                                      "torchrun (WORLD_SIZE > 1) leave it 0: process r encodes shards r, r+W, ... "
                                      "into <encode_output_path stem>.<shard><suffix>."})
     encode_is_query: bool = field(default=False, metadata={"help": "Encode queries (one vector each)."})
-    passage_field_separator: str = field(default=" ", metadata={"help": "Joins a passage's title and text."})
+    passage_field_separator: str = field(default=PASSAGE_FIELD_SEPARATOR,
+                                         metadata={"help": "Joins a passage's title and text."})
     per_device_eval_batch_size: int = field(default=64, metadata={"help": "Texts per forward pass."})
     fp16: bool = field(default=False, metadata={"help": "Store float16 vectors (and autocast on GPU)."})
     bf16: bool = field(default=False, metadata={"help": "Compute in bfloat16 (weights cast; autocast on GPU); "

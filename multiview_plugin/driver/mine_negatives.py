@@ -34,6 +34,7 @@ from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.search import FaissStore, MultiVectorSearcher
 from multiview_plugin.search._index import check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import first_occurrences, take_ranked
+from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger("multiview_plugin.mine_negatives")
 
@@ -50,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default 100).")
     p.add_argument("--num_negatives", type=int, default=30, help="Hard negatives kept per query (default 30).")
     p.add_argument("--batch_size", type=int, default=128, help="Queries encoded and searched at once.")
-    p.add_argument("--passage_field_separator", default=" ", help="Joins a passage's title and text.")
+    p.add_argument("--passage_field_separator", default=PASSAGE_FIELD_SEPARATOR,
+                   help="Joins a passage's title and text.")
     p.add_argument("--device", help="cpu, cuda ... (default: cuda if available).")
     return p
 

@@ -240,6 +240,13 @@ def query_vectors(args: argparse.Namespace, searcher, index_dir: str, dim: int) 
     raise ConfigError("--index needs --topics with --encoder, or --encoded_queries")
 
 
+def search_depth(args: argparse.Namespace, num_docs: int) -> int:
+    """The depth to search: ``--hits`` (and, with ``--hybrid``, ``--hybrid_depth`` when deeper), each capped at the
+    ``num_docs`` documents searched (one index's, or all shards') with a log line; ``args.hits`` is capped too."""
+    args.hits = cap_depth(args.hits, num_docs, "--hits")
+    return max(args.hits, cap_depth(args.hybrid_depth, num_docs, "--hybrid_depth")) if args.hybrid else args.hits
+
+
 def search_pyserini(args: argparse.Namespace) -> None:
     if not args.output:
         raise ConfigError("--index needs --output")
@@ -264,9 +271,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
     q_reps, q_ids = query_vectors(args, searcher, args.index, searcher.meta.dim)
     if args.threads > 0:
         faiss.omp_set_num_threads(args.threads)
-    num_docs = len(searcher.store.docids)
-    args.hits = cap_depth(args.hits, num_docs, "--hits")
-    depth = max(args.hits, cap_depth(args.hybrid_depth, num_docs, "--hybrid_depth")) if args.hybrid else args.hits
+    depth = search_depth(args, len(searcher.store.docids))
     ids, scores = search_batched(searcher.store, q_reps, depth, searcher.aggregator, args.batch_size,
                                  progress=not args.quiet)
     run = to_run(q_ids, ids, scores)
@@ -317,7 +322,7 @@ def search_sharded(args: argparse.Namespace) -> None:
                          nprobe=args.nprobe, ef_search=args.ef_search, overfetch=args.overfetch, rescore=args.rescore,
                          doc_candidates=args.doc_candidates, allow_partial=args.allow_partial) as searcher:
         q_reps, q_ids = query_vectors(args, searcher, dirs[0], searcher.dim)
-        depth = max(args.hits, args.hybrid_depth) if args.hybrid else args.hits
+        depth = search_depth(args, searcher.num_docs)  # the documents of all shards
         ids, scores = searcher.search_batched(q_reps, depth, args.batch_size, progress=not args.quiet)
     run = to_run(q_ids, ids, scores)
     if args.hybrid:

@@ -21,41 +21,38 @@ import os
 import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from transformers import set_seed
-
-from multiview_plugin.arguments import (
-    DataArguments,
-    DevArguments,
-    ModelArguments,
-    MultiViewTrainingArguments,
-    given_flags,
-)
-from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
-from multiview_plugin.data.dataset import TrainDataset, load_train_records
+from multiview_plugin.cli import HELP_FLAGS, cli, parse_dataclasses, print_help_cached, setup_logging
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.modeling import lora
-from multiview_plugin.modeling.base import MultiViewEncoder, backbone_options
-from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
-from multiview_plugin.modeling.persistence import load_encoder
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.tevatron_parity import ENCODE_ONLY
-from multiview_plugin.training.checkpoints import checkpoint_problems, last_complete_checkpoint
-from multiview_plugin.training.run_settings import (
-    INPUTS_KEY,
-    RunSettingsCallback,
-    check_resume,
-    first_difference,
-    input_fingerprints,
-    load_run_settings,
-    previous_run_files,
-    run_settings,
-    save_run_settings,
-)
-from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
+
+if TYPE_CHECKING:
+    from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
+    from multiview_plugin.modeling.base import MultiViewEncoder
+    from multiview_plugin.modeling.config import EncoderConfig
+
+# torch, transformers, the datasets, the models and the Trainer are imported where they are used, so that
+# ``--help`` (whose text is cached: multiview_plugin.cli.print_help_cached) starts no heavy import.
+PROG = "python -m multiview_plugin.driver.train"
+USAGE = "%(prog)s --model_name_or_path PATH --output_dir DIR [--model_name NAME] [flag ...] | CONFIG.json"
+
+
+def argument_classes() -> tuple[type, ...]:
+    """The dataclasses the train driver parses, in their --help order."""
+    from multiview_plugin.arguments import DataArguments, DevArguments, ModelArguments, MultiViewTrainingArguments
+
+    return ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments
+
+
+def build_parser() -> Any:
+    """The train driver's parser (what ``--help`` prints)."""
+    from multiview_plugin.cli import build_parser as build
+
+    return build(argument_classes(), prog=PROG, description=__doc__, usage=USAGE)
+
 
 logger = logging.getLogger("multiview_plugin.train")
 
@@ -64,6 +61,11 @@ def build_model(model_args: ModelArguments, data_args: DataArguments,
                 given: Collection[str] = ()) -> MultiViewEncoder:
     """A new model from a backbone, or a saved multiview model to keep training; ``given``: the flags given on the
     command line (:func:`~multiview_plugin.arguments.given_flags`)."""
+    from multiview_plugin.modeling import lora
+    from multiview_plugin.modeling.base import backbone_options
+    from multiview_plugin.modeling.config import is_multiview_model
+    from multiview_plugin.modeling.persistence import load_encoder
+
     cls = get_encoder_class(model_args.model_name)  # unknown names fail here, before anything loads
     if is_multiview_model(model_args.model_name_or_path):
         own = [f"--{name}" for name in ("config_name", "tokenizer_name") if getattr(model_args, name)]
@@ -122,6 +124,8 @@ def _same_model(model_args: ModelArguments) -> bool:
 def load_training_data(data_args: DataArguments, training_args: MultiViewTrainingArguments,
                        model: MultiViewEncoder | None = None) -> tuple[Any, Any]:
     """(dataset, collator) for ``model`` (its :meth:`~MultiViewEncoder.train_data`; passage groups when None)."""
+    from multiview_plugin.data.dataset import TrainDataset, load_train_records
+
     if data_args.pseudo_queries_path:
         from multiview_plugin.data.pseudo_queries import warmup_records
 
@@ -182,6 +186,9 @@ def checkpoint_to_resume(training_args: MultiViewTrainingArguments, settings: di
     ``--output_dir`` holding a previous run's model but no checkpoint to resume is refused. Without
     ``--overwrite_output_dir`` nothing of a previous run is trained over.
     """
+    from multiview_plugin.training.checkpoints import checkpoint_problems, last_complete_checkpoint
+    from multiview_plugin.training.run_settings import check_resume, previous_run_files
+
     expect = dict(optimizer_expected=not training_args.save_only_model)
     requested = training_args.resume_from_checkpoint
     if requested is not None and str(requested).lower() != "true":
@@ -212,6 +219,8 @@ def run_is_finished(training_args: MultiViewTrainingArguments, settings: dict[st
     """Whether ``--output_dir`` holds the final model of a run with these very settings and the same length
     (its ``multiview_run.json`` is written after the final save). The Trainer, resumed from a run's last
     checkpoint, would train one step past its end instead of none."""
+    from multiview_plugin.training.run_settings import first_difference, load_run_settings
+
     if training_args.overwrite_output_dir or training_args.resume_from_checkpoint:
         return False
     recorded = load_run_settings(training_args.output_dir) if Path(training_args.output_dir).is_dir() else None
@@ -222,7 +231,7 @@ def run_is_finished(training_args: MultiViewTrainingArguments, settings: dict[st
 def refuse_encode_only_flags(data_args: DataArguments) -> None:
     """One line for the encode-only flags (Tevatron's shared DataArguments) given a value other than the default:
     training would ignore them."""
-    defaults = DataArguments.__dataclass_fields__
+    defaults = type(data_args).__dataclass_fields__
     given = [f"--{name} {getattr(data_args, name)}" for name in ENCODE_ONLY
              if getattr(data_args, name) != defaults[name].default]
     if given:
@@ -241,10 +250,24 @@ def warn_fp16_without_gpu(training_args: MultiViewTrainingArguments) -> None:
 
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv in HELP_FLAGS:
+        print_help_cached(PROG, build_parser)
+    import torch
+    from transformers import set_seed
+
+    from multiview_plugin.arguments import given_flags
+    from multiview_plugin.training.run_settings import (
+        INPUTS_KEY,
+        RunSettingsCallback,
+        input_fingerprints,
+        run_settings,
+        save_run_settings,
+    )
+    from multiview_plugin.training.trainer import EpochCallback, MultiViewTrainer
+
     model_args, data_args, dev_args, training_args = parse_dataclasses(
-        (ModelArguments, DataArguments, DevArguments, MultiViewTrainingArguments), argv, driver="train",
-        prog="python -m multiview_plugin.driver.train", description=__doc__,
-        usage="%(prog)s --model_name_or_path PATH --output_dir DIR [--model_name NAME] [flag ...] | CONFIG.json")
+        argument_classes(), argv, driver="train", prog=PROG, description=__doc__, usage=USAGE)
     setup_logging(logging.INFO if training_args.local_rank in (-1, 0) else logging.WARNING)
     set_seed(training_args.seed)
     if training_args.logging_dir:
@@ -272,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.info("%s already holds this run, finished (same settings): nothing to train (--overwrite_output_dir "
                     "retrains it; a larger --max_steps or --num_train_epochs continues it)", training_args.output_dir)
         return 0
-    model = build_model(model_args, data_args, given_flags(sys.argv[1:] if argv is None else argv))
+    model = build_model(model_args, data_args, given_flags(argv))
     dataset, collator = load_training_data(data_args, training_args, model)
     logger.info("training %s (%s loss, temperature schedule %s) on %d queries",
                 model.config.model_name, model.config.loss_name or model.default_loss,

@@ -39,6 +39,7 @@ from multiview_plugin.encoding.encode import shard_bounds
 from multiview_plugin.encoding.fingerprint import describe_differences, file_identity
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.paths import refuse_output_over_input
+from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger("multiview_plugin.generate_queries")
 
@@ -53,7 +54,8 @@ class GenerateArguments:
     top_k: int = field(default=10, metadata={"help": "Top-k sampling: sample from the k likeliest tokens."})
     max_query_length: int = field(default=64, metadata={"help": "Maximum generated tokens per query."})
     passage_max_len: int = field(default=512, metadata={"help": "Document tokens given to the generator."})
-    passage_field_separator: str = field(default=" ", metadata={"help": "Joins a document's title and text."})
+    passage_field_separator: str = field(default=PASSAGE_FIELD_SEPARATOR,
+                                         metadata={"help": "Joins a document's title and text."})
     batch_size: int = field(default=16, metadata={"help": "Documents per generate() call."})
     seed: int = field(default=42, metadata={"help": "Sampling seed (with the batch position)."})
     dataset_number_of_shards: int = field(default=1, metadata={"help": "Split the corpus into this many contiguous "

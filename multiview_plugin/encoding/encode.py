@@ -39,6 +39,7 @@ from multiview_plugin.encoding.view_info import VIEW_INFO_KEY, VIEW_INFO_VERSION
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.paths import OutputLock, refuse_output_over_input
+from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger("multiview_plugin.encode")
 
@@ -85,7 +86,7 @@ def encode_to_shard(
     shard_index: int = 0,
     batch_size: int = 64,
     fp16: bool = False,
-    separator: str = " ",
+    separator: str = PASSAGE_FIELD_SEPARATOR,
     overwrite: bool = False,
     checkpoint_every: int = 50,
     pseudo_queries: str | None = None,

@@ -22,6 +22,7 @@ from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_corpus, load_qrels, load_queries
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.metrics import evaluate_run, to_measure
+from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class DevSet:
     """A dev corpus, queries and qrels held in memory (keep the corpus small: it is encoded at every check)."""
 
     def __init__(self, corpus_path: str, queries_path: str, qrels_path: str, metric: str = "MRR@10",
-                 separator: str = " ", pseudo_queries: str | None = None):
+                 separator: str = PASSAGE_FIELD_SEPARATOR, pseudo_queries: str | None = None):
         self.corpus = load_corpus(corpus_path, separator)
         # per-document views for models encoded with them (dce), loaded once
         self.views = None

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+from multiview_plugin.text_options import TEMPERATURE
+
 MIN_TEMPERATURE = 0.3  # the floor of MVR's annealed schedule (eq. 8)
 DEFAULT_ALPHA = 0.1  # its decay rate per epoch
 
 
 def temperature_at(
-    epoch: int, schedule: str = "fixed", initial: float = 1.0, alpha: float = DEFAULT_ALPHA,
+    epoch: int, schedule: str = "fixed", initial: float = TEMPERATURE, alpha: float = DEFAULT_ALPHA,
     minimum: float = MIN_TEMPERATURE,
 ) -> float:
     """Temperature for ``epoch`` (counted from 0).

@@ -24,7 +24,7 @@ from multiview_plugin.atomic import atomic_open
 from multiview_plugin.bounds import OutOfBoundsError, check_fields
 from multiview_plugin.errors import ConfigError, UnknownNameError
 from multiview_plugin.modeling.options import MethodOptions
-from multiview_plugin.text_options import config_field
+from multiview_plugin.text_options import MASK_DUPLICATE_POSITIVES, TEMPERATURE, UNTIE_ENCODER, config_field
 
 CONFIG_NAME = "multiview_config.json"
 FORMAT_VERSION = 1
@@ -37,16 +37,17 @@ class EncoderConfig:
     loss_name: str | None = None
     pooling: str = config_field("pooling")
     normalize: bool = config_field("normalize")
-    temperature: float = 1.0
+    temperature: float = TEMPERATURE
     temperature_schedule: str = "fixed"
-    untie_encoder: bool = False
+    untie_encoder: bool = UNTIE_ENCODER
     query_max_len: int = config_field("query_max_len")
     passage_max_len: int = config_field("passage_max_len")
     query_prefix: str = config_field("query_prefix")
     passage_prefix: str = config_field("passage_prefix")
     # None: 16 on GPU, none on CPU (decided when formatting); 0: none
     pad_to_multiple_of: int | None = config_field("pad_to_multiple_of")
-    mask_duplicate_positives: bool = False  # training only: drop in-batch copies of a query's positive
+    # training only: drop in-batch copies of a query's positive
+    mask_duplicate_positives: bool = MASK_DUPLICATE_POSITIVES
     # Tevatron's tokenisation options (dpr only): pad on the left, end every text with the eos token, or
     # tokenise without the tokenizer's special tokens
     padding_side: str = config_field("padding_side")

@@ -651,6 +651,26 @@ def search_batched(store: SearchBackend, q_reps: np.ndarray, k: int, aggregator:
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
+def merge_topk(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Merge per-shard (docids (Q, k) None-padded, scores (Q, k) -inf-padded), given in shard order, into the
+    top-k: by score, ties to the later shard, so the ranking is that of one exact index over the shards in this
+    order, ties included (a Faiss Flat index puts the higher row, i.e. the later shard's, first among equal
+    scores). Within a shard its own order is kept. Used by :func:`search_shards` and
+    :class:`~multiview_plugin.search.sharded.ShardedSearcher`."""
+    if not parts:
+        raise ConfigError("no shards to merge")
+    ids = np.concatenate([p[0] for p in reversed(parts)], axis=1)
+    scores = np.concatenate([p[1] for p in reversed(parts)], axis=1).astype(np.float32, copy=False)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    out_ids = np.take_along_axis(ids, order, axis=1)
+    out_scores = np.take_along_axis(scores, order, axis=1)
+    if out_ids.shape[1] < k:  # fewer than k columns in all (k larger than every shard's answer width)
+        pad = k - out_ids.shape[1]
+        out_ids = np.concatenate([out_ids, np.full((len(out_ids), pad), None, dtype=object)], axis=1)
+        out_scores = np.concatenate([out_scores, np.full((len(out_ids), pad), -np.inf, np.float32)], axis=1)
+    return out_ids, out_scores
+
+
 def search_shards(
     q_reps: np.ndarray, shard_paths: Sequence[str | os.PathLike], k: int, aggregation: str = "max",
     batch_size: int | None = None, unsafe_pickle: bool = False, queries_from: str | None = None,
@@ -658,7 +678,9 @@ def search_shards(
     """Tevatron's ``--shard_search``: search each shard alone, then merge the per-shard top-k.
 
     Each shard is loaded once (memory: one shard) and searched for all queries, ``batch_size`` at a time.
-    Exact for max aggregation because a document's vectors never span shards. Returns (docids, scores).
+    Exact for max aggregation because a document's vectors never span shards: the ranking is that of one index over
+    the shards in the order given, ties included (equal scores: the later shard's document first, as one Flat index
+    puts the higher row first; :func:`merge_topk`). Returns (docids, scores).
     ``queries_from``: the query file, named when the queries' dim differs from a shard's.
     """
     aggregator = get_aggregator(aggregation)
@@ -679,6 +701,4 @@ def search_shards(
         ids, score = search_batched(store, q_reps, k, aggregator, batch_size)
         all_ids.append(ids)
         all_scores.append(score)
-    ids, scores = np.concatenate(all_ids, axis=1), np.concatenate(all_scores, axis=1)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1)
+    return merge_topk(list(zip(all_ids, all_scores)), k)

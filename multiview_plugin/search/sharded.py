@@ -42,7 +42,7 @@ from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_s
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.ray_runtime import WorkerActor
 from multiview_plugin.search._index import META_FILE, IndexMeta
-from multiview_plugin.search._searcher import Hit, MultiVectorSearcher
+from multiview_plugin.search._searcher import Hit, MultiVectorSearcher, merge_topk
 from multiview_plugin.search.aggregators import AGGREGATORS, get_aggregator
 
 logger = logging.getLogger(__name__)
@@ -70,24 +70,6 @@ def parse_index_list(value: str | os.PathLike | Sequence[str | os.PathLike]) -> 
     if duplicates:
         raise ConfigError(f"--index: {duplicates[0]} is given twice (its documents would be counted twice)")
     return dirs
-
-
-def merge_topk(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Merge per-shard (docids (Q, k) None-padded, scores (Q, k) -inf-padded), given in shard order, into the
-    top-k: by score, ties to the later shard (one Faiss index over the shards in this order puts the higher row,
-    i.e. the later shard's, first)."""
-    if not parts:
-        raise ConfigError("no shards to merge")
-    ids = np.concatenate([p[0] for p in reversed(parts)], axis=1)
-    scores = np.concatenate([p[1] for p in reversed(parts)], axis=1).astype(np.float32, copy=False)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    out_ids = np.take_along_axis(ids, order, axis=1)
-    out_scores = np.take_along_axis(scores, order, axis=1)
-    if out_ids.shape[1] < k:  # fewer than k columns in all (k larger than every shard's answer width)
-        pad = k - out_ids.shape[1]
-        out_ids = np.concatenate([out_ids, np.full((len(out_ids), pad), None, dtype=object)], axis=1)
-        out_scores = np.concatenate([out_scores, np.full((len(out_ids), pad), -np.inf, np.float32)], axis=1)
-    return out_ids, out_scores
 
 
 class ShardServer(WorkerActor):

@@ -93,3 +93,49 @@ def test_encode_help_imports_no_torch_and_is_fast():
     assert done.returncode == 0 and "usage: python -m multiview_plugin.driver.encode" in done.stdout
     assert done.stderr.strip().endswith("NO-TORCH")
     assert elapsed < 30, f"encode --help took {elapsed:.1f} s"
+
+
+
+def _train_help(env: dict) -> tuple[str, float, bool]:
+    """``python -m multiview_plugin.driver.train --help`` in a fresh process: (stdout, seconds, torch imported)."""
+    code = ("import runpy, sys\nsys.argv = ['train', '--help']\ntry:\n"
+            "    runpy.run_module('multiview_plugin.driver.train', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)\n")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, time.perf_counter() - start, done.stderr.strip().splitlines()[-1] == "TORCH"
+
+
+def test_train_help_is_cached_identical_and_then_imports_no_torch(tmp_path, monkeypatch):
+    """``driver.train --help`` needs transformers.TrainingArguments and every method's options (17 s on a loaded
+    2-core machine, 5.2 s idle: bench/help_time.log). The first call keeps the text (MULTIVIEW_HELP_CACHE); later
+    calls print it without importing torch (0.7 s idle), the same text as the parser's own; another width or a
+    changed module of the package gives another key."""
+    from multiview_plugin.cli import help_cache_file
+    from multiview_plugin.driver.train import PROG, build_parser
+
+    monkeypatch.setenv("MULTIVIEW_HELP_CACHE", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "100")
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    first, _, first_torch = _train_help(env)
+    assert first_torch and len(list(tmp_path.glob("multiview_plugin.driver.train.*.txt"))) == 1
+    second, seconds, second_torch = _train_help(env)
+    assert not second_torch and second == first
+    assert first == build_parser().format_help()  # the parser's own text, at the same width
+    assert seconds < 30, f"cached train --help took {seconds:.1f} s"
+    key = help_cache_file(PROG)
+    monkeypatch.setenv("COLUMNS", "101")
+    assert help_cache_file(PROG) != key
+    monkeypatch.setenv("COLUMNS", "100")
+    module = PACKAGE / "bounds.py"
+    st = module.stat()
+    os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    try:
+        assert help_cache_file(PROG) != key
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert help_cache_file(PROG) == key
+    monkeypatch.setenv("MULTIVIEW_HELP_CACHE", "0")
+    assert help_cache_file(PROG) is None

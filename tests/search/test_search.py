@@ -8,7 +8,7 @@ import pytest
 
 from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, ShardWriter, read_shard
 from multiview_plugin.errors import ConfigError, MultiViewError
-from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index, search_shards
+from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index, search_batched, search_shards
 from multiview_plugin.search.aggregators import MaxAggregator
 
 DIM = 16
@@ -65,6 +65,27 @@ def test_exact_top_k_matches_brute_force(tmp_path, views, k):
     s_ids, s_scores = search_shards(q, paths, k)
     assert s_ids.tolist() == ids.tolist()
     np.testing.assert_allclose(s_scores, scores, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_queries", [5, 30])  # Faiss searches below and above its BLAS threshold (20)
+def test_shard_search_breaks_ties_as_one_index(tmp_path, n_queries):
+    """``--shard_search`` (search_shards) merged equal scores with the earlier shard's document first: the opposite
+    of one index over the same shards (Faiss: the higher row, the later shard's, first). Now the same order, docid
+    for docid: documents 90..119 (last shard) are copies of 0..29 (first shard) under other docids."""
+    rng = np.random.default_rng(5)
+    docids, reps, mask = random_corpus(rng, 120, (1, 3))
+    reps[90:], mask[90:] = reps[:30], mask[:30]
+    paths = write_shards(tmp_path, docids, reps, mask, 4)
+    q = rng.standard_normal((n_queries, DIM)).astype(np.float32)
+    q[:5] = reps[:5, 0]  # a certain tie at the top
+    k = 40
+    store = FaissStore.from_shards(paths)
+    ids, scores = search_batched(store, q, k, MaxAggregator())
+    assert (scores[:, :-1] == scores[:, 1:]).any(), "the data must hold exact ties"
+    s_ids, s_scores = search_shards(q, paths, k)
+    np.testing.assert_array_equal(s_scores, scores)
+    assert s_ids.tolist() == ids.tolist()
+    assert [d for d in ids[0, :2]] == ["doc90", "doc0"]  # the rule: equal scores, the later shard's first
 
 
 def test_widening_needed_for_variable_views():

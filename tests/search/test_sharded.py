@@ -3,6 +3,7 @@ process or as Ray actors on a loopback cluster; ranks identical to one Flat inde
 included), also after an actor is killed and after a worker node is lost, or one line naming the lost shard."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from multiview_plugin.driver import search as search_driver
 from multiview_plugin.encoding.shards import ShardFormatError, ShardInfo, ShardWriter
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search import MultiVectorSearcher
-from multiview_plugin.search.sharded import ShardedSearcher, merge_topk
+from multiview_plugin.search._searcher import merge_topk
+from multiview_plugin.search.sharded import ShardedSearcher
 
 DIM, N_DOCS, SHARDS = 16, 240, 4
 
@@ -230,3 +232,38 @@ def test_ray_lost_shard_is_one_line_naming_it(built, ray_cluster):
             searcher.search_vectors(q, 5)
     message = str(err.value)
     assert dirs[1] in message and "\n" not in message
+
+
+@pytest.mark.parametrize("hits", ["5000000", str(10 ** 12)])
+def test_driver_caps_hits_at_the_documents_of_all_shards(built, tmp_path, caplog, hits):
+    """The single-index path capped --hits (and --hybrid_depth) at the documents searched; the sharded one passed them
+    uncapped to every shard and to the merge (a (queries, 10**12) result array). Now: capped at the documents of
+    all shards, with the log line, and the run equals the single index's."""
+    root, _, dirs = built
+    caplog.set_level(logging.INFO, logger="multiview_plugin")
+    common = ["--encoded_queries", str(root / "queries.pkl"), "--hits", hits, "--batch_size", "8"]
+    assert search_driver.main(["--index", ",".join(dirs), "--output", str(tmp_path / "sharded.trec"), *common]) == 0
+    assert f"--hits {hits} exceeds the {N_DOCS} documents searched" in caplog.text
+    assert search_driver.main(["--index", str(root / "all"), "--output", str(tmp_path / "one.trec"), *common]) == 0
+    lines = run_lines(tmp_path / "sharded.trec")
+    assert len(lines) == 30 * N_DOCS
+    assert lines == run_lines(tmp_path / "one.trec")
+
+
+def test_driver_caps_hybrid_depth_at_the_documents_of_all_shards(built, tmp_path, caplog):
+    root, _, dirs = built
+    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"docid": f"doc{i}", "text": f"{words[i % 8]} {words[i // 8 % 8]} doc"})
+                              + "\n" for i in range(N_DOCS)))
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join(f"q{i}\t{words[i % 8]} {words[(i + 3) % 8]}\n" for i in range(30)))
+    caplog.set_level(logging.INFO, logger="multiview_plugin")
+    common = ["--encoded_queries", str(root / "queries.pkl"), "--topics", str(topics), "--hybrid", "bm25",
+              "--bm25_corpus", str(corpus), "--hits", "10", "--hybrid_depth", str(10 ** 12)]
+    assert search_driver.main(["--index", ",".join(dirs), "--output", str(tmp_path / "sharded.trec"), *common]) == 0
+    assert f"--hybrid_depth {10 ** 12} exceeds the {N_DOCS} documents searched" in caplog.text
+    assert search_driver.main(["--index", str(root / "all"), "--output", str(tmp_path / "one.trec"), *common]) == 0
+    lines = run_lines(tmp_path / "sharded.trec")
+    assert len(lines) == 30 * 10
+    assert lines == run_lines(tmp_path / "one.trec")
