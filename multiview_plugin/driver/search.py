@@ -47,7 +47,7 @@ from multiview_plugin.search import (
     search_shards,
     write_explanations,
 )
-from multiview_plugin.search._index import DEFAULT_AGGREGATION, check_corpus_is_indexed, index_files
+from multiview_plugin.search._index import DEFAULT_AGGREGATION, IndexMeta, check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import AGGREGATORS
 
 logger = logging.getLogger("multiview_plugin.search")
@@ -306,6 +306,9 @@ def search_sharded(args: argparse.Namespace) -> None:
     inputs = {"--topics": args.topics, "--encoded_queries": args.encoded_queries,
               "--index": [f for d in dirs for f in index_files(d)]}
     refuse_output_over_input({"--output": args.output}, inputs)
+    if args.hybrid:  # as for one index: BM25 over another corpus would fuse other texts without a word
+        for d in dirs:
+            check_corpus_is_indexed(IndexMeta.load(d), args.bm25_corpus, None, "--bm25_corpus", f"index shard {d}")
     if not args.ray_address:
         set_flags = [f"--{name}" for name, default in RAY_SEARCH_DEFAULTS.items() if getattr(args, name) != default]
         if set_flags:

@@ -749,18 +749,19 @@ def recorded_input(meta: IndexMeta) -> dict | None:
 
 
 def check_corpus_is_indexed(meta: IndexMeta, corpus_path: str, separator: str | None,
-                            flag: str = "--corpus_path") -> None:
+                            flag: str = "--corpus_path", index: str = "the index") -> None:
     """Refuse a corpus other than the one the index's vectors were encoded from (same docids, other texts
     would be written as negatives the model never ranked, or fused with dense hits of other texts), or another
-    title/text separator (``separator`` None: not checked). ``flag`` names the corpus in the message."""
+    title/text separator (``separator`` None: not checked). ``flag`` names the corpus in the message, ``index``
+    the index (a shard of a sharded search names its folder)."""
     recorded = recorded_input(meta)
     if recorded is None:
-        logger.warning("the index records no input fingerprint (built before it was recorded, or from shards "
-                       "without sidecars): cannot check that %s is the corpus it was encoded from", corpus_path)
+        logger.warning("%s records no input fingerprint (built before it was recorded, or from shards without "
+                       "sidecars): cannot check that %s is the corpus it was encoded from", index, corpus_path)
         return
     identity = file_identity(corpus_path)
     if identity != recorded["identity"]:
-        raise ConfigError(f"{flag} {corpus_path}: not the corpus the index was encoded from "
+        raise ConfigError(f"{flag} {corpus_path}: not the corpus {index} was encoded from "
                           f"({recorded['source']}: {recorded['identity']}; this file: {identity}); its passage "
                           "texts would not be the ones the index ranks. Pass the encoded corpus, or re-encode and "
                           "re-index")

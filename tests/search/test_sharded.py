@@ -4,6 +4,7 @@ included), also after an actor is killed and after a worker node is lost, or one
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -267,3 +268,42 @@ def test_driver_caps_hybrid_depth_at_the_documents_of_all_shards(built, tmp_path
     lines = run_lines(tmp_path / "sharded.trec")
     assert len(lines) == 30 * 10
     assert lines == run_lines(tmp_path / "one.trec")
+
+
+def test_driver_hybrid_refuses_a_bm25_corpus_a_shard_was_not_encoded_from(built, tmp_path, capsys):
+    """The single-index path refused --bm25_corpus other than the encoded corpus; the sharded one fused BM25 over
+    any corpus without a word. Now every shard's recorded corpus is checked, and the error names the shard."""
+    import shutil
+
+    from multiview_plugin.encoding.fingerprint import file_identity
+
+    root, _, dirs = built
+    corpus, other = tmp_path / "corpus.jsonl", tmp_path / "other.jsonl"
+    corpus.write_text("".join(json.dumps({"docid": f"doc{i}", "text": f"word{i % 7} doc"}) + "\n"
+                              for i in range(N_DOCS)))
+    other.write_text(corpus.read_text().replace("doc\"", "page\""))  # same docids, other texts
+    shards = []
+    for s, d in enumerate(dirs):  # the shard indexes, recording the corpus they were encoded from
+        shutil.copytree(d, tmp_path / f"shard{s}")
+        meta_path = tmp_path / f"shard{s}" / "multiview.json"
+        meta = json.loads(meta_path.read_text())
+        source = corpus if s < SHARDS - 1 else other  # the last shard says it was encoded from another corpus
+        meta["extra"]["input"] = {"identity": file_identity(source), "separator": None, "source": str(source)}
+        meta_path.write_text(json.dumps(meta))
+        shards.append(str(tmp_path / f"shard{s}"))
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join(f"q{i}\tword{i % 7}\n" for i in range(30)))
+    common = ["--index", ",".join(shards), "--encoded_queries", str(root / "queries.pkl"), "--topics", str(topics),
+              "--hybrid", "bm25", "--hits", "10"]
+    for given, wrong in ((corpus, shards[-1]), (other, shards[0])):
+        out = tmp_path / "run.trec"
+        assert search_driver.main([*common, "--bm25_corpus", str(given), "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --bm25_corpus {given}: not the corpus index shard {wrong} was encoded from")
+        assert err.count("\n") == 1 and not out.exists()
+    meta_path = Path(shards[-1]) / "multiview.json"  # all shards from one corpus: it fuses
+    meta = json.loads(meta_path.read_text())
+    meta["extra"]["input"]["identity"] = file_identity(corpus)
+    meta_path.write_text(json.dumps(meta))
+    assert search_driver.main([*common, "--bm25_corpus", str(corpus), "--output", str(tmp_path / "ok.trec")]) == 0
+    assert len(run_lines(tmp_path / "ok.trec")) == 30 * 10
