@@ -84,10 +84,11 @@ class MultiViewModel:
                                 dict(pseudo_queries) if pseudo_queries is not None else None)
 
     def index(self, documents: Sequence[str] | Mapping[str, str], index_dir: str | os.PathLike,
-              index_factory: str = "Flat", batch_size: int = 64, overwrite: bool = False,
+              index_factory: str | None = None, batch_size: int = 64, overwrite: bool = False,
               pseudo_queries: str | None = None, **searcher_options: Any) -> MultiVectorSearcher:
         """Encode ``documents`` (texts, ids ``"0"``, ``"1"``, ...; or ``{docid: text}``), write a Faiss index
-        folder ``index_dir`` (as ``driver.index``; ``index_factory``: any ``faiss.index_factory`` string) and
+        folder ``index_dir`` (as ``driver.index``; ``index_factory``: any ``faiss.index_factory`` string, None:
+        ``driver.index``'s default, exact ``Flat``) and
         return a searcher over it. ``pseudo_queries``: dce's pseudo-query file (as encode's
         ``--pseudo_queries``). ``searcher_options`` go to :meth:`searcher`."""
         from multiview_plugin.encoding.encode import encode_to_shard
@@ -103,7 +104,8 @@ class MultiViewModel:
                     f.write(json.dumps({"docid": str(docid), "text": text}) + "\n")
             encode_to_shard(self.encoder, str(corpus_file), shard, batch_size=batch_size,
                             pseudo_queries=pseudo_queries, model_path=str(self.path) if self.path else None)
-            build_index([shard], index_dir, index_factory=index_factory, overwrite=overwrite)
+            build_index([shard], index_dir, overwrite=overwrite,
+                        **({} if index_factory is None else {"index_factory": index_factory}))
         searcher_options.setdefault("corpus", {str(k): v for k, v in corpus.items()})  # for explanations
         return self.searcher(index_dir, **searcher_options)
 

@@ -25,6 +25,7 @@ from multiview_plugin.errors import ConfigError, MultiViewError
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_MAX_RESTARTS = 3  # --ray_max_restarts of driver.encode and driver.search: restarts of a lost worker
 RAY_INSTALL_HINT = 'pip install "multiview-plugin[ray]" (or pip install "ray>=2.9")'
 
 

@@ -1,5 +1,7 @@
 """multiview_plugin.text_options: each shared text option's default is written once, in TextOptions; the saved
-config, the train flags, the formatter and the encode driver take it from there (the encode driver: None)."""
+config, the train flags, the formatter and the encode driver take it from there (the encode driver: None). The
+search and Ray options several modules share are written once too, as a constant of the module they belong to
+(SOURCE_CONSTANTS); the same scan checks both."""
 
 from __future__ import annotations
 
@@ -60,9 +62,17 @@ def test_the_formatter_takes_its_defaults_from_the_source():
         n: getattr(DEFAULTS, n) for n in OPTION_NAMES if n in params}
 
 
-# every option whose default is written once in text_options: the text options and the other shared defaults;
-# a parameter named ``separator`` is the passage field separator under a shorter name
-CHECKED = {*OPTION_NAMES, *OTHER_DEFAULTS, "separator"}
+# the other options several modules share, each written once as a constant of the module it belongs to: the
+# option's names (flag and parameter) -> (that module, the constant)
+SOURCE_CONSTANTS = {
+    ("hybrid_alpha", "alpha"): ("multiview_plugin.search.hybrid", "DEFAULT_ALPHA"),
+    ("index_factory",): ("multiview_plugin.search._index", "DEFAULT_INDEX_FACTORY"),
+    ("query_batch_size",): ("multiview_plugin.search._searcher", "DEFAULT_QUERY_BATCH_SIZE"),
+    ("ray_max_restarts", "max_restarts"): ("multiview_plugin.ray_runtime", "DEFAULT_MAX_RESTARTS"),
+}
+# every option whose default is written once: the text options and the other shared defaults of text_options;
+# a parameter named ``separator`` is the passage field separator under a shorter name; SOURCE_CONSTANTS' options
+CHECKED = {*OPTION_NAMES, *OTHER_DEFAULTS, "separator", *(name for names in SOURCE_CONSTANTS for name in names)}
 
 
 def literal(node: ast.AST | None) -> bool:
@@ -157,6 +167,9 @@ def test_the_check_can_fail(tmp_path):
                     "    p = argparse.ArgumentParser()\n    p.add_argument('--passage_field_separator', default=' ')\n"
                     "    return getattr(f, 'query_max_len', 32)\n")
     assert len(literal_defaults(fake)) == 8
+    fake.write_text("def build(index_factory='Flat', alpha=0.5, *, max_restarts=3, query_batch_size=64):\n"
+                    "    return getattr(build, 'hybrid_alpha', 0.5)\n")
+    assert len(literal_defaults(fake)) == 5
     # the one place they are written (pad_to_multiple_of's default is None; the other defaults are constants)
     assert len(literal_defaults(SOURCE)) == len(dataclasses.fields(TextOptions)) - 1
 
@@ -169,3 +182,39 @@ def test_the_other_shared_defaults_come_from_the_source():
         held = {f.name: f.default for f in dataclasses.fields(cls) if f.name in OTHER_DEFAULTS}
         assert held and held == {k: OTHER_DEFAULTS[k] for k in held}, cls
     assert build_parser().get_default("passage_field_separator") == OTHER_DEFAULTS["passage_field_separator"]
+
+
+def test_the_search_and_ray_defaults_come_from_their_module():
+    """Each flag, field and parameter of SOURCE_CONSTANTS' options holds its module's constant."""
+    import importlib
+
+    from multiview_plugin.api import MultiViewModel
+    from multiview_plugin.driver.index import build_parser as index_parser
+    from multiview_plugin.driver.search import RAY_SEARCH_DEFAULTS
+    from multiview_plugin.driver.search import build_parser as search_parser
+    from multiview_plugin.encoding.ray_encode import RayEncodeOptions
+    from multiview_plugin.quickstart.options import build_parser as quickstart_parser
+    from multiview_plugin.search import MultiVectorSearcher, build_index
+    from multiview_plugin.search._index import IndexMeta
+    from multiview_plugin.search.hybrid import HybridSearcher, fuse_lists, fuse_runs
+    from multiview_plugin.search.sharded import ShardedSearcher
+
+    const = {names[0]: getattr(importlib.import_module(module), name)
+             for names, (module, name) in SOURCE_CONSTANTS.items()}
+    assert const == {"hybrid_alpha": 0.5, "index_factory": "Flat", "query_batch_size": 64, "ray_max_restarts": 3}
+
+    def param(fn, name):
+        return inspect.signature(fn).parameters[name].default
+
+    assert search_parser().get_default("hybrid_alpha") == const["hybrid_alpha"]
+    assert all(param(f, "alpha") == const["hybrid_alpha"] for f in (fuse_lists, fuse_runs, HybridSearcher))
+    assert quickstart_parser().get_default("hybrid_alpha") is None  # None: the hybrid module's constant
+    assert index_parser().get_default("index_factory") == const["index_factory"] == param(build_index, "index_factory")
+    assert {f.name: f.default for f in dataclasses.fields(IndexMeta)}["index_factory"] == const["index_factory"]
+    assert param(MultiViewModel.index, "index_factory") is None  # None: build_index's
+    assert param(MultiVectorSearcher, "query_batch_size") == param(ShardedSearcher, "query_batch_size") == \
+        const["query_batch_size"]
+    assert search_parser().get_default("ray_max_restarts") == RAY_SEARCH_DEFAULTS["ray_max_restarts"] == \
+        param(ShardedSearcher, "max_restarts") == RayEncodeOptions().max_restarts == \
+        {f.name: f.default for f in dataclasses.fields(EncodeArguments)}["ray_max_restarts"] == \
+        const["ray_max_restarts"]

@@ -49,6 +49,7 @@ def add_qdrant_timeout_flag(g: argparse._ArgumentGroup) -> None:
 def build_from_args(args: argparse.Namespace, shards: list[str]):
     """Build the index folder with the backend the flags name; returns its IndexMeta."""
     from multiview_plugin.search import build_index
+    from multiview_plugin.search._index import DEFAULT_INDEX_FACTORY
 
     qdrant_flags = [f for f in ("qdrant_path", "qdrant_url", "qdrant_collection", "qdrant_shards",
                                 "qdrant_replication", "qdrant_timeout") if getattr(args, f) is not None] + (
@@ -62,8 +63,8 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                            allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
                            doc_index_factory=args.doc_index_factory, rescore_store=args.rescore_store,
                            ivf_training=args.ivf_training)
-    if (args.index_factory != "Flat" or args.doc_index_factory or args.use_gpu or args.rescore_store != "none"
-            or args.ivf_training != "flat"):
+    if (args.index_factory != DEFAULT_INDEX_FACTORY or args.doc_index_factory or args.use_gpu
+            or args.rescore_store != "none" or args.ivf_training != "flat"):
         raise ConfigError("--index_factory, --doc_index_factory, --rescore_store, --ivf_training and --use_gpu are "
                           "Faiss flags; "
                           "--backend qdrant builds its own document-vector HNSW")

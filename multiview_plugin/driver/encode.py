@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS
 from multiview_plugin.text_options import (
     OPTION_NAMES,
     PASSAGE_FIELD_SEPARATOR,
@@ -113,9 +114,9 @@ class EncodeArguments:
     ray_cpus_per_worker: float = field(default=1.0, metadata={"help": "CPUs each Ray encode worker reserves."})
     ray_gpus_per_worker: float | None = field(default=None, metadata={"help": "GPUs each Ray encode worker "
                                               "reserves (default: 1 when the cluster has GPUs, else 0)."})
-    ray_max_restarts: int = field(default=3, metadata={"help": "A lost Ray worker (process killed, node lost) is "
-                                  "restarted and its shard encoded again (resuming) at most this many times; then "
-                                  "the run stops with one error line naming the shard."})
+    ray_max_restarts: int = field(default=DEFAULT_MAX_RESTARTS, metadata={
+        "help": "A lost Ray worker (process killed, node lost) is restarted and its shard encoded again (resuming) at "
+                "most this many times; then the run stops with one error line naming the shard."})
     ray_timeout: float = field(default=3600.0, metadata={"help": "Seconds to wait for a shard (or a restarting "
                                "worker) before the Ray encode stops naming the shard (no node can hold the worker?)."})
     pseudo_queries: str | None = field(

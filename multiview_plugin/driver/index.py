@@ -28,6 +28,7 @@ from multiview_plugin.driver.backends import (
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.search._index import DEFAULT_INDEX_FACTORY
 from multiview_plugin.search.aggregators import AGGREGATORS
 from multiview_plugin.search.report import index_report
 
@@ -40,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "Faiss type, size on disk) and exit; no other flag is needed.")
     p.add_argument("--passage_reps", help="Glob of encoded passage shards (quote it). Required to build.")
     p.add_argument("--index_dir", help="Folder to create (index, docid, multiview.json). Required to build.")
-    p.add_argument("--index_factory", default="Flat", help="faiss.index_factory string, inner product: Flat "
-                   "(exact, default), HNSW32, IVF4096,Flat, IVF4096,PQ64 ... Trained ones train on a sample.")
+    p.add_argument("--index_factory", default=DEFAULT_INDEX_FACTORY, help="faiss.index_factory string, inner "
+                   "product: %(default)s (exact, the default), HNSW32, IVF4096,Flat, IVF4096,PQ64 ... Trained ones "
+                   "train on a sample.")
     p.add_argument("--doc_index_factory", help="Also index one vector per document (its views' normalised mean) "
                    "with this factory (HNSW32, Flat); searchers take candidates from it and re-score them over all "
                    "views from the main index, which must reconstruct vectors (Flat, SQfp16, SQ8, HNSW32).")

@@ -39,6 +39,7 @@ from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.paths import refuse_output_over_input
+from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS
 from multiview_plugin.search import (
     FaissStore,
     MultiVectorSearcher,
@@ -49,8 +50,14 @@ from multiview_plugin.search import (
 )
 from multiview_plugin.search._index import DEFAULT_AGGREGATION, IndexMeta, check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import AGGREGATORS
+from multiview_plugin.search.hybrid import DEFAULT_ALPHA
 
 logger = logging.getLogger("multiview_plugin.search")
+
+
+# the --ray_* flags' defaults: without --ray_address, a flag set to another value is refused
+RAY_SEARCH_DEFAULTS = {"ray_shards_per_actor": 1, "ray_cpus_per_actor": 1.0, "ray_max_restarts": DEFAULT_MAX_RESTARTS,
+                       "ray_timeout": 600.0}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,15 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
                      "host:port of its head, ray://host:10001 (Ray Client) or 'local' (a one-machine Ray instance). "
                      "Without it several --index shards are searched in this process, one after another. The shard "
                      "folders must be at the same paths on every node.")
-    ray.add_argument("--ray_shards_per_actor", type=int, default=1, help="Shard indexes each Ray actor holds "
-                     "(default 1).")
-    ray.add_argument("--ray_cpus_per_actor", type=float, default=1.0, help="CPUs each Ray actor reserves "
-                     "(default 1; its Faiss threads: --threads).")
-    ray.add_argument("--ray_max_restarts", type=int, default=3, help="A lost actor (process killed, node lost) is "
-                     "restarted and its call retried at most this many times; then the search stops with one error "
-                     "line naming the lost shard (default 3).")
-    ray.add_argument("--ray_timeout", type=float, default=600.0, help="Seconds a shard may take to answer a batch, "
-                     "or a lost actor to come back, before the search stops naming the shard (default 600).")
+    ray.add_argument("--ray_shards_per_actor", type=int, default=RAY_SEARCH_DEFAULTS["ray_shards_per_actor"],
+                     help="Shard indexes each Ray actor holds (default %(default)s).")
+    ray.add_argument("--ray_cpus_per_actor", type=float, default=RAY_SEARCH_DEFAULTS["ray_cpus_per_actor"],
+                     help="CPUs each Ray actor reserves (default %(default)s; its Faiss threads: --threads).")
+    ray.add_argument("--ray_max_restarts", type=int, default=RAY_SEARCH_DEFAULTS["ray_max_restarts"],
+                     help="A lost actor (process killed, node lost) is restarted and its call retried at most this "
+                     "many times; then the search stops with one error line naming the lost shard (default "
+                     "%(default)s).")
+    ray.add_argument("--ray_timeout", type=float, default=RAY_SEARCH_DEFAULTS["ray_timeout"], help="Seconds a "
+                     "shard may take to answer a batch, or a lost actor to come back, before the search stops naming "
+                     "the shard (default %(default)s).")
     has = p.add_argument_group("HasAns aggregation (dcsr; DCSR paper eq. 2)")
     has.add_argument("--hasans_temperature", type=float, help="Softmax temperature over the fetched sentence "
                      "scores (default: the model's training temperature recorded with the index or shards, else 1, "
@@ -141,9 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "score = alpha * dense + (1 - alpha) * BM25 (a document missing from one side gets that side's "
                      "lowest); 'rrf': reciprocal rank fusion, sum of 1 / (60 + rank), weighted 2 * alpha and "
                      "2 * (1 - alpha). Default interpolation.")
-    hyb.add_argument("--hybrid_alpha", type=float, default=0.5, help="Weight of the dense side in [0, 1]: 1 = the "
-                     "dense ranking, 0 = the BM25 ranking (default 0.5; choose it on a dev set, e.g. the quickstart's "
-                     "--hybrid does).")
+    hyb.add_argument("--hybrid_alpha", type=float, default=DEFAULT_ALPHA, help="Weight of the dense side in [0, 1]: "
+                     "1 = the dense ranking, 0 = the BM25 ranking (default %(default)s; choose it on a dev set, e.g. "
+                     "the quickstart's --hybrid does).")
     hyb.add_argument("--hybrid_depth", type=int, default=100, help="Documents fetched from each side before fusing "
                      "(at least --hits; default 100).")
     hyb.add_argument("--bm25_corpus", help="Corpus file for BM25 (jsonl/tsv/BEIR): the one the index was encoded "
@@ -282,10 +291,6 @@ def search_pyserini(args: argparse.Namespace) -> None:
     if args.explain:
         n = write_explanations(args.explain, q_ids, ids, scores, searcher.explain(q_reps, ids))
         logger.info("wrote %s (%d explained hits)", args.explain, n)
-
-
-RAY_SEARCH_DEFAULTS = {"ray_shards_per_actor": 1, "ray_cpus_per_actor": 1.0, "ray_max_restarts": 3,
-                       "ray_timeout": 600.0}
 
 
 def sharded(args: argparse.Namespace) -> bool:

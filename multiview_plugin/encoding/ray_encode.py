@@ -29,6 +29,7 @@ from typing import Any
 from multiview_plugin.encoding.shards import ShardInfo
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.ray_runtime import (
+    DEFAULT_MAX_RESTARTS,
     WorkerActor,
     WorkerLostError,
     actor_options,
@@ -54,7 +55,7 @@ class RayEncodeOptions:
     workers: int = 0
     cpus_per_worker: float = 1.0
     gpus_per_worker: float | None = None
-    max_restarts: int = 3
+    max_restarts: int = DEFAULT_MAX_RESTARTS
     timeout: float = 3600.0
 
     def __post_init__(self) -> None:

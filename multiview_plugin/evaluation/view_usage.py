@@ -60,16 +60,18 @@ def analyze_index(
     hits: int = 10,
     lv_temperature: float = 1.0,
     aggregation: str | None = None,
-    query_batch_size: int = 64,
+    query_batch_size: int | None = None,
 ) -> dict[str, Any]:
     """The view-usage numbers of an index (see the module docstring) as a JSON-able dict.
 
-    ``topics``/``qrels`` are files or loaded dicts; ``encoder`` a saved model folder or a loaded encoder.
+    ``topics``/``qrels`` are files or loaded dicts; ``encoder`` a saved model folder or a loaded encoder;
+    ``query_batch_size`` None: the searcher's default.
     """
     from multiview_plugin.data.topics import load_topics
     from multiview_plugin.search import MultiVectorSearcher
 
-    searcher = MultiVectorSearcher(index_dir, encoder, aggregation=aggregation, query_batch_size=query_batch_size)
+    searcher = MultiVectorSearcher(index_dir, encoder, aggregation=aggregation,
+                                   **({} if query_batch_size is None else {"query_batch_size": query_batch_size}))
     topics = topics if isinstance(topics, dict) else load_topics(str(topics))
     qrels = qrels if isinstance(qrels, dict) else load_qrels(qrels)
     explainer = searcher.explainer

@@ -248,7 +248,9 @@ def hybrid_rows(label: str, dense_run: dict, dev_dense_run: dict | None, hybrid:
         alpha, sweep, source = hybrid.default_alpha, [], "fixed (no dev split)"
     for fusion, name in (("interpolation", f"{label}+bm25"), ("rrf", f"{label}+bm25 (rrf)")):
         start = time.perf_counter()
-        run = fuse_runs(dense_run, hybrid.eval_run, fusion, alpha if fusion == "interpolation" else 0.5, EVAL_DEPTH)
+        rrf_alpha = 0.5  # equal weights: the plain reciprocal rank fusion the row's name says
+        run = fuse_runs(dense_run, hybrid.eval_run, fusion, alpha if fusion == "interpolation" else rrf_alpha,
+                        EVAL_DEPTH)
         fuse_ms = 1000 * (time.perf_counter() - start) / max(1, len(run))
         row = {"system": name, "hybrid": "bm25", "fusion": fusion, "fuse_ms_per_query": fuse_ms}
         if fusion == "interpolation":
@@ -389,11 +391,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                "train_queries": n_train, "eval_queries": n_eval, "corpus": n_corpus, "device": run_device()}
     hybrid = None
     if args.hybrid:
-        from multiview_plugin.search.hybrid import check_fusion
+        from multiview_plugin.search.hybrid import DEFAULT_ALPHA, check_fusion
 
-        for a in [*args.hybrid_alphas, args.hybrid_alpha]:
+        alpha = DEFAULT_ALPHA if args.hybrid_alpha is None else args.hybrid_alpha
+        for a in [*args.hybrid_alphas, alpha]:
             check_fusion("interpolation", a)
-        hybrid = Hybrid.build(data, files, args.hybrid_alphas, args.hybrid_alpha)
+        hybrid = Hybrid.build(data, files, args.hybrid_alphas, alpha)
     for name in args.systems:
         start = time.perf_counter()
         if name == BM25:

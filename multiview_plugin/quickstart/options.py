@@ -103,8 +103,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                    "(rrf)', reciprocal rank fusion (k = 60). Both fuse the top 100 of each side.")
     p.add_argument("--hybrid_alphas", type=float, nargs="+", default=[round(0.05 * i, 2) for i in range(21)],
                    help="--hybrid: the alpha grid searched on dev (default 0, 0.05, ..., 1).")
-    p.add_argument("--hybrid_alpha", type=float, default=0.5, help="--hybrid without a dev split (e.g. --data "
-                   "scifact, whose dev carve is the reported set): the fixed alpha used (default 0.5).")
+    p.add_argument("--hybrid_alpha", type=float, help="--hybrid without a dev split (e.g. --data scifact, whose "
+                   "dev carve is the reported set): the fixed alpha used (default: driver.search's --hybrid_alpha "
+                   "default, multiview_plugin.search.hybrid.DEFAULT_ALPHA, equal weights).")
     p.add_argument("--models_from", help="Evaluate the trained systems that an earlier quickstart run saved (its "
                    "--output_dir; <dir>/models/<system>/best where it was dev-selected) instead of training them: "
                    "zero-shot transfer, e.g. SQuAD-trained models on --data scifact. Rows record transfer_from; "

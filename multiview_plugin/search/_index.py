@@ -49,6 +49,7 @@ ADD_CHUNK = 65_536  # vectors per index.add
 ASSIGN_FILE = ".ivf_lists.int32"  # in the build's temporary folder: each vector's IVF list, from the first pass
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
+DEFAULT_INDEX_FACTORY = "Flat"  # exact inner-product search: build_index, driver.index --index_factory, the API
 BACKENDS = ("faiss", "qdrant")  # multiview.json "backend": each a SearchBackend's kind (search/_backend.py)
 
 
@@ -105,7 +106,7 @@ class IndexMeta:
     views_per_doc: int | str
     aggregation: str = "max"
     model_name: str = ""
-    index_factory: str = "Flat"
+    index_factory: str = DEFAULT_INDEX_FACTORY
     metric: str = "inner_product"
     shards: list[str] = field(default_factory=list)
     # model facts searchers use: "temperature" (HasAns' default softmax scale), "sentences" (dcsr counts)
@@ -375,7 +376,7 @@ def passage_shard_infos(paths: Sequence[str | os.PathLike], allow_partial: bool 
 def build_index(
     shards: list[str | os.PathLike],
     index_dir: str | os.PathLike,
-    index_factory: str = "Flat",
+    index_factory: str = DEFAULT_INDEX_FACTORY,
     aggregation: str | None = None,
     train_size: int = 262_144,
     use_gpu: bool = False,

@@ -67,6 +67,7 @@ from multiview_plugin.search.explain import Explanation, ViewExplainer
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_QUERY_BATCH_SIZE = 64  # query strings encoded per forward pass (MultiVectorSearcher, ShardedSearcher)
 FAISS_SEARCH_KNOBS = ("overfetch", "ef_search", "nprobe", "doc_candidates", "min_doc_candidates")
 
 
@@ -472,7 +473,7 @@ class MultiVectorSearcher:
         nprobe: int | None = None,
         ef_search: int | None = None,
         device: str | None = None,
-        query_batch_size: int = 64,
+        query_batch_size: int = DEFAULT_QUERY_BATCH_SIZE,
         aggregation_options: dict[str, Any] | None = None,
         corpus: Any = None,
         pseudo_queries: str | None = None,

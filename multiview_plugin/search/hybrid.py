@@ -12,7 +12,7 @@ Two fusions, the two that Pyserini users reach for:
   ``alpha' = (1 - alpha) / alpha``: this form keeps the weight in [0, 1] for a grid search.)
 * ``rrf`` -- reciprocal rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009): ``sum 1 / (k + rank)`` over the
   lists a document appears in, rank 1-based, ``k = 60``; with ``alpha`` the two terms are weighted
-  ``2 * alpha`` and ``2 * (1 - alpha)`` (``alpha = 0.5``, the default, is plain RRF).
+  ``2 * alpha`` and ``2 * (1 - alpha)`` (:data:`DEFAULT_ALPHA` = 0.5, the default, is plain RRF).
 
 Ties are broken by the dense list's order, then the sparse list's. BM25 comes from ``bm25s`` (Lù 2024) through
 :class:`BM25Searcher`.
@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 FUSIONS = ("interpolation", "rrf")
 RRF_K = 60
+# the dense side's weight when none is chosen (driver.search --hybrid_alpha, the quickstart's --hybrid_alpha,
+# hybrid_searcher): equal weights; for rrf, plain reciprocal rank fusion
+DEFAULT_ALPHA = 0.5
 Run = dict[str, list[tuple[str, float]]]
 
 
@@ -57,7 +60,7 @@ def check_fusion(fusion: str, alpha: float) -> None:
 
 
 def fuse_lists(dense_ids: Sequence[str], dense_scores: Sequence[float], sparse_ids: Sequence[str],
-               sparse_scores: Sequence[float], fusion: str = "interpolation", alpha: float = 0.5,
+               sparse_scores: Sequence[float], fusion: str = "interpolation", alpha: float = DEFAULT_ALPHA,
                k: int | None = None, rrf_k: int = RRF_K) -> list[tuple[str, float]]:
     """One query's fused ranking, best first, ``k`` documents (default: all of either list). ``None`` ids
     (padding of a short result list) are skipped."""
@@ -89,7 +92,8 @@ def fuse_lists(dense_ids: Sequence[str], dense_scores: Sequence[float], sparse_i
 
 
 def fuse_runs(dense: Mapping[str, Sequence[tuple[str, float]]], sparse: Mapping[str, Sequence[tuple[str, float]]],
-              fusion: str = "interpolation", alpha: float = 0.5, k: int | None = None, rrf_k: int = RRF_K) -> Run:
+              fusion: str = "interpolation", alpha: float = DEFAULT_ALPHA, k: int | None = None,
+              rrf_k: int = RRF_K) -> Run:
     """:func:`fuse_lists` for every query of ``dense`` (a run: ``{qid: [(docid, score), ...]}`` best first);
     a query missing from ``sparse`` keeps its dense ranking's documents."""
     out: Run = {}
@@ -185,7 +189,7 @@ class HybridSearcher:
     ``k``); :func:`fuse_lists` fuses them.
     """
 
-    def __init__(self, dense, sparse, fusion: str = "interpolation", alpha: float = 0.5, depth: int = 100,
+    def __init__(self, dense, sparse, fusion: str = "interpolation", alpha: float = DEFAULT_ALPHA, depth: int = 100,
                  rrf_k: int = RRF_K):
         check_fusion(fusion, alpha)
         if depth < 1:
