@@ -238,6 +238,19 @@ def locate_eval_file(name: str, args: argparse.Namespace) -> tuple[Path | None, 
                   f"{ANSERINI_TOPICS_URL}), or pip install pyserini" + (" or ir_datasets" if irds_name else ""))
 
 
+def pyserini_answers(value) -> list[str]:
+    """A DPR topic's answers as Pyserini's ``get_topics`` gives them: Anserini's topic reader keeps the qa.csv
+    field as a string, a Python list literal, sometimes CSV-quoted (``"[""a"", ""b""]"``; Pyserini's own
+    ``convert_trec_run_to_dpr_retrieval_run`` unquotes and evaluates it the same way); a list is kept."""
+    import ast
+
+    if isinstance(value, str):
+        if value.startswith('"'):
+            value = value[1:-1].replace('""', '"')
+        value = ast.literal_eval(value)
+    return [str(a) for a in value]
+
+
 def export_eval_file(name: str, source: str, target: Path) -> Path:
     """Write Anserini's file ``name`` to ``target`` from Pyserini or ir_datasets (``source`` as
     :func:`locate_eval_file` named it), once."""
@@ -251,8 +264,9 @@ def export_eval_file(name: str, source: str, target: Path) -> Path:
             lines = Path(get_qrels_file(pyserini_name)).read_text(encoding="utf-8").splitlines()
         else:
             topics = get_topics(pyserini_name)
-            lines = [f"{t['title']}\t{list(t.get('answers', []))!r}" if kind == "dpr" else f"{q}\t{t['title']}"
-                     for q, t in sorted(topics.items(), key=lambda kv: (str(type(kv[0])), kv[0]))]
+            ordered = sorted(topics.items(), key=lambda kv: (str(type(kv[0])), kv[0]))
+            lines = [f"{t['title']}\t{pyserini_answers(t.get('answers', []))!r}" if kind == "dpr"
+                     else f"{q}\t{t['title']}" for q, t in ordered]
     elif source.startswith("ir_datasets"):
         import ir_datasets
 

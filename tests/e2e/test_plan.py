@@ -242,7 +242,9 @@ def test_symbolic_eval_files_come_from_pyserini(tmp_path, monkeypatch):
     qrels = tmp_path / "q.txt"
     qrels.write_text("1 0 d1 1\n")
     fake = types.ModuleType("pyserini.search")
-    fake.get_topics = lambda name: {1: {"title": "who", "answers": ["x", "y"]}, 0: {"title": "what", "answers": ["z"]}}
+    # Anserini's DPR topic reader keeps qa.csv's answers field as a string, sometimes CSV-quoted
+    fake.get_topics = lambda name: {1: {"title": "who", "answers": '["x", "y"]'},
+                                    0: {"title": "what", "answers": '"[""z""]"'}}
     fake.get_qrels_file = lambda name: str(qrels)
     monkeypatch.setitem(sys.modules, "pyserini", types.ModuleType("pyserini"))
     monkeypatch.setitem(sys.modules, "pyserini.search", fake)
