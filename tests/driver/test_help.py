@@ -45,6 +45,40 @@ def test_help_has_no_traceback_and_a_python_m_usage_line(module, capsys):
     assert out.startswith(f"usage: python -m {module} "), out[:200]
 
 
+SUBCOMMANDS = [("multiview_plugin.reporting", c) for c in ("add", "render", "check", "check-quickstart")] + [
+    ("multiview_plugin.pyserini", "encode-queries")]
+
+
+@pytest.mark.parametrize("module, command", SUBCOMMANDS)
+def test_subcommand_help_has_no_traceback(module, command, capsys):
+    package_main = (PACKAGE.parent / module.replace(".", "/") / "__main__.py").exists()
+    main = importlib.import_module(f"{module}.__main__" if package_main else module).main
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and out.startswith(f"usage: python -m {module} {command} "), out[:200]
+
+
+def test_the_subcommands_are_all_listed(capsys):
+    """A new subcommand of a listed entry point joins SUBCOMMANDS."""
+    for module in {m for m, _ in SUBCOMMANDS}:
+        package_main = (PACKAGE.parent / module.replace(".", "/") / "__main__.py").exists()
+        with pytest.raises(SystemExit):
+            importlib.import_module(f"{module}.__main__" if package_main else module).main(["--help"])
+        out = capsys.readouterr().out
+        listed = out[out.index("{") + 1:out.index("}")].split(",")
+        assert sorted(listed) == sorted(c for m, c in SUBCOMMANDS if m == module)
+
+
+def test_recipe_runner_help_without_tevatron_or_pyserini():
+    """``python recipes/run.py --help`` (outside the package; no Tevatron, Pyserini or ir_datasets needed)."""
+    done = subprocess.run([sys.executable, str(PACKAGE.parent / "recipes" / "run.py"), "--help"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)}, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
+    assert done.stdout.startswith("usage: python recipes/run.py ") and "--dry_run" in done.stdout
+
+
 def test_train_help_is_grouped_with_choices(capsys):
     from multiview_plugin.driver.train import main
 
