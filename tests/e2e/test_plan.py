@@ -260,3 +260,34 @@ def test_symbolic_eval_files_come_from_pyserini(tmp_path, monkeypatch):
     monkeypatch.setattr(recipe_run, "_installed", lambda module: False)
     with pytest.raises(SystemExit, match="error: topics.dl20.txt: not found: pass --topics_dir"):
         recipe_run.eval_file("topics.dl20.txt", a, tmp_path / "data", dry_run=False)
+
+
+def test_symbolic_eval_files_come_from_ir_datasets(tmp_path, monkeypatch):
+    """Without Pyserini, ir_datasets' names resolve (its DPR queries carry answers; its qrels their relevance), and
+    a file ir_datasets does not hold (SQuAD's DPR test set) says where to get it."""
+    import types
+    from collections import namedtuple
+
+    Query, DprQuery = namedtuple("Query", "query_id text"), namedtuple("DprQuery", "query_id text answers")
+    Qrel = namedtuple("Qrel", "query_id doc_id relevance iteration")
+    loaded = {"dpr-w100/natural-questions/test": [DprQuery("0", "who", ("x", "y"))],
+              "msmarco-passage/trec-dl-2019/judged": [Query("7", "what"), Qrel("7", "d1", 2, "0")]}
+    fake = types.ModuleType("ir_datasets")
+    fake.load = lambda name: types.SimpleNamespace(
+        queries_iter=lambda: iter([r for r in loaded[name] if not isinstance(r, Qrel)]),
+        qrels_iter=lambda: iter([r for r in loaded[name] if isinstance(r, Qrel)]))
+    monkeypatch.setitem(sys.modules, "ir_datasets", fake)
+    monkeypatch.setattr(recipe_run, "SHARED", tmp_path / "no-shared")
+    monkeypatch.setattr(recipe_run, "_installed", lambda module: module == "ir_datasets")
+    a = args()
+    assert recipe_run.locate_eval_file("topics.dpr.nq.test.txt", a) == (
+        None, "ir_datasets 'dpr-w100/natural-questions/test'")
+    out = recipe_run.eval_file("topics.dpr.nq.test.txt", a, tmp_path / "data", dry_run=False)
+    assert out.read_text().splitlines() == ["who\t['x', 'y']"]
+    assert recipe_run.eval_file("topics.dl19-passage.txt", a, tmp_path / "data", dry_run=False).read_text() == \
+        "7\twhat\n"
+    assert recipe_run.eval_file("qrels.dl19-passage.txt", a, tmp_path / "data", dry_run=False).read_text() == \
+        "7 0 d1 2\n"
+    with pytest.raises(SystemExit, match="error: topics.dpr.squad.test.txt: not found: pass --topics_dir .* or pip "
+                                         "install pyserini$"):
+        recipe_run.eval_file("topics.dpr.squad.test.txt", a, tmp_path / "data", dry_run=False)
