@@ -24,6 +24,8 @@ from multiview_plugin import atomic
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.encoding import encode, shards
 from multiview_plugin.encoding.encode import encode_to_shard
+from multiview_plugin.encoding.shards import NonFiniteVectorsError, read_shard
+from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
 from tests.conftest import TOPICS
 
@@ -162,3 +164,27 @@ def test_killed_at_every_line_of_the_final_write(setup, tmp_path):
         run()
         assert out.read_bytes() == expected_bytes and json.loads(Path(f"{out}.json").read_text()) == expected_sidecar
         assert sorted(p.name for p in out.parent.iterdir()) == ["c.pkl", "c.pkl.json"], line
+
+
+def test_encode_refuses_a_nan_batch_and_keeps_what_came_before(mvr_index, tmp_path):
+    """Only the batch holding the NaN item is refused; earlier flushed batches stay resumable."""
+    model = load_encoder(mvr_index["model"]).eval()
+    original = type(model).encode_passage.__get__(model)
+    calls = {"n": 0}
+
+    def second_batch_nan(batch):
+        calls["n"] += 1
+        reps, mask = original(batch)
+        if calls["n"] == 2:
+            reps = reps.clone()
+            reps[1] = float("nan")
+        return reps, mask
+
+    model.encode_passage = second_batch_nan
+    out = tmp_path / "c.pkl"
+    with pytest.raises(NonFiniteVectorsError, match=r"documents \['d3'\]"):
+        encode_to_shard(model, str(mvr_index["corpus"]), out, batch_size=2, checkpoint_every=1)
+    assert not out.exists()
+    model.encode_passage = original
+    encode_to_shard(model, str(mvr_index["corpus"]), out, batch_size=2)  # resumes after batch 1
+    assert read_shard(out)[1] == read_shard(mvr_index["shard"])[1]
