@@ -190,3 +190,17 @@ def mvr_index(tiny_bert, tmp_path_factory) -> dict[str, Path]:
     assert index_main(["--passage_reps", str(root / "c.pkl"), "--index_dir", str(root / "idx")]) == 0
     return {"root": root, "model": model, "corpus": corpus, "queries": queries, "shard": root / "c.pkl",
             "qshard": root / "q.pkl", "index": root / "idx"}
+
+
+@pytest.fixture(scope="session")
+def saved_mvr(tiny_bert, tmp_path_factory) -> Path:
+    """A saved tiny mvr model (2 views, passage_max_len 32, query_max_len 16). Tests copy what they change."""
+    from multiview_plugin.arguments import DataArguments, ModelArguments
+    from multiview_plugin.registry import get_encoder_class
+
+    folder = tmp_path_factory.mktemp("saved") / "mvr"
+    model = get_encoder_class("mvr").build(
+        ModelArguments(model_name_or_path=str(tiny_bert), model_name="mvr", mvr_num_views=2),
+        DataArguments(passage_max_len=32, query_max_len=16))
+    model.save(folder)
+    return folder

@@ -4,6 +4,7 @@ over shards), its one-line errors and its reading of shards without a sidecar.""
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 from pathlib import Path
 
@@ -190,3 +191,22 @@ def test_sidecar_less_passage_shard_given_as_queries_is_one_line(mvr_index, tmp_
                         str(run)]) == 2
     one_line_error(capsys, str(bare), "multi-vector passage shard")
     assert not run.exists()
+
+
+@pytest.mark.parametrize("hits", ["5000000", str(10 ** 12)])
+def test_search_depth_is_capped_at_the_number_of_documents(mvr_index, tmp_path, caplog, hits):
+    """main: --hits 5000000 on a 60-document index grew to 8.3 GB; --hits 10**12 was a numpy allocation
+    traceback. Now: at most the 8 documents per query, and a log line says so."""
+    caplog.set_level(logging.INFO, logger="multiview_plugin")
+    run = tmp_path / "run.trec"
+    assert search_main(["--index", str(mvr_index["index"]), "--encoded_queries", str(mvr_index["qshard"]),
+                        "--output", str(run), "--hits", hits]) == 0
+    lines = run.read_text().splitlines()
+    assert len(lines) == 8 * len(TOPICS)
+    assert f"--hits {hits} exceeds the 8 documents searched" in caplog.text
+    tev = tmp_path / "tev.txt"
+    for extra in ([], ["--shard_search"]):
+        assert search_main(["--query_reps", str(mvr_index["qshard"]), "--passage_reps", str(mvr_index["shard"]),
+                            "--depth", hits, "--save_ranking_to", str(tev), "--save_text", *extra]) == 0
+        assert len(tev.read_text().splitlines()) == 8 * len(TOPICS)
+    assert f"--depth {hits} exceeds the 8 documents searched" in caplog.text
