@@ -45,47 +45,6 @@ def generate(model, corpus, out, *extra):
 # ----------------------------------------------------------------------------- generation and files
 
 
-def test_generation_is_seeded_resumable_and_sharded(tiny_doc2query, corpus, tmp_path, monkeypatch):
-    assert generate(tiny_doc2query, corpus, tmp_path / "a.jsonl") == 0
-    lines = (tmp_path / "a.jsonl").read_text().splitlines()
-    records = [json.loads(x) for x in lines]
-    assert [r["docid"] for r in records] == [f"d{i}" for i in range(len(TOPICS))]
-    assert all(len(r["queries"]) == 3 for r in records)
-    assert len({q for r in records for q in r["queries"]}) > 3  # sampled, not one repeated string
-    # same seed, same queries; another seed, other queries
-    assert generate(tiny_doc2query, corpus, tmp_path / "b.jsonl") == 0
-    assert (tmp_path / "b.jsonl").read_text().splitlines() == lines
-    assert generate(tiny_doc2query, corpus, tmp_path / "c.jsonl", "--seed", "7") == 0
-    assert (tmp_path / "c.jsonl").read_text().splitlines() != lines
-    # an interrupted run (two batches written, then killed while writing the third: a torn line) resumes
-    # without duplicating
-    from multiview_plugin.encoding import doc2query
-
-    append, calls = doc2query._append, []
-
-    def torn_third_batch(out, text):
-        calls.append(1)
-        if len(calls) == 3:
-            out.write(text[:10])
-            raise KeyboardInterrupt
-        append(out, text)
-
-    with monkeypatch.context() as m:
-        m.setattr(doc2query, "_append", torn_third_batch)
-        with pytest.raises(KeyboardInterrupt):
-            generate(tiny_doc2query, corpus, tmp_path / "r.jsonl", "--checkpoint_every", "1")
-    partial = tmp_path / "r.jsonl.partial"
-    assert partial.read_text() == "\n".join(lines[:6]) + "\n" + lines[6][:10]
-    assert generate(tiny_doc2query, corpus, tmp_path / "r.jsonl") == 0
-    assert (tmp_path / "r.jsonl").read_text().splitlines() == lines and not partial.exists()
-    # shards cover the corpus in order
-    for s in range(2):
-        assert generate(tiny_doc2query, corpus, tmp_path / f"s{s}.jsonl", "--dataset_number_of_shards", "2",
-                        "--dataset_shard_index", str(s)) == 0
-    shards = [json.loads(x)["docid"] for s in range(2) for x in (tmp_path / f"s{s}.jsonl").read_text().splitlines()]
-    assert shards == [r["docid"] for r in records]
-
-
 # ----------------------------------------------------------------------------- model
 
 
