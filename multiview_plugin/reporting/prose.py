@@ -270,16 +270,18 @@ def check(pages: Iterable[Path] = PAGES) -> list[str]:
 
 
 def prose_lines(text: str) -> list[tuple[int, str]]:
-    """``(line number, line)`` of the prose: outside code blocks and generated sections (hand-written tables count)."""
+    """``(line number, line)`` of the prose: outside code blocks and generated sections (``<!-- name:start -->`` or
+    ``<!-- name:start (how it is generated) -->`` … ``<!-- name:end -->``; each generator checks its own section).
+    Hand-written tables count."""
     out, fenced, generated = [], False, False
     for i, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if stripped.startswith("```"):
             fenced = not fenced
             continue
-        if re.match(r"<!-- \w+:start -->", stripped):
+        if re.match(r"<!-- [\w-]+:start( \(.*\))? -->", stripped):
             generated = True
-        if re.match(r"<!-- \w+:end -->", stripped):
+        if re.match(r"<!-- [\w-]+:end -->", stripped):
             generated = False
             continue
         if fenced or generated:
