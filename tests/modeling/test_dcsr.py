@@ -23,7 +23,7 @@ from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher, build_index
 from multiview_plugin.search._index import IndexMeta
 from multiview_plugin.search.aggregators import HasAnsAggregator, get_aggregator, log_one_minus_softmax
-from tests.search.test_search import DIM, random_corpus, write_shards
+from tests.search.test_searcher import DIM, random_corpus, write_shards
 
 PASSAGES = {
     "d0": "paris is the capital of france. it was built on the river. the city has a large old book.",
