@@ -1,4 +1,5 @@
-"""Issue 16: options for mean-pooled backbones, warm-up, duplicate-positive masking and dev-split selection."""
+"""Issue 16: options for mean-pooled backbones (residual MVR, MLR layer pooling, DCSR poolings and passage
+unit), warm-up and duplicate-positive masking, across methods."""
 
 import json
 import logging
@@ -318,6 +319,3 @@ def test_masking_changes_the_training_loss_only_when_duplicates_exist(tiny_bert)
     masked = model(**batch)
     torch.manual_seed(0)
     torch.testing.assert_close(masked.loss, model(batch["query"], batch["passage"]).loss)
-
-
-# ------------------------------------------------------- dev split, selection
