@@ -32,3 +32,24 @@ def test_the_parser_defaults_and_refuses_unknown_systems(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--systems", "nonsense"])
     assert "invalid choice: 'nonsense'" in capsys.readouterr().err
+
+
+def test_num_entities_sizes_the_generated_data_and_is_refused_elsewhere(tmp_path):
+    """--num_entities changes the generated corpus and held-out set; with another --data it would do nothing, so
+    it is refused; a size the generator cannot make is one line."""
+    from multiview_plugin.quickstart.__main__ import main, prepare_data
+
+    def sizes(*flags):
+        args = build_parser().parse_args(list(flags))
+        files = prepare_data(args, tmp_path / f"data{len(flags)}-{'-'.join(flags)}")
+        lines = {k: sum(1 for _ in files[k].open(encoding="utf-8")) for k in ("corpus", "eval_queries")}
+        return lines["corpus"], lines["eval_queries"]
+
+    default, larger = sizes(), sizes("--num_entities", "120")
+    assert default == sizes("--num_entities", "60")  # the documented default
+    assert larger[0] > default[0] and larger[1] > default[1]
+    with pytest.raises(SystemExit, match="not --data squad"):
+        main(["--data", "squad", "--num_entities", "30", "--output_dir", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match=r"^error: --num_entities: num_entities must be at least 18"):
+        main(["--num_entities", "5", "--output_dir", str(tmp_path / "y")])
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
