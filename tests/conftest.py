@@ -133,3 +133,74 @@ def ray_cluster():
         ray.shutdown()
         cluster.shutdown()
         signal.signal(signal.SIGTERM, sigterm)
+
+
+def one_line(err: str, *needles: str) -> str:
+    """The one ``error: ...`` line of a driver's stderr (no traceback), holding each of ``needles``."""
+    assert "Traceback" not in err, err
+    lines = [line[line.index("error: "):] for line in err.splitlines() if "error: " in line]  # after a tqdm bar
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def one_line_error(capsys, *needles: str) -> str:
+    """:func:`one_line` of what a driver wrote to stderr so far."""
+    return one_line(capsys.readouterr().err, *needles)
+
+
+def build_tiny_model(tiny_bert: Path, folder: Path, name: str = "mvr", scale: float | None = None) -> Path:
+    """A tiny saved model (2 views for mvr, passage_max_len 32, query_max_len 16); ``scale`` multiplies the last
+    LayerNorm's weight (NaN: broken weights; 1e6: vectors past float16's range)."""
+    import torch
+
+    from multiview_plugin.arguments import DataArguments, ModelArguments
+    from multiview_plugin.registry import get_encoder_class
+
+    torch.manual_seed(0)
+    model = get_encoder_class(name).build(
+        ModelArguments(model_name_or_path=str(tiny_bert), model_name=name, mvr_num_views=2),
+        DataArguments(pad_to_multiple_of=None, passage_max_len=32, query_max_len=16))
+    if scale is not None:
+        with torch.no_grad():
+            norms = [p for n, p in model.named_parameters() if "LayerNorm.weight" in n]
+            norms[-1].mul_(scale)
+    model.save(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def mvr_index(tiny_bert, tmp_path_factory) -> dict[str, Path]:
+    """A tiny mvr model (2 views, passage_max_len 32), its TOPICS corpus (8 documents) and query file, their
+    shards (``shard``, ``qshard``) and an index folder, built once through the drivers. Tests copy what they
+    change."""
+    from multiview_plugin.driver.encode import main as encode_main
+    from multiview_plugin.driver.index import main as index_main
+
+    root = tmp_path_factory.mktemp("mvr_index")
+    model = build_tiny_model(tiny_bert, root / "mvr")
+    corpus = write_topics_corpus(root / "corpus.jsonl")
+    queries = root / "queries.tsv"
+    queries.write_text("".join(f"q{i}\twhat is {a}\n" for i, (a, _, _) in enumerate(TOPICS)))
+    common = ["--model_name_or_path", str(model), "--per_device_eval_batch_size", "4"]
+    assert encode_main([*common, "--dataset_path", str(corpus), "--encode_output_path", str(root / "c.pkl")]) == 0
+    assert encode_main([*common, "--dataset_path", str(queries), "--encode_is_query",
+                        "--encode_output_path", str(root / "q.pkl")]) == 0
+    assert index_main(["--passage_reps", str(root / "c.pkl"), "--index_dir", str(root / "idx")]) == 0
+    return {"root": root, "model": model, "corpus": corpus, "queries": queries, "shard": root / "c.pkl",
+            "qshard": root / "q.pkl", "index": root / "idx"}
+
+
+@pytest.fixture(scope="session")
+def saved_mvr(tiny_bert, tmp_path_factory) -> Path:
+    """A saved tiny mvr model (2 views, passage_max_len 32, query_max_len 16). Tests copy what they change."""
+    from multiview_plugin.arguments import DataArguments, ModelArguments
+    from multiview_plugin.registry import get_encoder_class
+
+    folder = tmp_path_factory.mktemp("saved") / "mvr"
+    model = get_encoder_class("mvr").build(
+        ModelArguments(model_name_or_path=str(tiny_bert), model_name="mvr", mvr_num_views=2),
+        DataArguments(passage_max_len=32, query_max_len=16))
+    model.save(folder)
+    return folder

@@ -105,3 +105,22 @@ def test_extending_examples_run(tiny_bert, monkeypatch):
     scores = torch.tensor([[[2.0, 0.0], [1.0, float("-inf")]]])
     out = get_loss_class("softmax_mean")()(scores, torch.tensor([0]), 1.0)
     assert torch.isclose(out.loss, torch.nn.functional.cross_entropy(torch.tensor([[1.0, 1.0]]), torch.tensor([0])))
+
+
+def _doc_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_tests_named_in_the_docs_exist():
+    """A test named in README or docs/ (`test_...`), or a test file named there (`tests/....py`), exists: moving or
+    renaming a test updates the pages that cite it (docs/reliability.md cites one per guarantee)."""
+    defined = {m for p in (ROOT / "tests").rglob("test_*.py")
+               for m in re.findall(r"^(?:async )?def (test_\w+)", p.read_text(encoding="utf-8"), flags=re.MULTILINE)}
+    missing = []
+    for page in _doc_pages():
+        text = page.read_text(encoding="utf-8")
+        missing += [f"{page.relative_to(ROOT)}: {name}" for name in sorted(set(re.findall(r"`(test_\w+)`", text)))
+                    if name not in defined]
+        paths = sorted(set(re.findall(r"`(tests/[\w/]+\.py)`", text)))
+        missing += [f"{page.relative_to(ROOT)}: {path}" for path in paths if not (ROOT / path).is_file()]
+    assert not missing, f"the docs name tests that do not exist (moved or renamed?): {missing}"

@@ -51,7 +51,12 @@ def prepare_data(args: argparse.Namespace, data_dir: Path) -> dict[str, Path]:
     if args.data == "default":
         from multiview_plugin.quickstart.dataset import build_quickstart_data, write_quickstart_data
 
-        files = write_quickstart_data(build_quickstart_data(), data_dir)
+        sizes = {} if args.num_entities is None else {"num_entities": args.num_entities}
+        try:
+            data = build_quickstart_data(**sizes)
+        except ValueError as e:
+            raise SystemExit(f"error: --num_entities: {e}") from None
+        files = write_quickstart_data(data, data_dir)
     elif args.data == "scifact":
         from multiview_plugin.data.beir import convert_beir
 
@@ -374,6 +379,8 @@ def format_table(rows: list[dict]) -> str:
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(__doc__).parse_args(argv)
+    if args.num_entities is not None and args.data != "default":
+        raise SystemExit(f"error: --num_entities sizes the generated dataset (--data default), not --data {args.data}")
     setup_logging(logging.WARNING)
     logging.getLogger("multiview_plugin.quickstart").setLevel(logging.INFO)
     torch.manual_seed(0)

@@ -22,6 +22,8 @@ from multiview_plugin.data.readers import (
     load_queries,
     open_text,
 )
+from multiview_plugin.driver.encode import main as encode_main
+from tests.conftest import one_line_error, write_train_file
 
 
 def write(path: Path, text: str, newline: str = "\n") -> Path:
@@ -330,3 +332,59 @@ def test_a_positive_listed_as_negative_is_dropped_with_a_warning(tmp_path, caplo
     (rec,) = iter_train_records(path)
     assert rec["negatives"] == ["rome"] and rec["negative_docids"] == ["d1"] and rec["negative_sentences"] == [-1]
     assert "dropped 2 negative passages that are also positives of their query (in 1 queries)" in caplog.text
+
+
+def _with_lone_surrogate(path: Path, text: str, needle: str) -> Path:
+    assert needle in text
+    path.write_text(text.replace(needle, needle + "\\ud800", 1))
+    return path
+
+
+def test_lone_surrogate_in_json_text_is_one_line(mvr_index, tmp_path, capsys):
+    corpus = _with_lone_surrogate(tmp_path / "corpus.jsonl", mvr_index["corpus"].read_text(), "the moon")
+    out = tmp_path / "c.pkl"
+    assert encode_main(["--model_name_or_path", str(mvr_index["model"]), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(out)]) == 2
+    one_line_error(capsys, f"{corpus} line 5", "field 'text'", "surrogate")
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"query_id": "q1", "query": "what is paris"}\n{"query_id": "q2", "query": "rome\\udc00"}\n')
+    assert encode_main(["--model_name_or_path", str(mvr_index["model"]), "--dataset_path", str(queries),
+                        "--encode_is_query", "--encode_output_path", str(out)]) == 2
+    one_line_error(capsys, f"{queries} line 2", "field 'query'")
+    train = write_train_file(tmp_path / "train.jsonl", 1)
+    train = _with_lone_surrogate(train, train.read_text(), "london")
+    with pytest.raises(InputFormatError, match=r"train.jsonl line 1: field 'negative_passages\[0\].title'"):
+        list(iter_train_records(train))
+    # a proper surrogate pair is one character, read as such
+    queries.write_text('{"query_id": "q1", "query": "smile \\ud83d\\ude00"}\n')
+    assert load_queries(queries) == {"q1": "smile \U0001F600"}
+
+
+def test_tsv_corpus_header_after_a_blank_line_is_not_a_document(tmp_path):
+    path = tmp_path / "psgs.tsv"
+    path.write_text("\nid\ttext\ttitle\nd1\tparis is big\tParis\n")
+    assert load_corpus(path) == {"d1": "Paris paris is big"}
+
+
+def test_tsv_quote_that_swallows_lines_is_refused(tmp_path):
+    """An unbalanced quote made csv read three rows as one (two documents lost, exit 0)."""
+    path = tmp_path / "psgs.tsv"
+    path.write_text('d1\t"paris is big\tParis\nd2\trome\tRome\nd3\tberlin" x\tBerlin\nd4\tmoon\tMoon\n')
+    with pytest.raises(InputFormatError, match=r"psgs.tsv line 1: a quoted field runs on to line 3"):
+        load_corpus(path)
+
+
+def test_qrels_first_line_is_a_header_only_when_it_names_columns(tmp_path):
+    from multiview_plugin.data.readers import load_qrels
+
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q1\td1\thigh\nq1\td2\t1\n")  # a bad first judgment was skipped as a "header"
+    with pytest.raises(InputFormatError, match=r"qrels.tsv line 1: field 'relevance'"):
+        load_qrels(path)
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\n")
+    assert load_qrels(path) == {"q1": {"d2": 1}}
+    path.write_text("q1 0 d1 1\nq1 0 d1 0\n")  # the later judgment silently won
+    with pytest.raises(InputFormatError, match=r"line 2: field 'relevance'.*judged 0 here but 1"):
+        load_qrels(path)
+    path.write_text("q1 0 d1 1\nq1 0 d1 1\n")  # the same judgment twice is harmless
+    assert load_qrels(path) == {"q1": {"d1": 1}}

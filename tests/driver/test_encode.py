@@ -18,7 +18,7 @@ from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.testing import make_tiny_t5
 from multiview_plugin.text_options import OPTION_NAMES
-from tests.conftest import without_progress_bars
+from tests.conftest import build_tiny_model, one_line_error, without_progress_bars, write_topics_corpus
 
 TEXTS = ["paris is the capital of france and was built on the river", "the moon", "a cat is a small animal"]
 MODEL_FLAGS = {"pooling", "normalize"}  # the others are DataArguments'
@@ -129,3 +129,28 @@ def test_a_bad_value_is_one_line(tiny_bert, tmp_path, capsys):
     assert exit_.value.code == 2
     err = without_progress_bars(capsys.readouterr().err).strip()
     assert err.startswith("error: argument --padding_side") and "invalid choice: 'middle'" in err and "\n" not in err
+
+
+def test_encode_refuses_nan_vectors_naming_the_docid(tiny_bert, tmp_path, capsys):
+    model = build_tiny_model(tiny_bert, tmp_path / "nan-model", scale=float("nan"))
+    corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
+    out = tmp_path / "c.pkl"
+    assert encode_main(["--model_name_or_path", str(model), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(out)]) == 2
+    one_line_error(capsys, str(out), "non-finite vectors", "'d0'", "NaN")
+    assert not out.exists() and not Path(f"{out}.json").exists()
+
+
+def test_encode_refuses_vectors_that_overflow_float16(tiny_bert, tmp_path, capsys):
+    """--fp16 stores float16: vectors beyond ±65504 would become inf; the error says so and names the items."""
+    model = build_tiny_model(tiny_bert, tmp_path / "big", name="dpr", scale=1e6)
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\twhat is paris\nq2\twhere is rome\n")
+    out = tmp_path / "q.pkl"
+    args = ["--model_name_or_path", str(model), "--dataset_path", str(queries), "--encode_is_query",
+            "--encode_output_path", str(out)]
+    assert encode_main([*args, "--fp16"]) == 2
+    one_line_error(capsys, "overflow float16", "'q1'", "without --fp16")
+    assert not out.exists()
+    assert encode_main(args) == 0  # float32 holds them
+    assert np.isfinite(read_shard(out)[0]).all()

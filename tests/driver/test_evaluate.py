@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from multiview_plugin.driver.evaluate import main as evaluate_main
-from multiview_plugin.evaluation.runs import write_run
+from multiview_plugin.evaluation.runs import read_run, write_run
+from tests.conftest import one_line_error
 
 
 def test_cli_end_to_end(tmp_path, capsys):
@@ -60,3 +62,35 @@ def test_cli_errors(tmp_path, capsys):
     other.write_text("zz 0 p1 1\n")
     assert evaluate_main(["--run", str(run), "--qrels", str(other), "--metrics", "MRR@10"]) == 0
     assert capsys.readouterr().out.splitlines()[2].split() == ["MRR@10", "0.00"]
+
+
+@pytest.fixture
+def qrels(tmp_path) -> Path:
+    path = tmp_path / "qrels.txt"
+    path.write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    return path
+
+
+@pytest.mark.parametrize("line, fmt", [("q1\td1\tnan", "tevatron"), ("q1\td1\tinf", "tevatron"),
+                                       ("q1 Q0 d1 1 NaN t", "trec"), ("q1 Q0 d1 1 -Infinity t", "trec")])
+def test_evaluate_refuses_non_finite_scores(tmp_path, qrels, capsys, line, fmt):
+    run = tmp_path / "run.txt"
+    first = "q2\td2\t1.5" if fmt == "tevatron" else "q2 Q0 d2 1 1.5 t"
+    run.write_text(f"{first}\n{line}\n")
+    for extra in ([], ["--run_format", fmt]):
+        assert evaluate_main(["--run", str(run), "--qrels", str(qrels), *extra]) == 2
+        one_line_error(capsys, f"{run} line 2", "finite number")
+
+
+def test_integer_scored_three_column_run_is_not_read_as_ranks(tmp_path, qrels, capsys):
+    """Tevatron-style scores that happen to be integers (3 > 2 > 1: d1 is best) were read as MS MARCO ranks
+    (d1 ranked last) with exit 0; now the format must be given, and with it the ranking is right."""
+    run = tmp_path / "run.txt"
+    run.write_text("q1\td1\t3\nq1\td2\t2\nq1\td3\t1\n")
+    assert evaluate_main(["--run", str(run), "--qrels", str(qrels), "--metrics", "MRR@10"]) == 2
+    one_line_error(capsys, str(run), "ambiguous", "--run_format")
+    out = tmp_path / "m.json"
+    assert evaluate_main(["--run", str(run), "--qrels", str(qrels), "--metrics", "MRR@10", "--run_format",
+                          "tevatron", "--output_json", str(out)]) == 0
+    assert json.loads(out.read_text())["MRR@10"] == pytest.approx(0.5)  # q1: d1 first; q2: nothing retrieved
+    assert [d for d, _ in read_run(run, "tevatron")["q1"]] == ["d1", "d2", "d3"]

@@ -98,20 +98,6 @@ def test_train_help_is_grouped_with_choices(capsys):
     assert "--pooling" in text and "--passage_max_len" in text and "--append_eos_token" in text
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tevatron") is not None, reason="Tevatron is installed here")
-def test_tevatron_train_without_tevatron(capsys):
-    from multiview_plugin.tevatron.train import main
-
-    with pytest.raises(SystemExit) as exit_:
-        main(["--help"])
-    assert exit_.value.code == 0
-    out, err = capsys.readouterr()
-    assert "needs Tevatron v2" in err and "--mvr_num_views" in out
-    assert main(["--model_name", "mvr"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: multiview_plugin.tevatron needs Tevatron v2") and err.count("\n") == 1
-
-
 def test_encode_help_imports_no_torch_and_is_fast():
     """``driver.encode --help`` parses before torch, transformers' models or the library load (13.7 s before,
     1.8 s after on a loaded 2-core machine: bench/help_time.log). The bound is generous; the import check is the
@@ -127,7 +113,6 @@ def test_encode_help_imports_no_torch_and_is_fast():
     assert done.returncode == 0 and "usage: python -m multiview_plugin.driver.encode" in done.stdout
     assert done.stderr.strip().endswith("NO-TORCH")
     assert elapsed < 30, f"encode --help took {elapsed:.1f} s"
-
 
 
 def _train_help(env: dict) -> tuple[str, float, bool]:

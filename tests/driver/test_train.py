@@ -4,14 +4,20 @@ import importlib.util
 import json
 import logging
 import math
+from pathlib import Path
 
 import pytest
+import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.data.dataset import TrainDataset, load_hub_train_records, load_train_records
-from multiview_plugin.driver.train import main
+from multiview_plugin.driver.train import build_model, load_training_data, main, refuse_encode_only_flags
+from multiview_plugin.driver.train import main as train_main
+from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
+from multiview_plugin.tevatron_parity import ENCODE_ONLY
+from tests.conftest import one_line_error
 
 COMMON = ["--train_group_size", "2", "--per_device_train_batch_size", "4", "--report_to", "none",
           "--query_max_len", "16", "--passage_max_len", "32", "--seed", "7", "--dataloader_num_workers", "0"]
@@ -277,3 +283,112 @@ def test_a_given_default_that_differs_from_the_saved_model_is_refused(saved_dpr,
     else:
         assert rc == 2 and "Traceback" not in err
         assert refused in err and "keeps training with its own config" in err
+
+
+def _train_args(tiny_bert: Path, train_file: Path, out: Path, *flags: str) -> list[str]:
+    return ["--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file), "--output_dir", str(out),
+            *COMMON, *flags]
+
+
+def _bert_config_with(tiny_bert: Path, folder: Path, **changes) -> Path:
+    folder.mkdir()
+    data = json.loads((tiny_bert / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**data, **changes}))
+    return folder
+
+
+def test_config_name_builds_the_backbone_with_that_config(tiny_bert, tmp_path):
+    """main: --config_name was never read (the backbone's own config was used)."""
+    config = _bert_config_with(tiny_bert, tmp_path / "cfg", layer_norm_eps=1e-3, hidden_dropout_prob=0.0)
+    for given in (config, config / "config.json"):  # a folder or the file itself
+        model = build_model(ModelArguments(model_name_or_path=str(tiny_bert), config_name=str(given)),
+                            DataArguments())
+        assert model.query_encoder.config.layer_norm_eps == 1e-3
+        assert model.query_encoder.config.hidden_dropout_prob == 0.0
+    plain = build_model(ModelArguments(model_name_or_path=str(tiny_bert)), DataArguments())
+    torch.testing.assert_close(model.query_encoder.embeddings.word_embeddings.weight,
+                               plain.query_encoder.embeddings.word_embeddings.weight)  # same weights
+
+
+def test_config_name_that_does_not_exist_is_one_line(tiny_bert, train_file, tmp_path, capsys):
+    """main: a non-existent --config_name trained and exited 0."""
+    assert train_main(_train_args(tiny_bert, train_file, tmp_path / "out", "--config_name",
+                                  str(tmp_path / "missing"), "--max_steps", "1")) == 2
+    one_line_error(capsys, f"--config_name {tmp_path / 'missing'}: no model config there")
+
+
+def test_config_name_with_custom_code_is_refused(tiny_bert, tmp_path):
+    config = _bert_config_with(tiny_bert, tmp_path / "cfg", auto_map={"AutoModel": "modeling_custom.CustomModel"})
+    with pytest.raises(ConfigError, match="auto_map"):
+        build_model(ModelArguments(model_name_or_path=str(tiny_bert), config_name=str(config)), DataArguments())
+
+
+@pytest.mark.parametrize("flag", ["--config_name", "--tokenizer_name"])
+def test_config_and_tokenizer_name_with_a_saved_model_are_refused(saved_mvr, tiny_bert, train_file, tmp_path,
+                                                                  capsys, flag):
+    """main: a saved multiview model loaded with its own config and tokenizer, the flag ignored."""
+    assert train_main(_train_args(saved_mvr, train_file, tmp_path / "out", "--model_name", "mvr",
+                                  "--mvr_num_views", "2", flag, str(tiny_bert), "--max_steps", "1")) == 2
+    one_line_error(capsys, flag, "saved multiview model")
+
+
+def test_model_flags_a_saved_model_would_ignore_are_refused(saved_mvr, train_file, tmp_path, capsys):
+    """main: training went on with the saved model's 2 views and temperature, the flags ignored, exit 0."""
+    assert train_main(_train_args(saved_mvr, train_file, tmp_path / "out", "--model_name", "mvr",
+                                  "--mvr_num_views", "4", "--temperature", "0.5", "--max_steps", "1")) == 2
+    one_line_error(capsys, "--mvr_num_views 4 (the model's: 2)", "--temperature 0.5 (the model's: 1.0)",
+                    "keeps training with its own config")
+
+
+@pytest.mark.parametrize("flag,value", [("--dataset_number_of_shards", "4"), ("--dataset_shard_index", "1"),
+                                        ("--encode_is_query", None), ("--encode_output_path", "emb/q.pkl")])
+def test_encode_only_flags_with_a_value_are_refused_by_train(tiny_bert, train_file, tmp_path, capsys, flag, value):
+    """main: each was parsed and ignored, exit 0."""
+    assert train_main(_train_args(tiny_bert, train_file, tmp_path / "out", flag,
+                                  *([value] if value else []), "--max_steps", "1")) == 2
+    one_line_error(capsys, flag, "python -m multiview_plugin.driver.encode", "drop it")
+    assert not (tmp_path / "out").exists()
+
+
+def test_encode_only_flags_at_their_defaults_are_accepted():
+    """One Tevatron config file can serve train and encode: the default values pass."""
+    assert set(ENCODE_ONLY) == {"dataset_number_of_shards", "dataset_shard_index", "encode_is_query",
+                                "encode_output_path"}
+    refuse_encode_only_flags(DataArguments(dataset_number_of_shards=1, dataset_shard_index=0, encode_is_query=False))
+    with pytest.raises(ConfigError, match="--dataset_shard_index 2, --encode_is_query True: encoding flags"):
+        refuse_encode_only_flags(DataArguments(dataset_shard_index=2, encode_is_query=True))
+
+
+def _training_args(tmp_path: Path, **kwargs):
+    from multiview_plugin.arguments import MultiViewTrainingArguments
+
+    return MultiViewTrainingArguments(output_dir=str(tmp_path / "out"), report_to="none", **kwargs)
+
+
+def test_num_proc_without_effect_is_logged(tiny_bert, train_file, tmp_path, caplog):
+    """main: --num_proc 4 with local train files and a passage-group method did nothing, without a word."""
+    model = build_model(ModelArguments(model_name_or_path=str(tiny_bert)), DataArguments())
+    caplog.set_level("WARNING", logger="multiview_plugin")
+    load_training_data(DataArguments(dataset_path=str(train_file), num_proc=4, train_group_size=2),
+                       _training_args(tmp_path), model)
+    assert "--num_proc 4 is ignored: local train files are read in one validated pass" in caplog.text
+    caplog.clear()
+    load_training_data(DataArguments(dataset_path=str(train_file), train_group_size=2), _training_args(tmp_path), model)
+    assert "num_proc" not in caplog.text
+    dcsr = get_encoder_class("dcsr")
+    assert not model.prepares_data_in_processes()
+    assert dcsr.prepares_data_in_processes.__qualname__.startswith("DcsrEncoder")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="--fp16 acts on a GPU")
+def test_fp16_on_cpu_is_logged_as_ignored(tiny_bert, train_file, tmp_path, caplog):
+    """main: --fp16 on CPU trained in float32 (transformers' accelerate enables float16 on GPUs only), without a
+    word. Now a WARNING says so; the run still trains, as transformers' does."""
+    caplog.set_level("WARNING", logger="multiview_plugin")
+    assert train_main(_train_args(tiny_bert, train_file, tmp_path / "out", "--fp16", "--max_steps", "1",
+                                  "--save_strategy", "no")) == 0
+    assert "--fp16 is ignored on CPU" in caplog.text
+    caplog.clear()
+    assert train_main(_train_args(tiny_bert, train_file, tmp_path / "out2", "--max_steps", "1",
+                                  "--save_strategy", "no")) == 0
+    assert "--fp16" not in caplog.text

@@ -10,20 +10,26 @@ encode and compares shard and sidecar with an uninterrupted run's, byte for byte
 
 from __future__ import annotations
 
+import gzip
 import json
+import logging
 import os
 import random
 import signal
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from multiview_plugin import atomic
 from multiview_plugin.arguments import DataArguments, ModelArguments
+from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.encoding import encode, shards
 from multiview_plugin.encoding.encode import encode_to_shard
+from multiview_plugin.encoding.shards import NonFiniteVectorsError, read_shard
+from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
 from tests.conftest import TOPICS
 
@@ -162,3 +168,49 @@ def test_killed_at_every_line_of_the_final_write(setup, tmp_path):
         run()
         assert out.read_bytes() == expected_bytes and json.loads(Path(f"{out}.json").read_text()) == expected_sidecar
         assert sorted(p.name for p in out.parent.iterdir()) == ["c.pkl", "c.pkl.json"], line
+
+
+def test_encode_refuses_a_nan_batch_and_keeps_what_came_before(mvr_index, tmp_path):
+    """Only the batch holding the NaN item is refused; earlier flushed batches stay resumable."""
+    model = load_encoder(mvr_index["model"]).eval()
+    original = type(model).encode_passage.__get__(model)
+    calls = {"n": 0}
+
+    def second_batch_nan(batch):
+        calls["n"] += 1
+        reps, mask = original(batch)
+        if calls["n"] == 2:
+            reps = reps.clone()
+            reps[1] = float("nan")
+        return reps, mask
+
+    model.encode_passage = second_batch_nan
+    out = tmp_path / "c.pkl"
+    with pytest.raises(NonFiniteVectorsError, match=r"documents \['d3'\]"):
+        encode_to_shard(model, str(mvr_index["corpus"]), out, batch_size=2, checkpoint_every=1)
+    assert not out.exists()
+    model.encode_passage = original
+    encode_to_shard(model, str(mvr_index["corpus"]), out, batch_size=2)  # resumes after batch 1
+    assert read_shard(out)[1] == read_shard(mvr_index["shard"])[1]
+
+
+def test_a_huge_record_is_read_only_as_far_as_the_model_reads(mvr_index, tmp_path, caplog):
+    """main: a .jsonl.gz holding one 512 MiB line went to the tokenizer whole (6.4 GB, then an abort). Now the
+    text is cut at 100 characters per token of max length, said once with the count, and the vectors are the
+    same as the untruncated text's (the model reads 32 tokens)."""
+    caplog.set_level(logging.INFO, logger="multiview_plugin")
+    big = tmp_path / "big.jsonl.gz"
+    long_text = "paris is the capital of france " * 40_000  # 1.2 M characters, 3200 x max_len
+    with gzip.open(big, "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"docid": "long", "text": long_text}) + "\n")
+        f.write(json.dumps({"docid": "short", "text": "a cat is a small animal"}) + "\n")
+    small = tmp_path / "small.jsonl"
+    small.write_text(json.dumps({"docid": "long", "text": long_text[:4000]}) + "\n")
+    common = ["--model_name_or_path", str(mvr_index["model"])]
+    assert encode_main([*common, "--dataset_path", str(big), "--encode_output_path", str(tmp_path / "b.pkl")]) == 0
+    assert "1 documents longer than 3200 characters (100 per token of --passage_max_len 32)" in caplog.text
+    assert encode_main([*common, "--dataset_path", str(small), "--encode_output_path", str(tmp_path / "s.pkl")]) == 0
+    reps, lookup, _ = read_shard(tmp_path / "b.pkl")
+    ref, ref_lookup, _ = read_shard(tmp_path / "s.pkl")
+    rows = [i for i, d in enumerate(lookup) if d.startswith("long")]
+    np.testing.assert_allclose(reps[rows], ref, rtol=1e-5, atol=1e-6)

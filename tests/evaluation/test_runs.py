@@ -8,7 +8,7 @@ import pytest
 
 from multiview_plugin.data.readers import InputFormatError
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.evaluation.runs import read_run, write_run
+from multiview_plugin.evaluation.runs import detect_run_format, read_run, write_run
 
 
 def sample_run() -> dict[str, list[tuple[str, float]]]:
@@ -65,3 +65,34 @@ def test_write_run_rejects_whitespace(tmp_path):
     with pytest.raises(ConfigError, match="docid"):
         write_run({"q1": [("d 1", 1.0)]}, tmp_path / "run.trec")
     assert not (tmp_path / "run.trec").exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("text, fmt", [
+    ("q1\td1\t1\nq1\td2\t2\nq2\td2\t1\n", "msmarco"),          # ranks 1..n per query: MS MARCO
+    ("q1\td1\t2.5\nq1\td2\t2\nq2\td2\t1\n", "tevatron"),        # one non-integer: scores
+    ("q1 Q0 d1 1 2 t\n", "trec"),
+])
+def test_run_format_detected_only_when_unambiguous(tmp_path, text, fmt):
+    run = tmp_path / "run.txt"
+    run.write_text(text)
+    assert detect_run_format(run) == fmt
+    assert read_run(run) == read_run(run, fmt)
+
+
+@pytest.mark.parametrize("text", ["q1\td1\t2\nq1\td2\t1\n", "q1\td1\t1\nq1\td2\t1\n", "q1\td1\t1\nq1\td2\t3\n",
+                                  "q1\td1\t5\n"])
+def test_ambiguous_integer_runs_need_run_format(tmp_path, text):
+    run = tmp_path / "run.txt"
+    run.write_text(text)
+    with pytest.raises(InputFormatError, match="ambiguous run format.*--run_format"):
+        read_run(run)
+
+
+def test_run_errors_are_located_not_tracebacks(tmp_path):
+    run = tmp_path / "run.txt"
+    run.write_text("q1\td1\t1.5\nq1\td2\thigh\n")  # was an IndexError traceback
+    with pytest.raises(InputFormatError, match=r"run.txt line 2: field 'score'"):
+        read_run(run, "tevatron")
+    run.write_bytes(b"q1\td1\t1.5\nq1\td2\t\xff1.0\n")  # bad UTF-8: now with its line
+    with pytest.raises(InputFormatError, match=r"run.txt line 2: not valid UTF-8"):
+        read_run(run, "tevatron")

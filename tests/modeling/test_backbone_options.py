@@ -1,4 +1,5 @@
-"""Issue 16: options for mean-pooled backbones, warm-up, duplicate-positive masking and dev-split selection."""
+"""Issue 16: options for mean-pooled backbones (residual MVR, MLR layer pooling, DCSR poolings and passage
+unit), warm-up and duplicate-positive masking, across methods."""
 
 import json
 import logging
@@ -7,17 +8,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from multiview_plugin.arguments import DataArguments, ModelArguments, MultiViewTrainingArguments
+from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.cli import parse_dataclasses
 from multiview_plugin.data.dataset import TrainCollator, content_keys
-from multiview_plugin.data.dev_split import carve_dev_split, parse_groups
 from multiview_plugin.driver.train import main as train_main
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.base import duplicate_positive_mask
 from multiview_plugin.modeling.mvr import MvrEncoder
 from multiview_plugin.registry import get_encoder_class
-from tests.conftest import write_topics_corpus
 
 PASSAGES = ["paris is the capital of france. it was built on the river. the king lived there.",
             "the moon is small. the sun is a star and gives light.",
@@ -41,14 +40,6 @@ def scores(model, queries=QUERIES, passages=PASSAGES):
 
 
 # ------------------------------------------------------------------ warm-up
-def test_warmup_ratio_is_honoured():
-    args = MultiViewTrainingArguments(output_dir="unused", warmup_ratio=0.1)
-    assert args.get_warmup_steps(100) == 10
-    assert MultiViewTrainingArguments(output_dir="unused", warmup_ratio=0.0).get_warmup_steps(100) == 0
-    # an explicit --warmup_steps wins, as in Tevatron / transformers
-    assert MultiViewTrainingArguments(output_dir="unused", warmup_steps=3).get_warmup_steps(100) == 3
-    with pytest.raises(ValueError, match="warmup_ratio"):
-        MultiViewTrainingArguments(output_dir="unused", warmup_ratio=1.5)
 
 
 def test_learning_rate_warms_up(tiny_bert, train_file, tmp_path):
@@ -328,81 +319,3 @@ def test_masking_changes_the_training_loss_only_when_duplicates_exist(tiny_bert)
     masked = model(**batch)
     torch.manual_seed(0)
     torch.testing.assert_close(masked.loss, model(batch["query"], batch["passage"]).loss)
-
-
-# ------------------------------------------------------- dev split, selection
-def test_dev_split_carves_whole_groups(tmp_path):
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"docid": f"{a}_{p}", "title": "t", "text": f"text {a} {p}"}) + "\n"
-                              for a in range(3) for p in range(2)))
-    train = tmp_path / "train.jsonl"
-    rows = [{"query_id": f"q{a}{p}", "query": "q", "positive_passages": [{"docid": f"{a}_{p}", "text": "x"}],
-             "negative_passages": [{"docid": f"{(a + 1) % 3}_0", "text": "y"}]} for a in range(3) for p in range(2)]
-    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    paths = carve_dev_split(train, corpus, tmp_path / "out", parse_groups("2"))
-    kept = [json.loads(line) for line in paths["train"].read_text().splitlines()]
-    # q1*'s only negative (2_0) is a dev passage: those records go too, so no dev text is ever trained on
-    assert [r["query_id"] for r in kept] == ["q00", "q01"]
-    assert all(not n["docid"].startswith("2_") for r in kept for n in r["negative_passages"])
-    assert paths["dev_qrels"].read_text().split("\n")[:2] == ["q20 0 2_0 1", "q21 0 2_1 1"]
-    assert [json.loads(x)["docid"] for x in paths["dev_corpus"].read_text().splitlines()] == ["2_0", "2_1"]
-    assert parse_groups("28-31") == {"28", "29", "30", "31"}
-
-
-def dev_set_flags(tmp_path):
-    """--dev_* flags of a 2-query dev set over the 6-passage topics corpus."""
-    corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
-    queries = tmp_path / "dev.tsv"
-    queries.write_text("a\twhat is paris\nb\twhat is the moon\n")
-    qrels = tmp_path / "dev_qrels.txt"
-    qrels.write_text("a 0 d0 1\nb 0 d4 1\n")
-    return ["--dev_queries", str(queries), "--dev_qrels", str(qrels), "--dev_corpus", str(corpus)]
-
-
-def test_dev_selection_saves_the_best_and_stops(tiny_bert, train_file, tmp_path):
-    out = tmp_path / "run"
-    assert train_main(["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path",
-                       str(train_file), "--output_dir", str(out), "--pooling", "mean", "--normalize",
-                       "--learning_rate", "0", "--max_steps", "12", "--save_strategy", "no",
-                       *dev_set_flags(tmp_path), "--dev_eval_steps", "2", "--dev_patience", "2", *COMMON]) == 0
-    curve = json.loads((out / "dev_curve.json").read_text())
-    # learning rate 0: the dev metric never improves after step 0, so training stops after 2 more checks
-    assert [p["step"] for p in curve["curve"]] == [0, 2, 4]
-    assert curve["best_step"] == 0 and (out / "best" / "multiview_config.json").is_file()
-    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
-    assert any("dev_MRR@10" in h for h in history)
-
-
-def test_dev_metric_picks_what_is_selected_on(tiny_bert, train_file, tmp_path):
-    dev = dev_set_flags(tmp_path)
-    out = tmp_path / "run"
-    assert train_main(["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path",
-                       str(train_file), "--output_dir", str(out), "--pooling", "mean", "--normalize",
-                       "--max_steps", "2", "--save_strategy", "no", *dev, "--dev_metric", "R@100",
-                       "--dev_eval_steps", "2", *COMMON]) == 0
-    curve = json.loads((out / "dev_curve.json").read_text())
-    # R@100 over a 6-passage dev corpus finds every judged passage: 1.0 at every check (MRR@10 would not be)
-    assert curve["metric"] == "R@100" and [p["dev_R@100"] for p in curve["curve"]] == [1.0, 1.0]
-    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
-    assert any("dev_R@100" in h for h in history) and not any("dev_MRR@10" in h for h in history)
-    # an unknown measure is refused in one line before any training
-    assert train_main(["--model_name", "dpr", "--model_name_or_path", str(tiny_bert), "--dataset_path",
-                       str(train_file), "--output_dir", str(tmp_path / "bad"), *dev, "--dev_metric", "NotAMetric@3",
-                       *COMMON]) == 2
-    assert not (tmp_path / "bad" / "dev_curve.json").exists()
-
-
-def test_added_tokens_never_shrink_a_padded_embedding_matrix(tiny_bert):
-    from transformers import AutoModel, AutoTokenizer
-
-    from multiview_plugin.modeling.tokens import add_marker_tokens
-
-    tokenizer, model = AutoTokenizer.from_pretrained(tiny_bert), AutoModel.from_pretrained(tiny_bert)
-    padded = len(tokenizer) + 64
-    model.resize_token_embeddings(padded)  # as LLMs pad their vocabulary: rows the tokenizer never emits
-    before = model.get_input_embeddings().weight.detach().clone()
-    ids = add_marker_tokens(tokenizer, [model], ["<v1>", "<v2>"])
-    weight = model.get_input_embeddings().weight
-    assert weight.shape[0] == padded and all(len(tokenizer) - 2 <= i < padded for i in ids)
-    # every row the tokenizer could already emit is untouched
-    torch.testing.assert_close(weight[: len(tokenizer) - 2], before[: len(tokenizer) - 2], rtol=0, atol=0)

@@ -7,8 +7,6 @@ import torch
 import torch.nn.functional as F
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
-from multiview_plugin.data.pseudo_queries import load_pseudo_queries
-from multiview_plugin.data.readers import InputFormatError
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.driver.evaluate import main as evaluate_main
 from multiview_plugin.driver.generate_queries import main as generate_main
@@ -42,81 +40,6 @@ def build_dce(tiny_bert, **kw):
 def generate(model, corpus, out, *extra):
     return generate_main(["--model_name_or_path", str(model), "--corpus_path", str(corpus), "--output", str(out),
                           "--num_queries", "3", "--max_query_length", "5", "--batch_size", "3", *extra])
-
-
-# ----------------------------------------------------------------------------- generation and files
-
-
-def test_generation_is_seeded_resumable_and_sharded(tiny_doc2query, corpus, tmp_path, monkeypatch):
-    assert generate(tiny_doc2query, corpus, tmp_path / "a.jsonl") == 0
-    lines = (tmp_path / "a.jsonl").read_text().splitlines()
-    records = [json.loads(x) for x in lines]
-    assert [r["docid"] for r in records] == [f"d{i}" for i in range(len(TOPICS))]
-    assert all(len(r["queries"]) == 3 for r in records)
-    assert len({q for r in records for q in r["queries"]}) > 3  # sampled, not one repeated string
-    # same seed, same queries; another seed, other queries
-    assert generate(tiny_doc2query, corpus, tmp_path / "b.jsonl") == 0
-    assert (tmp_path / "b.jsonl").read_text().splitlines() == lines
-    assert generate(tiny_doc2query, corpus, tmp_path / "c.jsonl", "--seed", "7") == 0
-    assert (tmp_path / "c.jsonl").read_text().splitlines() != lines
-    # an interrupted run (two batches written, then killed while writing the third: a torn line) resumes
-    # without duplicating
-    from multiview_plugin.encoding import doc2query
-
-    append, calls = doc2query._append, []
-
-    def torn_third_batch(out, text):
-        calls.append(1)
-        if len(calls) == 3:
-            out.write(text[:10])
-            raise KeyboardInterrupt
-        append(out, text)
-
-    with monkeypatch.context() as m:
-        m.setattr(doc2query, "_append", torn_third_batch)
-        with pytest.raises(KeyboardInterrupt):
-            generate(tiny_doc2query, corpus, tmp_path / "r.jsonl", "--checkpoint_every", "1")
-    partial = tmp_path / "r.jsonl.partial"
-    assert partial.read_text() == "\n".join(lines[:6]) + "\n" + lines[6][:10]
-    assert generate(tiny_doc2query, corpus, tmp_path / "r.jsonl") == 0
-    assert (tmp_path / "r.jsonl").read_text().splitlines() == lines and not partial.exists()
-    # shards cover the corpus in order
-    for s in range(2):
-        assert generate(tiny_doc2query, corpus, tmp_path / f"s{s}.jsonl", "--dataset_number_of_shards", "2",
-                        "--dataset_shard_index", str(s)) == 0
-    shards = [json.loads(x)["docid"] for s in range(2) for x in (tmp_path / f"s{s}.jsonl").read_text().splitlines()]
-    assert shards == [r["docid"] for r in records]
-
-
-def test_query_files_load_and_misalignment_fails(tmp_path):
-    docids = ["d0", "d1", "d2"]
-    jsonl = tmp_path / "q.jsonl"
-    jsonl.write_text('{"docid": "d1", "queries": ["a", "b"]}\n{"docid": "d0", "queries": []}\n')
-    assert load_pseudo_queries(jsonl, docids) == {"d1": ["a", "b"], "d0": []}
-    assert load_pseudo_queries(jsonl, docids, keep={"d1"}) == {"d1": ["a", "b"]}
-    s0, s1 = tmp_path / "sample000.txt", tmp_path / "sample001.txt"
-    s0.write_text("x0\nx1\nx2\n")
-    s1.write_text("y0\ny1\ty1b\ny2\n")
-    assert load_pseudo_queries(f"{s0},{s1}", docids) == {"d0": ["x0", "y0"], "d1": ["x1", "y1", "y1b"],
-                                                           "d2": ["x2", "y2"]}
-    short = tmp_path / "short.txt"
-    short.write_text("x0\nx1\n")
-    with pytest.raises(InputFormatError, match="2 lines but the corpus has 3 documents"):
-        load_pseudo_queries(short, docids)
-    long = tmp_path / "long.txt"
-    long.write_text("a\nb\nc\nd\n")
-    with pytest.raises(InputFormatError, match="long.txt line 4: more lines than the corpus"):
-        load_pseudo_queries(long, docids)
-    with pytest.raises(InputFormatError, match="aligned by line to a corpus"):
-        load_pseudo_queries(short)
-    unknown = tmp_path / "u.jsonl"
-    unknown.write_text('{"docid": "d9", "queries": ["a"]}\n')
-    with pytest.raises(InputFormatError, match="u.jsonl line 1.*'d9' is not in the corpus"):
-        load_pseudo_queries(unknown, docids)
-    dup = tmp_path / "dup.jsonl"
-    dup.write_text('{"docid": "d1", "queries": ["a"]}\n{"docid": "d1", "queries": ["b"]}\n')
-    with pytest.raises(InputFormatError, match="dup.jsonl line 2.*duplicate docid"):
-        load_pseudo_queries(dup, docids)
 
 
 # ----------------------------------------------------------------------------- model

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.data.sentence_dataset import SentenceTrainCollator, SentenceTrainDataset
-from multiview_plugin.data.sentences import best_overlap_sentence, split_sentences
+from multiview_plugin.data.sentences import split_sentences
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.driver.index import main as index_main
 from multiview_plugin.driver.mine_negatives import main as mine_main
@@ -23,7 +23,7 @@ from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher, build_index
 from multiview_plugin.search._index import IndexMeta
 from multiview_plugin.search.aggregators import HasAnsAggregator, get_aggregator, log_one_minus_softmax
-from tests.search.test_search import DIM, random_corpus, write_shards
+from tests.search.test_searcher import DIM, random_corpus, write_shards
 
 PASSAGES = {
     "d0": "paris is the capital of france. it was built on the river. the city has a large old book.",
@@ -48,12 +48,6 @@ def record(query, answers, pos, negs, negative_sentences=None):
 
 
 # ----------------------------------------------------------------------------- sentences and markers
-
-
-def test_splitter_handles_abbreviations_and_mid_sentence_chunks():
-    text = "of the war. Dr. Smith went to Washington D.C. in 1990. The U.S. army was"
-    assert split_sentences(text) == ("of the war.", "Dr. Smith went to Washington D.C. in 1990.", "The U.S. army was")
-    assert best_overlap_sentence("where was the city built", split_sentences(PASSAGES["d0"])) == 1
 
 
 def test_one_marker_per_sentence_and_each_vector_is_its_sentence(tiny_bert):

@@ -32,7 +32,7 @@ from multiview_plugin.modeling.lora import (  # noqa: E402
 )
 from multiview_plugin.training.checkpoints import checkpoint_problems  # noqa: E402
 from multiview_plugin.training.grad_cache import grad_cache_step  # noqa: E402
-from tests.conftest import TOPICS, make_tiny_bert, write_topics_corpus, write_train_file  # noqa: E402
+from tests.conftest import TOPICS, make_tiny_bert, one_line_error, write_topics_corpus, write_train_file  # noqa: E402
 
 BERT_TARGETS = "query,key,value,dense"
 COMMON = ["--train_group_size", "2", "--per_device_train_batch_size", "4", "--report_to", "none",
@@ -361,3 +361,26 @@ def test_continue_a_saved_model_with_or_without_lora(tiny_bert, residual_run, tm
                        DataArguments())
     assert not is_lora(full.query_encoder) and "lora" not in full.config.options
     assert all(p.requires_grad for p in full.parameters())
+
+
+def test_adapter_config_with_a_huge_rank_is_refused_before_peft_allocates(saved_mvr, tiny_bert, tmp_path, capsys):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 10 ** 9}))
+    corpus = write_topics_corpus(tmp_path / "corpus.jsonl")
+    assert encode_main(["--model_name_or_path", str(tiny_bert), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(tmp_path / "c.pkl"), "--lora_name_or_path", str(adapter)]) == 2
+    one_line_error(capsys, str(adapter / "adapter_config.json"), "field 'r' must be >= 1 and <= 8192")
+
+
+def test_adapter_rank_pattern_is_bounded_too(tmp_path):
+    """peft gives the modules of ``rank_pattern`` their own rank: each is bounded like ``r``."""
+    from multiview_plugin.modeling.lora import check_adapter_config
+
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 8,
+                                                              "rank_pattern": {"query": 10 ** 9}}))
+    with pytest.raises(ConfigError, match="field 'rank_pattern.query' must be >= 1 and <= 8192"):
+        check_adapter_config(tmp_path)
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 8,
+                                                              "rank_pattern": {"query": 16}}))
+    check_adapter_config(tmp_path)

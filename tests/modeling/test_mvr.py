@@ -9,7 +9,6 @@ import torch
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses import GlobalLocalLoss
-from multiview_plugin.losses.global_local import view_balance_loss
 from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.dcsr import span_means
@@ -172,29 +171,6 @@ def test_balance_weight_zero_is_exactly_the_paper_loss():
     (expected_grad,) = torch.autograd.grad(expected, logits)
     assert torch.equal(out.loss, expected) and torch.equal(grad, expected_grad)
     assert set(out.parts) == {"loss_global", "loss_local"}  # no new logged part either
-
-
-def test_view_balance_loss_is_one_when_balanced_and_grows_as_one_view_takes_every_query():
-    k = 4
-    confident = 8.0 * torch.eye(k).repeat(2, 1)  # 8 queries, each view the clear winner of two
-    assert view_balance_loss(confident).item() == pytest.approx(1.0, abs=1e-6)
-    assert view_balance_loss(torch.zeros(8, k)).item() == pytest.approx(1.0, abs=1e-6)  # views alike: P uniform
-    values = []
-    for margin in (1.0, 4.0, 20.0):  # every query routed to view 0, ever more confidently
-        collapsed = torch.zeros(8, k)
-        collapsed[:, 0] = margin
-        values.append(view_balance_loss(collapsed).item())
-    assert 1.0 < values[0] < values[1] < values[2] and values[2] == pytest.approx(k, abs=1e-4)
-    # padded views (-inf) take no probability; K counts them (MVR's views are never padded)
-    padded = torch.tensor([[5.0, -5.0, float("-inf")], [-5.0, 5.0, float("-inf")]])
-    assert view_balance_loss(padded).item() == pytest.approx(3 * (0.5 * 0.5 + 0.5 * 0.5), abs=1e-6)
-
-
-def test_view_balance_loss_gradient_lowers_the_overused_view():
-    logits = torch.tensor([[2.0, 0.0, 0.0], [1.0, 0.5, 0.0], [0.0, 1.0, 0.0]], requires_grad=True)
-    view_balance_loss(logits).backward()
-    # view 0 wins 2 of 3 queries: descent lowers its logit and raises the idle view 2's
-    assert (logits.grad[:, 0] > 0).all() and (logits.grad[:, 2] < 0).all()
 
 
 def test_balance_weight_changes_the_loss_and_the_gradient_of_gates_and_viewers(tiny_bert):

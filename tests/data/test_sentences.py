@@ -1,0 +1,19 @@
+"""Tests of multiview_plugin/data/sentences.py: splitting passages into sentences, answer and best-overlap sentences."""
+
+from __future__ import annotations
+
+from multiview_plugin.data.sentences import best_overlap_sentence, split_sentences
+
+PASSAGES = {
+    "d0": "paris is the capital of france. it was built on the river. the city has a large old book.",
+    "d1": "london is the capital of england. the king wrote a play.",
+    "d2": "rome is in italy. rome was founded by a king.",
+    "d3": "berlin is in germany",
+    "d4": "the moon is small. the sun is a star. a cat is red. a dog is blue.",
+}
+
+
+def test_splitter_handles_abbreviations_and_mid_sentence_chunks():
+    text = "of the war. Dr. Smith went to Washington D.C. in 1990. The U.S. army was"
+    assert split_sentences(text) == ("of the war.", "Dr. Smith went to Washington D.C. in 1990.", "The U.S. army was")
+    assert best_overlap_sentence("where was the city built", split_sentences(PASSAGES["d0"])) == 1
