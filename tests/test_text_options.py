@@ -214,7 +214,7 @@ def test_the_search_and_ray_defaults_come_from_their_module():
     assert param(MultiViewModel.index, "index_factory") is None  # None: build_index's
     assert param(MultiVectorSearcher, "query_batch_size") == param(ShardedSearcher, "query_batch_size") == \
         const["query_batch_size"]
-    assert search_parser().get_default("ray_max_restarts") == RAY_SEARCH_DEFAULTS["ray_max_restarts"] == \
-        param(ShardedSearcher, "max_restarts") == RayEncodeOptions().max_restarts == \
-        {f.name: f.default for f in dataclasses.fields(EncodeArguments)}["ray_max_restarts"] == \
-        const["ray_max_restarts"]
+    assert search_parser().get_default("ray_max_restarts") is None  # None: not given, RAY_SEARCH_DEFAULTS' value
+    assert {f.name: f.default for f in dataclasses.fields(EncodeArguments)}["ray_max_restarts"] is None  # the same
+    assert RAY_SEARCH_DEFAULTS["ray_max_restarts"] == param(ShardedSearcher, "max_restarts") == \
+        RayEncodeOptions().max_restarts == const["ray_max_restarts"]

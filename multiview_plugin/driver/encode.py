@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS
+from multiview_plugin.ray_runtime import DEFAULT_ENCODE_TIMEOUT, DEFAULT_MAX_RESTARTS
 from multiview_plugin.text_options import (
     OPTION_NAMES,
     PASSAGE_FIELD_SEPARATOR,
@@ -109,16 +109,22 @@ class EncodeArguments:
                                 "stem>.<i><suffix>, byte-identical to a sequential --dataset_shard_index i run, "
                                 "resumable the same way. Paths must be the same on every node (shared file system). "
                                 "See docs/scaling.md."})
-    ray_workers: int = field(default=0, metadata={"help": "Ray encode workers (models) to start; 0: as many as the "
-                             "cluster's GPUs (or CPUs, for CPU workers) hold, at most one per shard."})
-    ray_cpus_per_worker: float = field(default=1.0, metadata={"help": "CPUs each Ray encode worker reserves."})
+    # the --ray_* flags below are None when not given (their defaults: RayEncodeOptions), so a flag given
+    # without --ray_address is refused even at its default value
+    ray_workers: int | None = field(default=None, metadata={"help": "Ray encode workers (models) to start; 0 (the "
+                                    "default): as many as the cluster's GPUs (or CPUs, for CPU workers) hold, at "
+                                    "most one per shard."})
+    ray_cpus_per_worker: float | None = field(default=None, metadata={"help": "CPUs each Ray encode worker reserves "
+                                              "(default 1)."})
     ray_gpus_per_worker: float | None = field(default=None, metadata={"help": "GPUs each Ray encode worker "
                                               "reserves (default: 1 when the cluster has GPUs, else 0)."})
-    ray_max_restarts: int = field(default=DEFAULT_MAX_RESTARTS, metadata={
+    ray_max_restarts: int | None = field(default=None, metadata={
         "help": "A lost Ray worker (process killed, node lost) is restarted and its shard encoded again (resuming) at "
-                "most this many times; then the run stops with one error line naming the shard."})
-    ray_timeout: float = field(default=3600.0, metadata={"help": "Seconds to wait for a shard (or a restarting "
-                               "worker) before the Ray encode stops naming the shard (no node can hold the worker?)."})
+                f"most this many times; then the run stops with one error line naming the shard (default "
+                f"{DEFAULT_MAX_RESTARTS})."})
+    ray_timeout: float | None = field(default=None, metadata={"help": "Seconds to wait for a shard (or a restarting "
+                                      "worker) before the Ray encode stops naming the shard (no node can hold the "
+                                      f"worker?) (default {DEFAULT_ENCODE_TIMEOUT:g})."})
     pseudo_queries: str | None = field(
         default=None, metadata={"help": "dce: the documents' pseudo-queries, one view each: jsonl {docid, queries} "
                                 "(from multiview_plugin.driver.generate_queries) or docTTTTTquery-style .txt "
@@ -190,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ray_address:
         return encode_ray(args)
     ray_flags = [f"--{f.name}" for f in fields(EncodeArguments)
-                 if f.name.startswith("ray_") and getattr(args, f.name) != f.default]
+                 if f.name.startswith("ray_") and getattr(args, f.name) is not None]
     if ray_flags:
         raise ConfigError(f"{', '.join(ray_flags)} configure{'s' if len(ray_flags) == 1 else ''} the Ray encode: add "
                           "--ray_address")
@@ -243,9 +249,10 @@ def encode_ray(args: EncodeArguments) -> int:
 
     if launch_rank().parallel:
         raise ConfigError("--ray_address starts its own workers: run it once, not under torchrun")
-    options = RayEncodeOptions(workers=args.ray_workers, cpus_per_worker=args.ray_cpus_per_worker,
-                               gpus_per_worker=args.ray_gpus_per_worker, max_restarts=args.ray_max_restarts,
-                               timeout=args.ray_timeout)
+    given = {"workers": args.ray_workers, "cpus_per_worker": args.ray_cpus_per_worker,
+             "gpus_per_worker": args.ray_gpus_per_worker, "max_restarts": args.ray_max_restarts,
+             "timeout": args.ray_timeout}
+    options = RayEncodeOptions(**{k: v for k, v in given.items() if v is not None})  # None: not given
     jobs = check_ray_jobs(args.dataset_number_of_shards, args.dataset_shard_index, args.encode_output_path)
     with ray_session(args.ray_address):
         done = encode_on_ray(partial(ready_model, args), jobs, shard_options(args), options, args.device)

@@ -55,7 +55,8 @@ from multiview_plugin.search.hybrid import DEFAULT_ALPHA
 logger = logging.getLogger("multiview_plugin.search")
 
 
-# the --ray_* flags' defaults: without --ray_address, a flag set to another value is refused
+# the --ray_* flags' defaults (the parser's are None, "not given"): without --ray_address, a flag given at
+# all is refused, its default value included
 RAY_SEARCH_DEFAULTS = {"ray_shards_per_actor": 1, "ray_cpus_per_actor": 1.0, "ray_max_restarts": DEFAULT_MAX_RESTARTS,
                        "ray_timeout": 600.0}
 
@@ -122,17 +123,19 @@ def build_parser() -> argparse.ArgumentParser:
                      "host:port of its head, ray://host:10001 (Ray Client) or 'local' (a one-machine Ray instance). "
                      "Without it several --index shards are searched in this process, one after another. The shard "
                      "folders must be at the same paths on every node.")
-    ray.add_argument("--ray_shards_per_actor", type=int, default=RAY_SEARCH_DEFAULTS["ray_shards_per_actor"],
-                     help="Shard indexes each Ray actor holds (default %(default)s).")
-    ray.add_argument("--ray_cpus_per_actor", type=float, default=RAY_SEARCH_DEFAULTS["ray_cpus_per_actor"],
-                     help="CPUs each Ray actor reserves (default %(default)s; its Faiss threads: --threads).")
-    ray.add_argument("--ray_max_restarts", type=int, default=RAY_SEARCH_DEFAULTS["ray_max_restarts"],
+    ray.add_argument("--ray_shards_per_actor", type=int, default=None,
+                     help="Shard indexes each Ray actor holds "
+                     f"(default {RAY_SEARCH_DEFAULTS['ray_shards_per_actor']}).")
+    ray.add_argument("--ray_cpus_per_actor", type=float, default=None,
+                     help=f"CPUs each Ray actor reserves (default {RAY_SEARCH_DEFAULTS['ray_cpus_per_actor']}; "
+                     "its Faiss threads: --threads).")
+    ray.add_argument("--ray_max_restarts", type=int, default=None,
                      help="A lost actor (process killed, node lost) is restarted and its call retried at most this "
                      "many times; then the search stops with one error line naming the lost shard (default "
-                     "%(default)s).")
-    ray.add_argument("--ray_timeout", type=float, default=RAY_SEARCH_DEFAULTS["ray_timeout"], help="Seconds a "
+                     f"{RAY_SEARCH_DEFAULTS['ray_max_restarts']}).")
+    ray.add_argument("--ray_timeout", type=float, default=None, help="Seconds a "
                      "shard may take to answer a batch, or a lost actor to come back, before the search stops naming "
-                     "the shard (default %(default)s).")
+                     f"the shard (default {RAY_SEARCH_DEFAULTS['ray_timeout']}).")
     has = p.add_argument_group("HasAns aggregation (dcsr; DCSR paper eq. 2)")
     has.add_argument("--hasans_temperature", type=float, help="Softmax temperature over the fetched sentence "
                      "scores (default: the model's training temperature recorded with the index or shards, else 1, "
@@ -262,7 +265,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
     require_positive(args.hits, "--hits")
     if sharded(args):
         return search_sharded(args)
-    if any(getattr(args, name) != default for name, default in RAY_SEARCH_DEFAULTS.items()):
+    if any(getattr(args, name) is not None for name in RAY_SEARCH_DEFAULTS):
         raise ConfigError("--ray_* flags configure a sharded search: give several --index shards (a,b,c or @FILE) "
                           "and --ray_address")
     inputs = {"--topics": args.topics, "--encoded_queries": args.encoded_queries, "--index": index_files(args.index),
@@ -315,7 +318,7 @@ def search_sharded(args: argparse.Namespace) -> None:
         for d in dirs:
             check_corpus_is_indexed(IndexMeta.load(d), args.bm25_corpus, None, "--bm25_corpus", f"index shard {d}")
     if not args.ray_address:
-        set_flags = [f"--{name}" for name, default in RAY_SEARCH_DEFAULTS.items() if getattr(args, name) != default]
+        set_flags = [f"--{name}" for name in RAY_SEARCH_DEFAULTS if getattr(args, name) is not None]
         if set_flags:
             raise ConfigError(f"{', '.join(set_flags)} configure{'s' if len(set_flags) == 1 else ''} the Ray actors: "
                               "add --ray_address (without it the shards are searched in this process)")
@@ -324,9 +327,11 @@ def search_sharded(args: argparse.Namespace) -> None:
     if args.hasans_temperature is not None or args.hasans_mean_sentences is not None:
         raise ConfigError("--hasans_*: sharded search merges max-aggregated per-shard top-k lists (HasAns is not "
                           "decomposable over shards)")
-    with ShardedSearcher(dirs, args.encoder, ray_address=args.ray_address, shards_per_actor=args.ray_shards_per_actor,
-                         cpus_per_actor=args.ray_cpus_per_actor, threads=args.threads,
-                         max_restarts=args.ray_max_restarts, timeout=args.ray_timeout, aggregation=args.aggregation,
+    ray = {name: RAY_SEARCH_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)
+           for name in RAY_SEARCH_DEFAULTS}  # None: not given
+    with ShardedSearcher(dirs, args.encoder, ray_address=args.ray_address, shards_per_actor=ray["ray_shards_per_actor"],
+                         cpus_per_actor=ray["ray_cpus_per_actor"], threads=args.threads,
+                         max_restarts=ray["ray_max_restarts"], timeout=ray["ray_timeout"], aggregation=args.aggregation,
                          nprobe=args.nprobe, ef_search=args.ef_search, overfetch=args.overfetch, rescore=args.rescore,
                          doc_candidates=args.doc_candidates, allow_partial=args.allow_partial) as searcher:
         q_reps, q_ids = query_vectors(args, searcher, dirs[0], searcher.dim)

@@ -29,6 +29,7 @@ from typing import Any
 from multiview_plugin.encoding.shards import ShardInfo
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.ray_runtime import (
+    DEFAULT_ENCODE_TIMEOUT,
     DEFAULT_MAX_RESTARTS,
     WorkerActor,
     WorkerLostError,
@@ -56,7 +57,7 @@ class RayEncodeOptions:
     cpus_per_worker: float = 1.0
     gpus_per_worker: float | None = None
     max_restarts: int = DEFAULT_MAX_RESTARTS
-    timeout: float = 3600.0
+    timeout: float = DEFAULT_ENCODE_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.workers < 0:

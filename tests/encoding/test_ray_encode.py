@@ -90,6 +90,11 @@ def test_ray_address_without_ray_is_one_error_line(setup, tmp_path, monkeypatch,
     err = own_lines(capsys.readouterr().err)
     assert len(err) == 1 and err[0] == "error: --ray_workers configures the Ray encode: add --ray_address"
     assert not list(tmp_path.iterdir())
+    # given at its default value, a flag is still given (it would do nothing): refused the same way
+    assert encode_main([*common, "--encode_output_path", str(tmp_path / "corpus.pkl"), "--ray_timeout", "3600"]) == 2
+    err = own_lines(capsys.readouterr().err)
+    assert len(err) == 1 and err[0] == "error: --ray_timeout configures the Ray encode: add --ray_address"
+    assert not list(tmp_path.iterdir())
 
 
 def encode_workers():

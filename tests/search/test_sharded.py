@@ -135,6 +135,9 @@ def test_refusals(built, capsys):
     queries = ["--encoded_queries", str(root / "queries.pkl"), "--output", str(root / "x.trec")]
     for flags, needle in (([",".join(dirs), "--explain", str(root / "x.jsonl")], "error: --explain"),
                           ([",".join(dirs), "--ray_shards_per_actor", "2"], "error: --ray_shards_per_actor configures"),
+                          # given at its default value, a flag is still given: it would do nothing, so it is refused
+                          ([",".join(dirs), "--ray_max_restarts", "3"], "error: --ray_max_restarts configures"),
+                          ([dirs[0], "--ray_timeout", "600"], "error: --ray_* flags configure a sharded search"),
                           ([dirs[0], "--ray_timeout", "5"], "error: --ray_* flags configure a sharded search")):
         rc = search_driver.main(["--index", *flags, *queries])
         err = capsys.readouterr().err.strip().splitlines()
