@@ -145,6 +145,34 @@ def one_line(err: str, *needles: str) -> str:
     return lines[0]
 
 
+# five short passages of 1-4 sentences (the sentence-view tests: dcsr, sentences, explain)
+PASSAGES = {
+    "d0": "paris is the capital of france. it was built on the river. the city has a large old book.",
+    "d1": "london is the capital of england. the king wrote a play.",
+    "d2": "rome is in italy. rome was founded by a king.",
+    "d3": "berlin is in germany",
+    "d4": "the moon is small. the sun is a star. a cat is red. a dog is blue.",
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_doc2query(tmp_path_factory):
+    """A tiny random T5 seq2seq model (stands in for a doc2query checkpoint)."""
+    return make_tiny_t5(tmp_path_factory.mktemp("tiny_doc2query"), seq2seq=True)
+
+
+def poisoned_copy(shard: Path, out: Path, row: int, value: float = float("nan")) -> str:
+    """A copy of ``shard`` (pickle and sidecar) with one value of ``row`` replaced; returns that row's id."""
+    import pickle
+
+    reps, lookup = pickle.loads(shard.read_bytes())
+    reps = reps.copy()
+    reps[row, 1] = value
+    out.write_bytes(pickle.dumps((reps, lookup), protocol=5))
+    Path(f"{out}.json").write_text(Path(f"{shard}.json").read_text())
+    return lookup[row]
+
+
 def one_line_error(capsys, *needles: str) -> str:
     """:func:`one_line` of what a driver wrote to stderr so far."""
     return one_line(capsys.readouterr().err, *needles)

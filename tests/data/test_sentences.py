@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 from multiview_plugin.data.sentences import best_overlap_sentence, split_sentences
-
-PASSAGES = {
-    "d0": "paris is the capital of france. it was built on the river. the city has a large old book.",
-    "d1": "london is the capital of england. the king wrote a play.",
-    "d2": "rome is in italy. rome was founded by a king.",
-    "d3": "berlin is in germany",
-    "d4": "the moon is small. the sun is a star. a cat is red. a dog is blue.",
-}
+from tests.conftest import PASSAGES
 
 
 def test_splitter_handles_abbreviations_and_mid_sentence_chunks():

@@ -8,32 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from multiview_plugin.driver.encode import main as encode_main
-from multiview_plugin.driver.index import main as index_main
-from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.modeling import load_encoder
 from tests.conftest import TOPICS
-
-
-def write_corpus(path, passages):
-    path.write_text("".join(json.dumps({"docid": d, "text": t}) + "\n" for d, t in passages.items()))
-    return path
-
-
-def encode_and_index(model_dir, corpus, tmp_path, *extra):
-    shard = tmp_path / "emb" / "corpus.0.pkl"
-    assert encode_main(["--model_name_or_path", str(model_dir), "--dataset_path", str(corpus),
-                        "--encode_output_path", str(shard), "--per_device_eval_batch_size", "2",
-                        "--checkpoint_every", "1", *extra]) == 0
-    assert index_main(["--passage_reps", str(shard), "--index_dir", str(tmp_path / "index")]) == 0
-    return shard, tmp_path / "index"
-
-
-def brute_force_views(shard, docid, q):
-    reps, lookup, _ = read_shard(shard)
-    rows = [i for i, x in enumerate(lookup) if x.rsplit("#", 1)[0] == docid]
-    assert [lookup[i].rsplit("#", 1)[1] for i in rows] == [str(j) for j in range(len(rows))]
-    return np.asarray(reps[rows], dtype=np.float32) @ q
+from tests.search.test_explain import brute_force_views, encode_and_index, write_corpus
 
 
 def test_analyze_counts_wins_and_normalised_local_variation(tiny_bert, tmp_path):

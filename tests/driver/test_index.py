@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import pickle
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from multiview_plugin.driver.index import main as index_main
 from multiview_plugin.driver.search import main as search_main
-from tests.conftest import one_line_error
-
-
-def _poisoned_copy(shard: Path, out: Path, row: int, value: float = np.nan) -> str:
-    """A copy of ``shard`` (pickle and sidecar) with one value of ``row`` replaced; returns that row's id."""
-    reps, lookup = pickle.loads(shard.read_bytes())
-    reps = reps.copy()
-    reps[row, 1] = value
-    out.write_bytes(pickle.dumps((reps, lookup), protocol=5))
-    Path(f"{out}.json").write_text(Path(f"{shard}.json").read_text())
-    return lookup[row]
+from tests.conftest import one_line_error, poisoned_copy
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 def test_index_and_search_refuse_non_finite_shard_rows(mvr_index, tmp_path, capsys, value):
     bad = tmp_path / "c.pkl"
-    row_id = _poisoned_copy(mvr_index["shard"], bad, row=5, value=value)
+    row_id = poisoned_copy(mvr_index["shard"], bad, row=5, value=value)
     assert index_main(["--passage_reps", str(bad), "--index_dir", str(tmp_path / "idx")]) == 2
     one_line_error(capsys, str(bad), "row 5", repr(row_id), "NaN or infinite")
     assert not (tmp_path / "idx").exists()

@@ -17,22 +17,12 @@ from multiview_plugin.driver.search import main as search_main
 from multiview_plugin.encoding.shards import NonFiniteVectorsError
 from multiview_plugin.evaluation.runs import read_run
 from multiview_plugin.search import MultiVectorSearcher
-from tests.conftest import TOPICS, one_line_error, write_train_file
-
-
-def _poisoned_copy(shard: Path, out: Path, row: int, value: float = np.nan) -> str:
-    """A copy of ``shard`` (pickle and sidecar) with one value of ``row`` replaced; returns that row's id."""
-    reps, lookup = pickle.loads(shard.read_bytes())
-    reps = reps.copy()
-    reps[row, 1] = value
-    out.write_bytes(pickle.dumps((reps, lookup), protocol=5))
-    Path(f"{out}.json").write_text(Path(f"{shard}.json").read_text())
-    return lookup[row]
+from tests.conftest import TOPICS, one_line_error, poisoned_copy, write_train_file
 
 
 def test_search_refuses_non_finite_query_vectors(mvr_index, tmp_path, capsys, monkeypatch):
     bad = tmp_path / "q.pkl"
-    qid = _poisoned_copy(mvr_index["qshard"], bad, row=2)
+    qid = poisoned_copy(mvr_index["qshard"], bad, row=2)
     run = tmp_path / "run.trec"
     assert search_main(["--index", str(mvr_index["index"]), "--encoded_queries", str(bad), "--output", str(run)]) == 2
     one_line_error(capsys, str(bad), repr(qid))

@@ -9,13 +9,7 @@ import json
 import pytest
 
 from multiview_plugin.driver.generate_queries import main as generate_main
-from tests.conftest import TOPICS, make_tiny_t5, write_topics_corpus
-
-
-@pytest.fixture(scope="module")
-def tiny_doc2query(tmp_path_factory):
-    """A tiny random T5 seq2seq model (stands in for a doc2query checkpoint)."""
-    return make_tiny_t5(tmp_path_factory.mktemp("tiny_doc2query"), seq2seq=True)
+from tests.conftest import TOPICS, write_topics_corpus
 
 
 @pytest.fixture

@@ -16,13 +16,7 @@ from multiview_plugin.driver.train import main as train_main
 from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.modeling.dce import QueryPairCollator
 from multiview_plugin.registry import get_encoder_class
-from tests.conftest import TOPICS, make_tiny_t5, write_topics_corpus
-
-
-@pytest.fixture(scope="module")
-def tiny_doc2query(tmp_path_factory):
-    """A tiny random T5 seq2seq model (stands in for a doc2query checkpoint)."""
-    return make_tiny_t5(tmp_path_factory.mktemp("tiny_doc2query"), seq2seq=True)
+from tests.conftest import TOPICS, write_topics_corpus
 
 
 @pytest.fixture

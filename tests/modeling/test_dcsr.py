@@ -23,15 +23,8 @@ from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher, build_index
 from multiview_plugin.search._index import IndexMeta
 from multiview_plugin.search.aggregators import HasAnsAggregator, get_aggregator, log_one_minus_softmax
+from tests.conftest import PASSAGES
 from tests.search.test_searcher import DIM, random_corpus, write_shards
-
-PASSAGES = {
-    "d0": "paris is the capital of france. it was built on the river. the city has a large old book.",
-    "d1": "london is the capital of england. the king wrote a play.",
-    "d2": "rome is in italy. rome was founded by a king.",
-    "d3": "berlin is in germany",
-    "d4": "the moon is small. the sun is a star. a cat is red. a dog is blue.",
-}
 
 
 def build_dcsr(tiny_bert, passage_max_len=64, **options):

@@ -14,9 +14,9 @@ from multiview_plugin.encoding.view_info import shard_views_path
 from multiview_plugin.evaluation.runs import read_run
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.search import MultiVectorSearcher
-from tests.conftest import TOPICS
+from tests.conftest import PASSAGES, TOPICS
 from tests.modeling.test_dce import build_dce
-from tests.modeling.test_dcsr import PASSAGES, build_dcsr
+from tests.modeling.test_dcsr import build_dcsr
 
 QUERIES = ["where is the capital", "who founded rome", "what is the small star", "the king wrote a book",
            "a red cat", "berlin germany"]
