@@ -179,20 +179,21 @@ def __getattr__(name: str) -> type:  # PEP 562: Pyserini is imported on first us
 
 def hybrid_searcher(index_dir: str | os.PathLike, query_encoder: Any, bm25_corpus: str | os.PathLike | None = None,
                     lucene_index: str | None = None, fusion: str = "interpolation", alpha: float | None = None,
-                    depth: int = 100, aggregation: str | None = None):
+                    depth: int | None = None, aggregation: str | None = None):
     """A :class:`~multiview_plugin.search.hybrid.HybridSearcher` over a multiview index folder and BM25.
 
     ``query_encoder``: a saved model folder (or a loaded model). BM25: ``bm25_corpus`` (a corpus file, searched
     with bm25s) or ``lucene_index`` (a Pyserini ``LuceneSearcher`` index name or folder; needs Pyserini and
     Java). ``alpha`` is the dense side's weight (1 = dense ranking, 0 = BM25 ranking; None: the hybrid module's
-    ``DEFAULT_ALPHA``, equal weights); choose it on dev data.
+    ``DEFAULT_ALPHA``, equal weights); choose it on dev data. ``depth``: documents fetched from each side before
+    fusing (None: the hybrid module's ``DEFAULT_DEPTH``).
 
     >>> s = hybrid_searcher("indexes/dcsr", "runs/dcsr", bm25_corpus="corpus.jsonl", alpha=0.4)  # doctest: +SKIP
     >>> [(h.docid, round(h.score, 3)) for h in s.search("who won super bowl 50?", k=3)]              # doctest: +SKIP
     """
     from multiview_plugin.errors import ConfigError
     from multiview_plugin.search import MultiVectorSearcher
-    from multiview_plugin.search.hybrid import DEFAULT_ALPHA, BM25Searcher, HybridSearcher
+    from multiview_plugin.search.hybrid import DEFAULT_ALPHA, DEFAULT_DEPTH, BM25Searcher, HybridSearcher
 
     if (bm25_corpus is None) == (lucene_index is None):
         raise ConfigError("hybrid_searcher needs exactly one of bm25_corpus= (bm25s) or lucene_index= (Pyserini)")
@@ -209,7 +210,8 @@ def hybrid_searcher(index_dir: str | os.PathLike, query_encoder: Any, bm25_corpu
 
         check_corpus_is_indexed(dense.meta, str(bm25_corpus), None, "bm25_corpus=")  # the corpus the index holds
         sparse = BM25Searcher.from_file(bm25_corpus)
-    return HybridSearcher(dense, sparse, fusion, DEFAULT_ALPHA if alpha is None else alpha, depth)
+    return HybridSearcher(dense, sparse, fusion, DEFAULT_ALPHA if alpha is None else alpha,
+                          DEFAULT_DEPTH if depth is None else depth)
 
 
 def write_encoded_queries(folder: str | os.PathLike, texts: Sequence[str], vectors: np.ndarray) -> Path:

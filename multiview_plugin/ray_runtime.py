@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_RESTARTS = 3  # --ray_max_restarts of driver.encode and driver.search: restarts of a lost worker
 DEFAULT_ENCODE_TIMEOUT = 3600.0  # driver.encode --ray_timeout: seconds to wait for a shard or a restarting worker
+DEFAULT_SEARCH_TIMEOUT = 600.0  # driver.search --ray_timeout / ShardedSearcher: seconds a shard may take to answer
 RAY_INSTALL_HINT = 'pip install "multiview-plugin[ray]" (or pip install "ray>=2.9")'
 
 

@@ -69,6 +69,7 @@ SOURCE_CONSTANTS = {
     ("index_factory",): ("multiview_plugin.search._index", "DEFAULT_INDEX_FACTORY"),
     ("query_batch_size",): ("multiview_plugin.search._searcher", "DEFAULT_QUERY_BATCH_SIZE"),
     ("ray_max_restarts", "max_restarts"): ("multiview_plugin.ray_runtime", "DEFAULT_MAX_RESTARTS"),
+    ("hybrid_depth",): ("multiview_plugin.search.hybrid", "DEFAULT_DEPTH"),
 }
 # every option whose default is written once: the text options and the other shared defaults of text_options;
 # a parameter named ``separator`` is the passage field separator under a shorter name; SOURCE_CONSTANTS' options
@@ -201,7 +202,8 @@ def test_the_search_and_ray_defaults_come_from_their_module():
 
     const = {names[0]: getattr(importlib.import_module(module), name)
              for names, (module, name) in SOURCE_CONSTANTS.items()}
-    assert const == {"hybrid_alpha": 0.5, "index_factory": "Flat", "query_batch_size": 64, "ray_max_restarts": 3}
+    assert const == {"hybrid_alpha": 0.5, "index_factory": "Flat", "query_batch_size": 64, "ray_max_restarts": 3,
+                     "hybrid_depth": 100}
 
     def param(fn, name):
         return inspect.signature(fn).parameters[name].default
@@ -218,3 +220,8 @@ def test_the_search_and_ray_defaults_come_from_their_module():
     assert {f.name: f.default for f in dataclasses.fields(EncodeArguments)}["ray_max_restarts"] is None  # the same
     assert RAY_SEARCH_DEFAULTS["ray_max_restarts"] == param(ShardedSearcher, "max_restarts") == \
         RayEncodeOptions().max_restarts == const["ray_max_restarts"]
+    assert search_parser().get_default("hybrid_depth") == param(HybridSearcher, "depth") == const["hybrid_depth"]
+    from multiview_plugin.ray_runtime import DEFAULT_ENCODE_TIMEOUT, DEFAULT_SEARCH_TIMEOUT
+
+    assert RAY_SEARCH_DEFAULTS["ray_timeout"] == param(ShardedSearcher, "timeout") == DEFAULT_SEARCH_TIMEOUT
+    assert RayEncodeOptions().timeout == DEFAULT_ENCODE_TIMEOUT

@@ -39,7 +39,7 @@ from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.paths import refuse_output_over_input
-from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS
+from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT
 from multiview_plugin.search import (
     FaissStore,
     MultiVectorSearcher,
@@ -50,7 +50,7 @@ from multiview_plugin.search import (
 )
 from multiview_plugin.search._index import DEFAULT_AGGREGATION, IndexMeta, check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import AGGREGATORS
-from multiview_plugin.search.hybrid import DEFAULT_ALPHA
+from multiview_plugin.search.hybrid import DEFAULT_ALPHA, DEFAULT_DEPTH
 
 logger = logging.getLogger("multiview_plugin.search")
 
@@ -58,7 +58,7 @@ logger = logging.getLogger("multiview_plugin.search")
 # the --ray_* flags' defaults (the parser's are None, "not given"): without --ray_address, a flag given at
 # all is refused, its default value included
 RAY_SEARCH_DEFAULTS = {"ray_shards_per_actor": 1, "ray_cpus_per_actor": 1.0, "ray_max_restarts": DEFAULT_MAX_RESTARTS,
-                       "ray_timeout": 600.0}
+                       "ray_timeout": DEFAULT_SEARCH_TIMEOUT}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,8 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     hyb.add_argument("--hybrid_alpha", type=float, default=DEFAULT_ALPHA, help="Weight of the dense side in [0, 1]: "
                      "1 = the dense ranking, 0 = the BM25 ranking (default %(default)s; choose it on a dev set, e.g. "
                      "the quickstart's --hybrid does).")
-    hyb.add_argument("--hybrid_depth", type=int, default=100, help="Documents fetched from each side before fusing "
-                     "(at least --hits; default 100).")
+    hyb.add_argument("--hybrid_depth", type=int, default=DEFAULT_DEPTH, help="Documents fetched from each side "
+                     "before fusing (at least --hits; default %(default)s).")
     hyb.add_argument("--bm25_corpus", help="Corpus file for BM25 (jsonl/tsv/BEIR): the one the index was encoded "
                      "from, checked against the identity the index records (another file is refused).")
     exp = p.add_argument_group("Explained hits (with --index)")

@@ -41,6 +41,7 @@ RRF_K = 60
 # the dense side's weight when none is chosen (driver.search --hybrid_alpha, the quickstart's --hybrid_alpha,
 # hybrid_searcher): equal weights; for rrf, plain reciprocal rank fusion
 DEFAULT_ALPHA = 0.5
+DEFAULT_DEPTH = 100  # documents fetched from each side before fusing (driver.search --hybrid_depth)
 Run = dict[str, list[tuple[str, float]]]
 
 
@@ -189,8 +190,8 @@ class HybridSearcher:
     ``k``); :func:`fuse_lists` fuses them.
     """
 
-    def __init__(self, dense, sparse, fusion: str = "interpolation", alpha: float = DEFAULT_ALPHA, depth: int = 100,
-                 rrf_k: int = RRF_K):
+    def __init__(self, dense, sparse, fusion: str = "interpolation", alpha: float = DEFAULT_ALPHA,
+                 depth: int = DEFAULT_DEPTH, rrf_k: int = RRF_K):
         check_fusion(fusion, alpha)
         if depth < 1:
             raise ConfigError(f"the hybrid depth must be a positive number of documents, got {depth}")

@@ -40,7 +40,7 @@ from tqdm import tqdm
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, WorkerActor
+from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT, WorkerActor
 from multiview_plugin.search._index import META_FILE, IndexMeta
 from multiview_plugin.search._searcher import DEFAULT_QUERY_BATCH_SIZE, Hit, MultiVectorSearcher, merge_topk
 from multiview_plugin.search.aggregators import AGGREGATORS, get_aggregator
@@ -122,7 +122,7 @@ class ShardedSearcher:
 
     def __init__(self, index_dirs: str | os.PathLike | Sequence[str | os.PathLike], query_encoder: Any = None, *,
                  ray_address: str | None = None, shards_per_actor: int = 1, cpus_per_actor: float = 1.0,
-                 threads: int = 1, max_restarts: int = DEFAULT_MAX_RESTARTS, timeout: float = 600.0,
+                 threads: int = 1, max_restarts: int = DEFAULT_MAX_RESTARTS, timeout: float = DEFAULT_SEARCH_TIMEOUT,
                  aggregation: str | None = None,
                  nprobe: int | None = None, ef_search: int | None = None, overfetch: float | None = None,
                  rescore: bool | None = None, doc_candidates: float | None = None, allow_partial: bool = False,
