@@ -28,7 +28,6 @@ from pathlib import Path
 
 import faiss
 import numpy as np
-from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.cli import cap_depth, cli, setup_logging
@@ -39,6 +38,7 @@ from multiview_plugin.encoding.shards import ShardFormatError, check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.paths import refuse_output_over_input
+from multiview_plugin.progress import progress_bar
 from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT
 from multiview_plugin.search import (
     FaissStore,
@@ -211,7 +211,7 @@ def search_tevatron(args: argparse.Namespace) -> None:
                               "--shard_search or build an index")
         if all(i is not None for i in infos):
             args.depth = cap_depth(args.depth, sum(i.num_items for i in infos), "--depth")
-        shards = tqdm(shard_paths, desc="search", unit="shard", disable=args.quiet)
+        shards = progress_bar(shard_paths, desc="search", unit="shard", enabled=not args.quiet)
         ids, scores = search_shards(q_reps, shards, args.depth, aggregation, args.batch_size, args.allow_unsafe_pickle,
                                      args.query_reps)
     else:

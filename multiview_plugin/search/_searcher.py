@@ -33,7 +33,6 @@ from typing import Any
 import faiss
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_query_dim, check_same_model
@@ -48,6 +47,7 @@ from multiview_plugin.encoding.shards import (
 )
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.progress import progress_bar
 from multiview_plugin.search._backend import SearchBackend, capped_depth
 from multiview_plugin.search._index import (
     DOC_INDEX_FILE,
@@ -645,7 +645,7 @@ def search_batched(store: SearchBackend, q_reps: np.ndarray, k: int, aggregator:
     """:meth:`SearchBackend.search_docids` over ``batch_size`` queries at a time (bounds the fetch arrays);
     ``batch_size`` None, 0 or negative (Tevatron's ``--batch_size -1``): all queries in one batch."""
     step = batch_size if batch_size and batch_size > 0 else max(1, len(q_reps))
-    starts = tqdm(range(0, len(q_reps), step), desc="search", unit="batch", disable=not progress)
+    starts = progress_bar(range(0, len(q_reps), step), desc="search", unit="batch", enabled=progress)
     parts = [store.search_docids(q_reps[i:i + step], k, aggregator) for i in starts]
     if not parts:
         return np.empty((0, k), dtype=object), np.empty((0, k), dtype=np.float32)

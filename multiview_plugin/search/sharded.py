@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.progress import progress_bar
 from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT, WorkerActor
 from multiview_plugin.search._index import META_FILE, IndexMeta
 from multiview_plugin.search._searcher import DEFAULT_QUERY_BATCH_SIZE, Hit, MultiVectorSearcher, merge_topk
@@ -263,7 +263,7 @@ class ShardedSearcher:
                        progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`search_vectors` over ``batch_size`` queries at a time (None / <= 0: all at once)."""
         step = batch_size if batch_size and batch_size > 0 else max(1, len(q_reps))
-        starts = tqdm(range(0, len(q_reps), step), desc="search", unit="batch", disable=not progress)
+        starts = progress_bar(range(0, len(q_reps), step), desc="search", unit="batch", enabled=progress)
         parts = [self.search_vectors(q_reps[i:i + step], k) for i in starts]
         if not parts:
             return np.empty((0, k), dtype=object), np.empty((0, k), dtype=np.float32)
