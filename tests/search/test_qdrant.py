@@ -53,6 +53,25 @@ def write_shards(folder, docids, reps, mask, n_shards=3, model="test"):
     return paths
 
 
+def write_queries(folder, q):
+    """``folder/queries.pkl``: one query vector per row of ``q`` (ids q0, q1, ...)."""
+    info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                     is_query=True)
+    w = ShardWriter(folder / "queries.pkl", info, multi_vector=False)
+    w.add([f"q{i}" for i in range(len(q))], q)
+    w.close()
+    return folder / "queries.pkl"
+
+
+def driver_run(folder, index_name, *extra):
+    """The search driver's top-20 run over ``folder/index_name`` for ``folder/queries.pkl``: (qid, Q0, docid, rank)
+    rows."""
+    out = folder / f"{index_name}.trec"
+    assert search_driver.main(["--index", str(folder / index_name), "--encoded_queries", str(folder / "queries.pkl"),
+                               "--output", str(out), "--hits", "20", *extra]) == 0
+    return [line.split()[:4] for line in out.read_text().splitlines()]
+
+
 def brute_force(q, reps, mask, k):
     scores = np.where(mask[None], np.einsum("qd,nkd->qnk", q, reps), -np.inf).max(-1)
     order = np.argsort(-scores, axis=1)[:, :k]
@@ -197,25 +216,14 @@ def test_creation_flags_reach_the_server(tmp_path, monkeypatch):
 def test_cli_index_and_search_write_the_faiss_run(tmp_path, capsys):
     docids, reps, mask = corpus(60)
     write_shards(tmp_path, docids, reps, mask, 2)
-    rng = np.random.default_rng(9)
-    q = rng.standard_normal((6, DIM)).astype(np.float32)
-    info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
-                     is_query=True)
-    w = ShardWriter(tmp_path / "queries.pkl", info, multi_vector=False)
-    w.add([f"q{i}" for i in range(len(q))], q)
-    w.close()
+    q = np.random.default_rng(9).standard_normal((6, DIM)).astype(np.float32)
+    write_queries(tmp_path, q)
     glob_ = str(tmp_path / "corpus.*.pkl")
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "flat")]) == 0
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "qd"), "--backend", "qdrant",
                               "--qdrant_path", str(tmp_path / "store"), "--qdrant_batch_size", "7"]) == 0
-    runs = {}
-    for name, extra in (("flat", []), ("qd", ["--qdrant_exact"])):
-        out = tmp_path / f"{name}.trec"
-        assert search_driver.main(["--index", str(tmp_path / name), "--encoded_queries", str(tmp_path / "queries.pkl"),
-                                   "--output", str(out), "--hits", "20", *extra]) == 0
-        runs[name] = [line.split()[:4] for line in out.read_text().splitlines()]
     assert "qdrant           collection" in index_driver_report(tmp_path / "qd")
-    assert runs["qd"] == runs["flat"]
+    assert driver_run(tmp_path, "qd", "--qdrant_exact") == driver_run(tmp_path, "flat")
     # explanations read the winning view from the collection
     out = tmp_path / "qd.jsonl"
     assert search_driver.main(["--index", str(tmp_path / "qd"), "--encoded_queries", str(tmp_path / "queries.pkl"),

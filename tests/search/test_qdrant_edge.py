@@ -11,14 +11,12 @@ import pytest
 pytest.importorskip("qdrant_edge")
 
 from multiview_plugin.driver import index as index_driver  # noqa: E402
-from multiview_plugin.driver import search as search_driver  # noqa: E402
-from multiview_plugin.encoding.shards import ShardInfo, ShardWriter  # noqa: E402
 from multiview_plugin.errors import ConfigError  # noqa: E402
 from multiview_plugin.search import MultiVectorSearcher, build_index  # noqa: E402
 from multiview_plugin.search import _qdrant_engines as engines  # noqa: E402
 from multiview_plugin.search._qdrant import build_qdrant_index, close_embedded  # noqa: E402
 from multiview_plugin.search.calibrate import calibrate_index  # noqa: E402
-from tests.search.test_qdrant import DIM, brute_force, corpus, write_shards  # noqa: E402
+from tests.search.test_qdrant import DIM, brute_force, corpus, driver_run, write_queries, write_shards  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -102,24 +100,13 @@ def test_deeper_than_calibrated_warns(tmp_path, caplog):
 def test_driver_builds_and_searches_on_edge(tmp_path, capsys):
     docids, reps, mask = corpus(60)
     write_shards(tmp_path, docids, reps, mask, 2)
-    q = np.random.default_rng(9).standard_normal((6, DIM)).astype(np.float32)
-    info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
-                     is_query=True)
-    w = ShardWriter(tmp_path / "queries.pkl", info, multi_vector=False)
-    w.add([f"q{i}" for i in range(len(q))], q)
-    w.close()
+    write_queries(tmp_path, np.random.default_rng(9).standard_normal((6, DIM)).astype(np.float32))
     glob_ = str(tmp_path / "corpus.*.pkl")
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "flat")]) == 0
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "edge"), "--backend", "qdrant",
                               "--qdrant_engine", "edge", "--target_recall", "0"]) == 0
     assert json.loads((tmp_path / "edge" / "multiview.json").read_text())["qdrant"]["engine"] == "edge"
-    runs = {}
-    for name, extra in (("flat", []), ("edge", ["--qdrant_exact"])):
-        out = tmp_path / f"{name}.trec"
-        assert search_driver.main(["--index", str(tmp_path / name), "--encoded_queries", str(tmp_path / "queries.pkl"),
-                                   "--output", str(out), "--hits", "20", *extra]) == 0
-        runs[name] = [line.split()[:4] for line in out.read_text().splitlines()]
-    assert runs["edge"] == runs["flat"]
+    assert driver_run(tmp_path, "edge", "--qdrant_exact") == driver_run(tmp_path, "flat")
     # the engine flag changes what is built: the client engine writes qdrant-client's local storage instead
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "client"), "--backend",
                               "qdrant", "--target_recall", "0"]) == 0
