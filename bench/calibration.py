@@ -43,6 +43,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import faiss
@@ -97,6 +98,15 @@ def load_real(folder: Path, split: bool, n_held: int) -> tuple[list[Path], np.nd
     return sorted(folder.glob("corpus.*.pkl")), q[np.sort(perm[half:])][:n_held], q[np.sort(perm[:half])]
 
 
+def bench_sets(synthetic: list[str], real: list[str], work: Path) -> Iterator[tuple[int, str, Path | None, Path]]:
+    """``(seed, name, real folder or None, empty work folder)`` of each set a bench runs: the synthetic sets by
+    name, then the real vector folders (bench/real_vectors.py), numbered in that order."""
+    sets = [(n, None) for n in synthetic] + [(Path(r).name, Path(r)) for r in real]
+    for seed, (name, folder) in enumerate(sets):
+        (work / name).mkdir()
+        yield seed, name, folder, work / name
+
+
 def exact_docs(shards: list[Path], q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, int]:
     reps, lookup = [], []
     for s in shards:
@@ -144,10 +154,7 @@ def main() -> None:
     rows = []
     work = Path(tempfile.mkdtemp(prefix="calib-"))
     try:
-        sets = [(n, None) for n in args.synthetic] + [(Path(r).name, Path(r)) for r in args.real]
-        for seed, (name, real) in enumerate(sets):
-            folder = work / name
-            folder.mkdir()
+        for seed, name, real, folder in bench_sets(args.synthetic, args.real, work):
             if real:
                 shards, q, calib_q = load_real(real, args.split_queries, args.held_out)
             else:

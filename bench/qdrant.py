@@ -24,7 +24,7 @@ from pathlib import Path
 
 import faiss
 import numpy as np
-from calibration import exact_docs, held_out, load_real, write_synthetic  # bench/ is the script's folder
+from calibration import bench_sets, exact_docs, held_out, load_real, write_synthetic  # bench/ is the script's folder
 
 from multiview_plugin.search import MultiVectorSearcher, build_index
 from multiview_plugin.search._qdrant import build_qdrant_index, close_embedded
@@ -77,12 +77,9 @@ def main() -> None:
     rows = []
     work = Path(tempfile.mkdtemp(prefix="qdrant-bench-"))
     try:
-        sets = [(n, None) for n in args.synthetic] + [(Path(r).name, Path(r)) for r in args.real]
-        for seed, (name, real) in enumerate(sets):
-            folder = work / name
-            folder.mkdir()
+        for seed, name, real, folder in bench_sets(args.synthetic, args.real, work):
             if real:
-                shards, q = load_real(real)
+                shards, q, _ = load_real(real, False, args.queries)
             else:
                 n, views, dim, ds, vs = calibration.SYNTHETIC[name]
                 calibration.SYNTHETIC[name] = (args.synthetic_docs, views, dim, ds, vs)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import faiss
 import numpy as np
-from calibration import SYNTHETIC, exact_docs, load_real, write_synthetic  # bench/ is the script's folder
+from calibration import SYNTHETIC, bench_sets, exact_docs, load_real, write_synthetic  # bench/ is the script's folder
 
 from multiview_plugin.search import MultiVectorSearcher, build_index
 from multiview_plugin.search import _qdrant_engines as engines
@@ -80,10 +80,7 @@ def main() -> None:
     rows = []
     work = Path(tempfile.mkdtemp(prefix="qdrant-edge-bench-"))
     try:
-        sets = [(n, None) for n in args.synthetic] + [(Path(r).name, Path(r)) for r in args.real]
-        for seed, (name, real) in enumerate(sets):
-            folder = work / name
-            folder.mkdir()
+        for seed, name, real, folder in bench_sets(args.synthetic, args.real, work):
             if real:
                 shards, q, _ = load_real(real, False, args.queries)
             else:
