@@ -265,7 +265,7 @@ def search_pyserini(args: argparse.Namespace) -> None:
     require_positive(args.hits, "--hits")
     if sharded(args):
         return search_sharded(args)
-    if any(getattr(args, name) is not None for name in RAY_SEARCH_DEFAULTS):
+    if given_ray_flags(args):
         raise ConfigError("--ray_* flags configure a sharded search: give several --index shards (a,b,c or @FILE) "
                           "and --ray_address")
     inputs = {"--topics": args.topics, "--encoded_queries": args.encoded_queries, "--index": index_files(args.index),
@@ -296,6 +296,11 @@ def search_pyserini(args: argparse.Namespace) -> None:
         logger.info("wrote %s (%d explained hits)", args.explain, n)
 
 
+def given_ray_flags(args: argparse.Namespace) -> list[str]:
+    """The --ray_* flags given (None: not given, whatever the value)."""
+    return [f"--{name}" for name in RAY_SEARCH_DEFAULTS if getattr(args, name) is not None]
+
+
 def sharded(args: argparse.Namespace) -> bool:
     """Several --index shards (a,b,c or @FILE), or --ray_address: the sharded searcher."""
     return bool(args.ray_address) or "," in args.index or args.index.startswith("@")
@@ -318,7 +323,7 @@ def search_sharded(args: argparse.Namespace) -> None:
         for d in dirs:
             check_corpus_is_indexed(IndexMeta.load(d), args.bm25_corpus, None, "--bm25_corpus", f"index shard {d}")
     if not args.ray_address:
-        set_flags = [f"--{name}" for name in RAY_SEARCH_DEFAULTS if getattr(args, name) is not None]
+        set_flags = given_ray_flags(args)
         if set_flags:
             raise ConfigError(f"{', '.join(set_flags)} configure{'s' if len(set_flags) == 1 else ''} the Ray actors: "
                               "add --ray_address (without it the shards are searched in this process)")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from multiview_plugin.cli import HELP_FLAGS, cli, parse_dataclasses, print_help_cached, setup_logging
+from multiview_plugin.cli import build_parser as build_dataclass_parser
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.registry import get_encoder_class
@@ -49,9 +50,7 @@ def argument_classes() -> tuple[type, ...]:
 
 def build_parser() -> Any:
     """The train driver's parser (what ``--help`` prints)."""
-    from multiview_plugin.cli import build_parser as build
-
-    return build(argument_classes(), prog=PROG, description=__doc__, usage=USAGE)
+    return build_dataclass_parser(argument_classes(), prog=PROG, description=__doc__, usage=USAGE)
 
 
 logger = logging.getLogger("multiview_plugin.train")
