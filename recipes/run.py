@@ -414,7 +414,9 @@ def prepare_beir(args: argparse.Namespace, data: Path, run: Runner, recipe: dict
 
 
 def smoke_options(stage: str, options: dict, work: Path) -> dict:
-    from multiview_plugin.testing import make_tiny_bert, make_tiny_t5
+    if str(RECIPES.parent) not in sys.path:
+        sys.path.insert(0, str(RECIPES.parent))  # the repository root: tools/ (not installed with the package)
+    from tools.testing import make_tiny_bert, make_tiny_t5
 
     options = dict(options)
     if stage == "train":

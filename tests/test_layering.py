@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "multiview_plugin"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     # cross-cutting helpers every floor may use; they know nothing of models, data formats or drivers
     ("base", ("errors", "atomic", "bounds", "paths", "registry", "cli", "tevatron_parity", "backbones", "scoring",
-              "testing", "synthetic_vectors", "text_options", "ray_runtime", "progress")),
+              "records", "text_options", "ray_runtime", "progress")),
     ("data", ("data",)),
     ("losses", ("losses",)),
     ("modeling", ("modeling",)),
@@ -26,9 +26,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("interfaces", ("api", "arguments", "pyserini")),
     ("drivers", ("driver", "tevatron")),
     # runs the drivers; the package's own __init__ (the public API, imported lazily) sits on top
-    # reporting reads the quickstart's recorded commands with its parser, and the quickstart writes its rows with
-    # reporting's record format: the same floor
-    ("apps", ("quickstart", "reporting", "")),
+    ("apps", ("quickstart", "")),
 ]
 
 # The only upward imports, each with its reason. None: the registry loads the built-in methods and losses by their
