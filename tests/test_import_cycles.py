@@ -127,6 +127,28 @@ def test_the_package_has_no_import_cycle():
     assert not found, "import cycles in multiview_plugin/:\n" + "\n".join(found)
 
 
+def script_graph(folder: Path) -> dict[str, set[str]]:
+    """The import graph of a folder of scripts that import each other by bare name (``recipes/``: ``run.py``
+    imports ``plan``, which their folder on ``sys.path`` resolves), imports inside functions included."""
+    scripts = {p.stem: p for p in sorted(folder.glob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in scripts.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module.split(".")[0])
+        graph[name] = (found & set(scripts)) - {name}
+    return graph
+
+
+def test_the_recipe_scripts_have_no_import_cycle():
+    """recipes/run.py and recipes/plan.py read the data sources from recipes/sources.py, not from each other."""
+    found = cycles(script_graph(ROOT / "recipes"))
+    assert not found, "import cycles in recipes/:\n" + "\n".join(found)
+
+
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     """A package ``multiview_plugin`` under ``tmp_path`` with these modules (path → source); folders get an empty
     ``__init__.py`` unless given."""
@@ -177,3 +199,9 @@ def test_a_package_without_circles_passes(tmp_path):
     assert cycles(import_graph(root)) == []
     assert import_graph(root)["multiview_plugin.sub.c"] == {"multiview_plugin.a", "multiview_plugin.sub",
                                                              "multiview_plugin.sub.d"}
+
+
+def test_the_script_check_sees_scripts_importing_each_other(tmp_path):
+    (tmp_path / "run.py").write_text("def main():\n    from plan import make_plan\n")
+    (tmp_path / "plan.py").write_text("import json\n\ndef f():\n    from run import NAMES\n")
+    assert cycles(script_graph(tmp_path)) == ["plan -> run -> plan (a circle of 2 modules: plan, run)"]
