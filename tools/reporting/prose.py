@@ -18,15 +18,15 @@ value rounded to as many decimals as it is written with (a p-value may also be w
 the tables write it).
 
 A number quoted from a committed benchmark log carries ``<!-- log: bench/NAME.log -->``: the log must hold a number
-that rounds to it *in its own place*, on a line (with the line before and after it) that shares a label with the
-page's sentence around the number -- a word or a number of two digits or more that is not on most of the log's
-lines (``recall 0.954`` in the page, ``syn-8views HNSW32 recall 0.954`` in the log). A number replaced by another
-one of the same log, from another row or field, fails unless that row shares the sentence's words too. Where the
-sentence does not name the log's label, the tag names it: ``<!-- log: bench/NAME.log | LABEL -->`` (the number
-must then be on a line holding ``LABEL``, or within two lines after one, as in a JSON object). A setting or a
-target that is no measurement (a flag's value, the significance level) carries
-``<!-- setting -->``; a number quoted from a paper carries ``<!-- paper: WHO YEAR, WHERE -->`` (its source named,
-not checked: the papers are not in the repository).
+that rounds to it *in its own place*, on a line that shares a label with the page's words around the number (120
+characters before it, 60 after, within its paragraph) -- a word or a whole number of two digits or more that is not
+on most of the log's lines (``HNSW32 keeps 0.954`` in the page, ``syn-8views HNSW32 recall 0.954`` in the log). A
+number replaced by another one of the same log, from another row or field, fails unless that row shares those
+words too. Where the words around the number do not name the log's label, the tag names it:
+``<!-- log: bench/NAME.log | LABEL -->`` (the number must then be on a line holding ``LABEL``, or within two lines
+after one, as in a JSON object). A setting or a target that is no measurement (a flag's value, the significance
+level) carries ``<!-- setting -->``; a number quoted from a paper carries ``<!-- paper: WHO YEAR, WHERE -->`` (its
+source named, not checked: the papers are not in the repository).
 
 A table or paragraph copied from logs need not tag each cell: a block ::
 
@@ -64,8 +64,8 @@ AGGREGATES = ("mean", "sd", "min", "max", "diff")
 BLOCK_OPEN = re.compile(r"^\s*<!-- logs: (?P<files>.*?) -->\s*$")
 BLOCK_CLOSE = re.compile(r"^\s*<!-- /logs -->\s*$")
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-# the labels a log line and a page's sentence share: words, and whole numbers of two digits or more (``top-100``;
-# not the digits of a decimal or an exponent)
+# the labels a log line and the page's words around a number share: words, and whole numbers of two digits or more
+# (``top-100``; not the digits of a decimal or an exponent)
 LABEL = re.compile(r"[A-Za-z][A-Za-z0-9]*|(?<![\d.eE])(?<![eE][-+])\d+(?![\d.])")
 STOPWORDS = frozenset("the and for with from that this are was were has have its per one two all not but than then "
                       "into each what which when where who how".split())
@@ -182,20 +182,15 @@ def holds(written: str, line: str) -> bool:
     return any(f"{abs(float(x)):.{decimals}f}" == written.lstrip("-") for x in NUMBER.findall(line))
 
 
-def sentence_around(text: str, start: int, end: int, before: int = 200, after: int = 100) -> str:
-    """The page's words around ``text[start:end]`` (a tagged number): its sentence, and at least ``before`` /
-    ``after`` characters either side, within its paragraph, without tags."""
+def words_around(text: str, start: int, end: int, before: int = 120, after: int = 60) -> str:
+    """The page's words around ``text[start:end]`` (a tagged number): ``before`` characters before it and
+    ``after`` after it, within its paragraph, without tags. Near enough to name the number's own row or field,
+    not its neighbours' (with whole sentences, a substituted number of the same log passed four times in five)."""
     first = text.rfind("\n\n", 0, start)
     first = 0 if first < 0 else first + 2
     last = text.find("\n\n", end)
     last = len(text) if last < 0 else last
-    stops = [m.end() for m in re.finditer(r"[.!?](?=\s)", text[first:start])]
-    sentence_start = first + stops[-1] if stops else first
-    stop = re.search(r"[.!?](?=\s)", text[end:last])
-    sentence_end = end + stop.end() if stop else last
-    span = (text[min(sentence_start, max(first, start - before)):start] + " "
-            + text[end:max(sentence_end, min(last, end + after))])
-    return re.sub(r"<!--.*?-->", " ", span)
+    return re.sub(r"<!--.*?-->", " ", text[max(first, start - before):start] + " " + text[end:min(last, end + after)])
 
 
 def log_places(path: str, log: str, cache: dict) -> tuple[list[str], list[set[str]]]:
@@ -215,8 +210,8 @@ def log_places(path: str, log: str, cache: dict) -> tuple[list[str], list[set[st
 
 
 def misplaced(written: str, spec: str, log: str, context: str, cache: dict) -> str | None:
-    """Why a log's number is not the one the page's sentence quotes (None: it is): on no line that shares a label
-    with the sentence, or, with ``LABEL`` named in the tag, on no line holding it."""
+    """Why a log's number is not the one the page quotes there (None: it is): on no line that shares a label
+    with the words around it, or, with ``LABEL`` named in the tag, on no line holding it."""
     path, _, label = (part.strip() for part in spec.partition("|"))
     lines, places = log_places(path, log, cache)
     hits = [i for i, line in enumerate(lines) if holds(written, line)]
@@ -227,7 +222,7 @@ def misplaced(written: str, spec: str, log: str, context: str, cache: dict) -> s
     around = labels(context)
     if any(places[i] & around for i in hits):
         return None
-    return (f"is in {path}, but on no line that shares a label with its sentence here (another row's number?): "
+    return (f"is in {path}, but on no line that shares a label with the words around it here (another row's number?): "
             f"name the log's label, <!-- log: {path} | LABEL -->")
 
 
@@ -318,7 +313,7 @@ def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
                 problems.append(f"{where}:{line}: {m.group('num')} is not in {path}")
             else:
                 why = misplaced(normalise(m.group("num")), m.group("spec"), log,
-                                sentence_around(text, m.start(), m.end()), cache)
+                                words_around(text, m.start(), m.end()), cache)
                 if why:
                     problems.append(f"{where}:{line}: {m.group('num')} {why}")
             continue
