@@ -1,16 +1,17 @@
 """The generated tables of docs/results.md and the README, rendered from the run records
-(:mod:`multiview_plugin.reporting.records`) with the names and rows of ``results/presentation.json``
+(:mod:`tools.reporting.records`) with the names and rows of ``results/presentation.json``
 (:class:`Presentation`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from multiview_plugin.reporting import records as rec
-from multiview_plugin.reporting.plots import plot_curves
+from tools.reporting import records as rec
+from tools.reporting.plots import plot_curves
 
 PRESENTATION_FILE = rec.ROOT / "results" / "presentation.json"
 
@@ -46,6 +47,20 @@ SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the train
                  "(their questions and paragraphs leave training); every system is checked on it every "
                  "{every} (step 0 included) and the best checkpoint is the one evaluated. Curves: "
                  "![training curves]({plot})")
+
+
+# a permutation test's sample size, as a row's p_test names it ("10000 sign flips", "9999 resamples")
+PERMUTATIONS = re.compile(r"(\d+) (?:sign flips|permutations|resamples)")
+
+
+def p_cell(p: float, test: str | None = None) -> str:
+    """A p-value as the tables print it: two significant digits; one at its permutation test's floor (no sign
+    flip of N as extreme as the observed difference: p = 1/(N+1)) as ``< 1/N`` (10,000 flips: ``< 0.0001``), the
+    smallest p the test can tell (issue 37). Exact tests and t-tests have no such floor."""
+    sampled = PERMUTATIONS.search(test or "")
+    if sampled and p <= (1 + 1e-9) / (int(sampled.group(1)) + 1):
+        return f"< {1 / int(sampled.group(1)):.2g}"
+    return f"{p:.2g}"
 
 
 def cell(value) -> str:
@@ -137,7 +152,7 @@ def seed_summary(g: dict | None, metric: str) -> str:
 def tested_cells(tested: dict) -> tuple[str, str]:
     """The per-seed Δ and p cells of :func:`records.tested_win`'s tested seeds, in seed order ("" where none)."""
     return (", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()),
-            ", ".join(f"{t['p_value']:.2g}" for t in tested.values()))
+            ", ".join(p_cell(t["p_value"], t.get("p_test")) for t in tested.values()))
 
 
 def tested_baseline(g: dict, seed: int) -> dict | None:
@@ -241,7 +256,7 @@ def view_ablation_table(data: str = "squad", family: str = "mvr") -> str | None:
                 f"`{g['setting'][-2]}`" if g["setting"][-2] else "–",
                 str(g["setting"][1]), "yes" if g["setting"][2] else "no", str(seed), cell(r.get(metric)),
                 f"{t['p_delta']:+.1f}" if t.get("p_delta") is not None else "–",
-                f"{t['p_value']:.2g}" if t.get("p_value") is not None else "–",
+                p_cell(t["p_value"], t.get("p_test")) if t.get("p_value") is not None else "–",
                 f"{r['PPL']:.2f}" if r.get("PPL") is not None else "–",
                 f"{r['LV']:.2g}" if r.get("LV") is not None else "–", str(r.get("best_step", "–")),
                 f"`{r['_record']}`"]) + " |")
@@ -250,7 +265,7 @@ def view_ablation_table(data: str = "squad", family: str = "mvr") -> str | None:
 
 def quickstart_table(record: dict) -> str:
     """The README's quickstart table, from the quickstart's record (or a fresh run's rows in the same form)."""
-    def fmt(key: str, value) -> str:
+    def fmt(key: str, value, row: dict) -> str:
         if value is None or value == "":
             return ""
         if key == "system":
@@ -260,7 +275,7 @@ def quickstart_table(record: dict) -> str:
         if key == "PPL":
             return f"{value:.2f}"
         if key == "p_value":
-            return f"{value:.2g}"
+            return p_cell(value, row.get("p_test"))
         if key == "p_delta":
             return f"{value:+.1f}"
         if key == "views_per_doc":
@@ -269,7 +284,7 @@ def quickstart_table(record: dict) -> str:
 
     cols = P.quickstart_columns
     lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(fmt(k, r.get(k)) for k, _ in cols) + " |" for r in record["rows"]]
+    lines += ["| " + " | ".join(fmt(k, r.get(k), r) for k, _ in cols) + " |" for r in record["rows"]]
     return "\n".join(lines)
 
 
