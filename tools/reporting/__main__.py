@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if missing:  # one line, before anything is read
             print(f"error: no such page: {', '.join(missing)}", file=sys.stderr)
             return 2
-        problems = pages.check(args.out, args.readme)
+        problems = pages.check(args.out, args.readme) + pages.stale_published()
         problems += prose.check(args.prose if args.prose is not None else prose.PAGES)
         for line in problems:
             print(line)

@@ -53,9 +53,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tools.reporting import records as rec
+from tools.reporting import sources
 from tools.reporting import tables
 
-PAGES = [rec.ROOT / "README.md", *sorted((rec.ROOT / "docs").glob("*.md"))]
+# the tagged text of every page: its source under pages/ where it has one (tools/reporting/sources.py)
+PAGES = [sources.source_of(p) for p in [rec.ROOT / "README.md", *sorted((rec.ROOT / "docs").glob("*.md"))]]
 TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?P<kind>record|log): (?P<spec>.*?) -->")
 # a number that is a setting or a target (a flag's value, alpha), not a measurement; or a paper's number
 SETTING = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?:setting|paper: [^>]+?) -->")

@@ -5,10 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from tools.reporting import prose, records
+from tools.reporting import prose, records, sources
 
 ROOT = Path(__file__).resolve().parents[3]
-PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+# the tagged text of each page: its source under pages/ where it has one (tools/reporting/sources.py)
+PAGES = [str(sources.source_of(ROOT / p).relative_to(ROOT))
+         for p in ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]]
 
 
 def test_prose_numbers_match_their_records():
