@@ -53,8 +53,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tools.reporting import records as rec
-from tools.reporting import sources
-from tools.reporting import tables
+from tools.reporting import sources, tables
 
 # the tagged text of every page: its source under pages/ where it has one (tools/reporting/sources.py)
 PAGES = [sources.source_of(p) for p in [rec.ROOT / "README.md", *sorted((rec.ROOT / "docs").glob("*.md"))]]
