@@ -91,16 +91,20 @@ class Registry:
     def get(self, name: str) -> type:
         if name not in self._items and name in self.builtins:
             self._load_builtin(name)
-        if name not in self._items:
+        if name not in self._items:  # every built-in's package (a method added beside them registers), then plugins
+            self._load_builtins()
             self._load_entry_points()
         if name not in self._items:
             raise UnknownNameError(f"unknown {self.kind} {name!r}; known {self.kind}s: {', '.join(self.names())}")
         return self._items[name]
 
-    def names(self) -> list[str]:
+    def _load_builtins(self) -> None:
         for name in self.builtins:
             if name not in self._items:
                 self._load_builtin(name)
+
+    def names(self) -> list[str]:
+        self._load_builtins()
         self._load_entry_points()
         return sorted(self._items)
 
