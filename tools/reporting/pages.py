@@ -15,6 +15,7 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 QS_START, QS_END = "<!-- quickstart:start -->", "<!-- quickstart:end -->"
 TR_START, TR_END = "<!-- transfer:start -->", "<!-- transfer:end -->"
 HL_START, HL_END = "<!-- headline:start -->", "<!-- headline:end -->"
+FR_START, FR_END = "<!-- results-table:start -->", "<!-- results-table:end -->"
 # the tables are written into the pages' sources (pages/..., tools/reporting/sources.py) where they have one
 RESULTS_PAGE = sources.source_of(rec.ROOT / "docs" / "results.md")
 README = sources.source_of(rec.ROOT / "README.md")
@@ -52,7 +53,10 @@ def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = Non
     if "squad" in data_sets:
         parts += [t for t in [tables.view_ablation_table("squad")] if t]
     body = "\n\n".join(parts)
-    pages = {out: splice(out.read_text(encoding="utf-8"), START, END, f"{body}\n\n{NOTE}", out)}
+    results = splice(out.read_text(encoding="utf-8"), START, END, f"{body}\n\n{NOTE}", out)
+    if "squad" in data_sets and HL_START in results:
+        results = splice(results, HL_START, HL_END, tables.headline_table("squad"), out)
+    pages = {out: results}
     text = pages[readme] if readme in pages else readme.read_text(encoding="utf-8")  # read once, spliced in turn
     quick = quickstart_record()
     if quick is not None:
@@ -61,6 +65,8 @@ def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = Non
         text = splice(text, TR_START, TR_END, tables.transfer_summary("scifact"), readme)
     if "squad" in data_sets and HL_START in text:
         text = splice(text, HL_START, HL_END, tables.headline_table("squad"), readme)
+    if "squad" in data_sets and FR_START in text:
+        text = splice(text, FR_START, FR_END, tables.front_table("squad"), readme)
     pages[readme] = text
     return pages
 

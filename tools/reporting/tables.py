@@ -28,6 +28,7 @@ class Presentation:
     system_names: dict[str, str]
     index_dims: dict[str, int]
     headline: list[tuple[str, str, str, str]]
+    front: list[tuple[str, str, str, str]]
     quickstart_columns: list[tuple[str, str]]
     quickstart_names: dict[str, str]
 
@@ -37,6 +38,7 @@ class Presentation:
         return cls(datasets={k: (v["title"], v["protocol"], v["metrics"]) for k, v in d["datasets"].items()},
                    headers=d["headers"], system_names=d["system_names"], index_dims=d["index_dims"],
                    headline=[(h["label"], h["flags"], h["record"], h["system"]) for h in d["headline"]],
+                   front=[(h["label"], h["flags"], h["record"], h["system"]) for h in d.get("front", [])],
                    quickstart_columns=[(c["field"], c["header"]) for c in d["quickstart_columns"]],
                    quickstart_names=d["quickstart_names"])
 
@@ -312,31 +314,53 @@ def transfer_summary(data: str = "scifact") -> str:
     return "\n".join(lines)
 
 
-def headline_table(data: str = "squad") -> str:
-    """The README's method table: each headline row's top-1 per seed (and mean ± sd over seeds), the top-1 of the
-    dpr each seed is tested against (same setting: steps, dev selection, lengths, batch, lr, train flags; same
-    seed), Δ and the paired test per seed; bold: a significant win."""
+def _headline_cells(spec: list[tuple[str, str, str, str]], data: str, where: str) -> list[dict[str, str]]:
+    """The cells of each ``(label, flags, record, system)`` row of ``spec``: top-1 per seed (bold: a significant
+    win on every seed) and their mean ± sd, the dpr each seed is tested against, Δ and p per seed."""
     metric = P.datasets[data][2][0]
-    groups = rec.seed_groups(data)
-    found = {(r["_record"], r["system"]): g for g in groups for r in g["seeds"].values()}
-    lines = ["| on a mean-pooled backbone | flags | steps | seeds | SQuAD-dev top-1 (per seed; mean ± sd) | "
-             "dpr top-1 (same setting and seed) | Δ vs dpr (per seed) | p vs dpr (per seed) | vectors/doc | record |",
-             "|" + "---|" * 10]
-
-    for label, flags, record, system in P.headline:
+    found = {(r["_record"], r["system"]): g for g in rec.seed_groups(data) for r in g["seeds"].values()}
+    rows = []
+    for label, flags, record, system in spec:
         g = found.get((record, system))
         if g is None:
-            raise SystemExit(f"results/presentation.json headline: no row {system!r} in record {record!r}")
+            raise SystemExit(f"results/presentation.json {where}: no row {system!r} in record {record!r}")
         row = next(r for r in g["seeds"].values() if r["_record"] == record)
         tested, win = rec.tested_win(g)
         deltas, p_values = tested_cells(tested)
-        vectors = row.get("views_per_doc", row.get("views"))
-        value = per_seed(g, metric)
-        if len(g["seeds"]) > 1:
-            value = f"{value} ({seed_summary(g, metric)})"
-        lines.append("| " + " | ".join([
-            label, flags, str(row.get("steps", "–")), ", ".join(str(s) for s in g["seeds"]),
-            f"**{value}**" if win else value, baseline_cells(g, metric) or "–",
-            deltas or "–", p_values or ("–" if system == "dpr" else "not tested"),
-            cell(vectors), ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())]) + " |")
+        summary = seed_summary(g, metric) if len(g["seeds"]) > 1 else per_seed(g, metric)
+        value = per_seed(g, metric) + (f" ({summary})" if len(g["seeds"]) > 1 else "")
+        rows.append({"label": label, "flags": flags, "steps": str(row.get("steps", "–")),
+                     "seeds": ", ".join(str(s) for s in g["seeds"]),
+                     "value": f"**{value}**" if win else value, "mean": f"**{summary}**" if win else summary,
+                     "dpr": baseline_cells(g, metric) or "–", "delta": deltas or "–",
+                     "p": p_values or ("–" if system == "dpr" else "not tested"),
+                     "vectors": cell(row.get("views_per_doc", row.get("views"))),
+                     "records": ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())})
+    return rows
+
+
+def headline_table(data: str = "squad") -> str:
+    """The method table of docs/results.md: each headline row's top-1 per seed (and mean ± sd over seeds), the top-1
+    of the dpr each seed is tested against (same setting: steps, dev selection, lengths, batch, lr, train flags;
+    same seed), Δ and the paired test per seed; bold: a significant win."""
+    lines = ["| on a mean-pooled backbone | flags | steps | seeds | SQuAD-dev top-1 (per seed; mean ± sd) | "
+             "dpr top-1 (same setting and seed) | Δ vs dpr (per seed) | p vs dpr (per seed) | vectors/doc | record |",
+             "|" + "---|" * 10]
+    for c in _headline_cells(P.headline, data, "headline"):
+        lines.append("| " + " | ".join(c[k] for k in ("label", "flags", "steps", "seeds", "value", "dpr", "delta",
+                                                      "p", "vectors", "records")) + " |")
+    return "\n".join(lines)
+
+
+def front_table(data: str = "squad") -> str:
+    """The README's results table (results/presentation.json "front", at most 8 rows): method, flags, budget,
+    seeds, top-1 (mean ± sd over seeds; bold: a significant win over dpr on every seed), Δ and p per seed, vectors
+    per document."""
+    if len(P.front) > 8:
+        raise SystemExit(f"results/presentation.json front: {len(P.front)} rows, the README shows at most 8")
+    lines = ["| method | flags | steps | seeds | SQuAD-dev top-1 | Δ vs dpr (per seed) | p (per seed) | vectors/doc |",
+             "|" + "---|" * 8]
+    for c in _headline_cells(P.front, data, "front"):
+        lines.append("| " + " | ".join(c[k] for k in ("label", "flags", "steps", "seeds", "mean", "delta", "p",
+                                                      "vectors")) + " |")
     return "\n".join(lines)

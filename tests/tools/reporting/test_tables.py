@@ -60,6 +60,13 @@ def test_headline_table_marks_only_tested_significant_wins(tmp_path, monkeypatch
     assert "| **90.0** | 50.0 | +40.0 |" in lines[2]
     assert "| 95.0 | 50.0 | – | not tested |" in lines[3]
     assert "| 50.0 | – | – | – |" in lines[4]
+    monkeypatch.setattr(tables.P, "front", [("better", "f", "squad-sel-x", "dcsr-mean"),
+                                           ("dpr", "f", "squad-sel-x", "dpr")])
+    front = tables.front_table("squad").splitlines()
+    assert front[0].count("|") == 9 and front[2] == "| better | f | 100 | 42 | **90.0** | +40.0 | < 0.0001 | 3.0 |"
+    monkeypatch.setattr(tables.P, "front", [("dpr", "f", "squad-sel-x", "dpr")] * 9)
+    with pytest.raises(SystemExit, match="at most 8"):
+        tables.front_table("squad")
     monkeypatch.setattr(tables.P, "headline", [("gone", "f", "squad-sel-x", "missing")])
     with pytest.raises(SystemExit, match="no row 'missing' in record 'squad-sel-x'"):
         tables.headline_table("squad")
