@@ -28,10 +28,12 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +48,7 @@ DEFAULT_MAX_RESTARTS = 3  # --ray_max_restarts of driver.encode and driver.searc
 DEFAULT_ENCODE_TIMEOUT = 3600.0  # driver.encode --ray_timeout: seconds to wait for a shard or a restarting worker
 DEFAULT_SEARCH_TIMEOUT = 600.0  # driver.search --ray_timeout / ShardedSearcher: seconds a shard may take to answer
 PROBE_TIMEOUT = 5.0  # seconds a --ray_address's head may take to accept a TCP connection before ray.init
+GCS_PROBE_TIMEOUT = 15.0  # seconds its GCS may then take to answer (a healthy one answers in milliseconds)
 LOCAL_START_TIMEOUT = 120.0  # seconds `--ray_address local`'s head may take to come up
 LOOPBACK = "127.0.0.1"
 RAY_INSTALL_HINT = 'pip install "multiview-plugin[ray]" (or pip install "ray>=2.9")'
@@ -74,12 +77,17 @@ class WorkerActor:
 
     def restarted(self) -> bool:
         """True the first time it is asked after Ray restarted this actor (its process or node was lost)."""
+        import warnings
+
         import ray
 
-        if self._restart_reported or not ray.get_runtime_context().was_current_actor_reconstructed:
+        if self._restart_reported:
             return False
-        self._restart_reported = True
-        return True
+        with warnings.catch_warnings():  # Ray's property reads its own deprecated actor_id
+            warnings.simplefilter("ignore", DeprecationWarning)
+            restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        self._restart_reported = restarted
+        return restarted
 
 
 class WorkerLostError(MultiViewError):
@@ -167,9 +175,10 @@ def ray_session(address: str) -> Iterator[Any]:
             ray.shutdown()
 
 
-def probe_gcs(target: str, given: str) -> None:
-    """A head's GCS at ``target`` (host:port) that refuses this process (token authentication): one line with
-    Ray's reason, at once (``ray.init`` would retry for ~20 s and then lose the reason)."""
+def probe_gcs(target: str, given: str, timeout: float = GCS_PROBE_TIMEOUT) -> None:
+    """Ask the head's GCS at ``target`` (host:port) once, with Ray's GCS client, before ``ray.init`` (which would
+    retry for tens of seconds and then lose the reason): a refusal (token authentication) is one line with Ray's reason;
+    no GCS answer within ``timeout`` seconds (another service on that port) is one line too."""
     if split_address(target) is None or "://" in target:
         return
     try:
@@ -177,14 +186,29 @@ def probe_gcs(target: str, given: str) -> None:
         from ray.exceptions import AuthenticationError
     except ImportError:  # an older Ray: ray.init reports what it can
         return
-    try:
-        with _quiet_stderr():  # Ray's C++ client logs the same refusal to stderr
+    outcome: dict[str, BaseException] = {}
+    done = threading.Event()
+
+    def ask() -> None:
+        try:
             GcsClient(address=target)
-    except AuthenticationError as err:
+        except Exception as err:  # noqa: BLE001 - judged below
+            outcome["error"] = err
+        finally:
+            done.set()
+
+    with _quiet_stderr():  # Ray's C++ client logs the same refusal to stderr
+        threading.Thread(target=ask, daemon=True).start()
+        answered = done.wait(timeout)
+    if not answered:
+        raise ConfigError(f"--ray_address {given}: something listens at {target}, but no Ray head answers there "
+                          f"within {timeout:g} s (another service's port?)")
+    err = outcome.get("error")
+    if isinstance(err, AuthenticationError):
         raise ConfigError(f"--ray_address {given}: the Ray cluster at {target} refused this process "
-                          f"(AuthenticationError: {one_line(err, 200)})") from None
-    except Exception as err:  # noqa: BLE001 - other failures: ray.init reports them
-        logger.debug("GCS probe of %s: %s", target, err)
+                          f"(AuthenticationError: {one_line(err, 200)})")
+    if err is not None:
+        logger.debug("GCS probe of %s: %s", target, err)  # ray.init reports it
 
 
 @contextmanager
@@ -263,11 +287,12 @@ class LocalRay:
     def __init__(self, num_cpus: int | None = None, start_timeout: float = LOCAL_START_TIMEOUT):
         self.port = free_port()
         self.address = f"{LOOPBACK}:{self.port}"
-        fd, log = tempfile.mkstemp(prefix=f"multiview-ray-{os.getpid()}-", suffix=".log")  # the head's output
-        os.close(fd)
-        self.log = Path(log)
-        cmd = [sys.executable, "-m", "multiview_plugin.ray_runtime", str(self.log), *head_command(self.port,
-                                                                                                  num_cpus)]
+        # a folder of this run's own for Ray's session files and the head's output: Ray writes the address of the
+        # last head started into its temp folder (/tmp/ray), where `auto` would later find this one, long gone
+        self.folder = Path(tempfile.mkdtemp(prefix="multiview-ray-"))
+        self.log = self.folder / "head.log"
+        cmd = [sys.executable, "-m", "multiview_plugin.ray_runtime", str(self.folder),
+               *head_command(self.port, num_cpus, self.folder)]
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | LOOPBACK_ENV
         self.watchdog = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, env=env, start_new_session=True)
@@ -306,7 +331,7 @@ class LocalRay:
             self.watchdog.wait(timeout=60)
         except subprocess.TimeoutExpired:
             logger.warning("the local Ray instance's watchdog (pid %d) did not stop in 60 s", self.watchdog.pid)
-        self.log.unlink(missing_ok=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> LocalRay:
         return self
@@ -322,7 +347,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def head_command(port: int, num_cpus: int | None = None) -> list[str]:
+def head_command(port: int, num_cpus: int | None = None, temp_dir: Path | None = None) -> list[str]:
     """``ray start --head`` on loopback (its Ray Client server on a free port), without dashboard or usage reporting,
     blocking."""
     cmd = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
@@ -330,20 +355,21 @@ def head_command(port: int, num_cpus: int | None = None) -> list[str]:
            "--dashboard-host", LOOPBACK, "--disable-usage-stats", "--ray-client-server-port", str(free_port())]
     if num_cpus is not None:
         cmd += ["--num-cpus", str(num_cpus)]
+    if temp_dir is not None:
+        cmd += ["--temp-dir", str(temp_dir)]
     return cmd
 
 
-def _watch(log: str, cmd: list[str]) -> int:
-    """The watchdog's body: run ``cmd`` until stdin closes (or it ends), then stop it and all it started."""
-    import threading
-
+def _watch(folder: str, cmd: list[str]) -> int:
+    """The watchdog's body: run ``cmd`` (its output to ``folder``/head.log) until stdin closes (or it ends), then
+    stop it and all it started; ``folder`` (this run's, made by :class:`LocalRay`) is removed once stdin closed."""
     import psutil
 
     _become_subreaper()
     closed = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.buffer.read(), closed.set()), daemon=True).start()
     try:
-        with open(log, "wb") as out:
+        with open(Path(folder) / "head.log", "wb") as out:
             head = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             while not closed.wait(0.5) and head.poll() is None:
                 pass
@@ -365,8 +391,8 @@ def _watch(log: str, cmd: list[str]) -> int:
                         pass
                 psutil.wait_procs(left, timeout=5)
     finally:
-        if closed.is_set():
-            Path(log).unlink(missing_ok=True)
+        if closed.is_set():  # else the driver reads why the head ended, and removes the folder
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
@@ -431,7 +457,10 @@ def get_result(ref: Any, what: str, timeout: float) -> Any:
                               f"{one_line(err, 160)}); the run stops rather than return partial results") from None
     except ray.exceptions.RayTaskError as err:
         raise unwrap_task_error(err) from None
+    except ray.exceptions.RayError as err:  # e.g. OutOfMemoryError: Ray's memory monitor killed the worker
+        raise WorkerLostError(f"{what}: its Ray worker failed ({type(err).__name__}: {one_line(err, 200)}); the run "
+                              "stops rather than return partial results") from None
 
 
-if __name__ == "__main__":  # the watchdog of LocalRay: python -m multiview_plugin.ray_runtime LOG CMD...
+if __name__ == "__main__":  # the watchdog of LocalRay: python -m multiview_plugin.ray_runtime FOLDER CMD...
     sys.exit(_watch(sys.argv[1], sys.argv[2:]))

@@ -177,6 +177,9 @@ def _shard_result(ray: Any, ref: Any, shard: int, output: str) -> ShardInfo:
         raise WorkerLostError(f"shard {shard} ({output}): its Ray encode worker was lost and not restarted "
                               f"({type(err).__name__}: {one_line(err, 160)}); the shards written so far stay, rerun "
                               "to resume") from None
+    except ray.exceptions.RayError as err:  # e.g. OutOfMemoryError: Ray's memory monitor killed the worker
+        raise WorkerLostError(f"shard {shard} ({output}): its Ray encode worker failed ({type(err).__name__}: "
+                              f"{one_line(err, 200)}); the shards written so far stay, rerun to resume") from None
     if restarted:
         logger.warning("shard %d (%s): its Ray encode worker was lost and restarted by Ray, which encoded the shard "
                        "again (resuming from its last checkpoint)", shard, output)
