@@ -50,3 +50,14 @@ def test_every_imported_package_is_declared():
 def test_scipy_is_a_core_requirement():  # evaluation/significance.py's paired t-test
     install = re.search(r"install_requires=\[(.*?)\]", (ROOT / "setup.py").read_text(encoding="utf-8"), re.S)
     assert '"scipy' in install.group(1)
+
+
+def test_the_quickstart_slice_and_its_license_are_package_data(tmp_path):
+    """`pip install .` ships the quickstart's SQuAD slice and its license file (issue 37): setup.py's build_py,
+    which wheels are made from, copies them."""
+    import subprocess
+
+    subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path)], cwd=ROOT,
+                   check=True, capture_output=True)
+    data = tmp_path / "multiview_plugin" / "quickstart" / "data"
+    assert sorted(p.name for p in data.iterdir()) == ["LICENSE-squad-dev-slice.md", "squad-dev-slice.json.gz"]
