@@ -1,4 +1,4 @@
-"""Quickstart: a real train → encode → index → search → evaluate run on CPU, one vector per passage against several.
+"""Quickstart: one vector per passage against several, on real text: (train →) encode → index → search → evaluate.
 
     python -m multiview_plugin.quickstart                       # a SQuAD slice shipped with the package, offline
     python -m multiview_plugin.quickstart --data squad --squad_path $DATA/squad/dev-v1.1.json --steps 100
@@ -14,9 +14,9 @@ top-1, its difference from dpr-zero-shot and a paired test. A few minutes on 2 C
 
     python -m multiview_plugin.quickstart --systems dpr-zero-shot dcsr-mean-zero-shot dpr dcsr-mean
 
-adds dpr and dcsr-mean fine-tuned for --steps (100) on the other 3 articles' 1,169 questions (on CPU, tens of
-minutes). ``--data entities`` runs a generated dataset of fictional entities instead, ``--data squad`` /
-``--data scifact`` the full protocols (docs/data-formats.md, docs/results.md).
+adds dpr and dcsr-mean fine-tuned for --steps (100) on the other 3 articles' 1,169 questions (far longer than
+the default run on a CPU). ``--data entities`` runs a generated dataset of fictional entities instead,
+``--data squad`` / ``--data scifact`` the full protocols (docs/data-formats.md, docs/results.md).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def format_p(row: dict) -> str:
         return ""
     flips = re.search(r"(\d+) sign flips", row.get("p_test", ""))
     if flips and p <= 1.0 / (int(flips.group(1)) + 1) * (1 + 1e-9):
-        return f"< {1.0 / int(flips.group(1)):.0e}"
+        return f"< {1.0 / int(flips.group(1)):g}"
     return f"{p:.2g}"
 
 
@@ -459,18 +459,19 @@ def describe_systems(rows: list[dict], tag: str = "") -> list[str]:
 
 
 def api_hint(out: Path, rows: list[dict]) -> list[str]:
-    """Where the models are and three lines of Python that load one and search with it."""
-    models = out / "models"
-    multi = [r["system"].split(" (")[0] for r in rows if r.get("views_per_doc", 1) > 1 and r.get("steps")]
-    multi = multi or [r["system"].split(" (")[0] for r in rows if r.get("views_per_doc", 1) > 1]
-    pick = multi[0] if multi else next((r["system"] for r in rows if "views_per_doc" in r), None)
-    if pick is None:
+    """Where the models are and four lines of Python that load one (the first multi-view one), index two texts with
+    it (under ``out``) and search them."""
+    models = [r for r in rows if "views" in r and "hybrid" not in r]  # not bm25, not fused rows
+    names = [r["system"].split(" (")[0] for r in models]
+    multi = [r["system"].split(" (")[0] for r in models if r["views_per_doc"] > 1]
+    if not names:
         return []
-    return [f"models: {models}/<system> (one folder per system above)", "use one from Python:",
+    docs = {"d1": "Paris is the capital of France.", "d2": "Hamlet is a play by William Shakespeare."}
+    return [f"models: {out / 'models'}/<system> (one folder per system above); use one from Python:",
             "    from multiview_plugin import MultiViewModel",
-            f"    model = MultiViewModel.load({str(models / pick)!r}, device='cpu')",
-            "    searcher = model.index({'d1': 'Paris is the capital of France.', 'd2': 'Hamlet is a play by "
-            "Shakespeare.'}, 'runs/demo-index', overwrite=True); print(searcher.search('who wrote hamlet?', k=1))"]
+            f"    model = MultiViewModel.load({str(out / 'models' / (multi or names)[0])!r}, device='cpu')",
+            f"    searcher = model.index({docs!r}, {str(out / 'demo-index')!r}, overwrite=True)",
+            "    print(searcher.search('who wrote hamlet?', k=1)[0].docid)  # d2"]
 
 
 @cli

@@ -133,7 +133,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--output_dir", default="runs/quickstart", help="Where data, models (<dir>/models/<system>, "
                    "loadable with multiview_plugin.MultiViewModel.load), indexes, runs and results.json go "
                    "(default runs/quickstart).")
-    p.add_argument("--systems", nargs="+", choices=[BM25, *SYSTEMS], help="Which systems to run (default, "
+    p.add_argument("--systems", nargs="+", choices=[BM25, *SYSTEMS], metavar="SYSTEM",
+                   help=f"Which systems to run, of {', '.join([BM25, *SYSTEMS])} (default, "
                    f"--data squad-slice: {' '.join(DEFAULT_SYSTEMS)}; other data: "
                    f"{' '.join(DATA_DEFAULTS['squad']['systems'])}).")
     p.add_argument("--backbone", default=BACKBONE, help="Backbone (default all-MiniLM-L6-v2, offline package).")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,10 +250,14 @@ def view_ablation_table(data: str = "squad", family: str = "mvr") -> str | None:
 
 
 def quickstart_table(record: dict) -> str:
-    """The README's quickstart table, from the quickstart's record (or a fresh run's rows in the same form)."""
-    def fmt(key: str, value) -> str:
+    """The README's quickstart table, from the quickstart's record (or a fresh run's rows in the same form). A p
+    at the floor of a Monte Carlo randomization test, 1 / (N + 1), is written as the bound it is (``< 0.0001``)."""
+    def fmt(key: str, value, row: dict) -> str:
         if value is None or value == "":
             return ""
+        flips = re.search(r"(\d+) sign flips", row.get("p_test", ""))
+        if key == "p_value" and flips and value <= (1 + 1e-9) / (int(flips.group(1)) + 1):
+            return f"< {1 / int(flips.group(1)):g}"
         if key == "system":
             return P.quickstart_names.get(value, value)
         if key == "LV":
@@ -269,7 +274,7 @@ def quickstart_table(record: dict) -> str:
 
     cols = P.quickstart_columns
     lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(fmt(k, r.get(k)) for k, _ in cols) + " |" for r in record["rows"]]
+    lines += ["| " + " | ".join(fmt(k, r.get(k), r) for k, _ in cols) + " |" for r in record["rows"]]
     return "\n".join(lines)
 
 

@@ -160,12 +160,11 @@ def test_the_default_run_is_the_squad_slice_one_vector_against_views_untrained(t
     assert rows["dpr-zero-shot"]["view_info"]["corpus"] == ["data/corpus.jsonl"]
     assert "segment-means-zero-shot: 8 views" in printed and "total wall time" in printed
     assert f"models: {out / 'models'}/<system>" in printed
-    hint = f"MultiViewModel.load({str(out / 'models' / 'segment-means-zero-shot')!r}, device='cpu')"
-    assert hint in printed
-    from multiview_plugin import MultiViewModel
-
-    model = MultiViewModel.load(out / "models" / "segment-means-zero-shot", device="cpu")
-    assert model.method == "mvr" and model.encode_documents(["One sentence. And another one."])[0].shape[0] == 8
+    # the printed Python lines run as printed, on the model the run saved
+    hint = printed.split("use one from Python:\n", 1)[1].splitlines()[:4]
+    assert f"MultiViewModel.load({str(out / 'models' / 'segment-means-zero-shot')!r}, device='cpu')" in hint[1]
+    exec("\n".join(line.strip() for line in hint), {})
+    assert capsys.readouterr().out.strip() in ("d1", "d2") and (out / "demo-index").is_dir()
 
 
 def test_untrained_rows_are_tested_against_dpr_zero_shot_and_trained_rows_against_dpr():
@@ -192,7 +191,19 @@ def test_a_p_value_at_the_floor_of_the_randomization_test_prints_as_a_bound():
     from multiview_plugin.quickstart.__main__ import format_p
 
     flips = "paired randomization (two-sided, top-1 hits, 10000 sign flips, seed 0)"
-    assert format_p({"p_value": 1 / 10001, "p_test": flips}) == "< 1e-04"
+    assert format_p({"p_value": 1 / 10001, "p_test": flips}) == "< 0.0001"
     assert format_p({"p_value": 3 / 10001, "p_test": flips}) == "0.0003"
     assert format_p({"p_value": 0.0625, "p_test": "paired randomization (exact over 32 sign patterns)"}) == "0.062"
     assert format_p({}) == ""
+
+
+def test_the_api_hint_loads_a_saved_model_never_bm25_or_a_fused_row(tmp_path):
+    from multiview_plugin.quickstart.__main__ import api_hint
+
+    rows = [{"system": "bm25", "views_per_doc": 0}, {"system": "dpr+bm25", "views": 1, "views_per_doc": 1.0,
+                                                     "hybrid": "bm25"},
+            {"system": "dpr", "views": 1, "views_per_doc": 1.0}]
+    assert f"load({str(tmp_path / 'models' / 'dpr')!r}" in api_hint(tmp_path, rows)[2]
+    rows.append({"system": "dcsr-mean (max)", "views": 9, "views_per_doc": 4.5})
+    assert f"load({str(tmp_path / 'models' / 'dcsr-mean')!r}" in api_hint(tmp_path, rows)[2]
+    assert api_hint(tmp_path, rows[:1]) == []
