@@ -14,6 +14,7 @@ held-out ones. The slice keeps the full file's order, train articles first.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import hashlib
 import json
@@ -69,13 +70,14 @@ def convert_slice(path: str | os.PathLike = SLICE_PATH):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 2:
-        print("usage: python -m multiview_plugin.quickstart.squad_slice DEV_V1.1_JSON OUT.json.gz", file=sys.stderr)
-        return 2
+    p = argparse.ArgumentParser(prog="python -m multiview_plugin.quickstart.squad_slice",
+                                description="Rebuild the quickstart's SQuAD v1.1 dev slice from dev-v1.1.json.")
+    p.add_argument("source", help=f"SQuAD v1.1 dev-v1.1.json (sha256 {SOURCE_SHA256}).")
+    p.add_argument("out", help="The slice to write (gzipped json), e.g. squad-dev-slice.json.gz.")
+    args = p.parse_args(argv)
     try:
-        print(make_slice(*argv))
-    except (OSError, ValueError, KeyError) as e:
+        print(make_slice(args.source, args.out))
+    except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

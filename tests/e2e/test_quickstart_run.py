@@ -207,3 +207,25 @@ def test_the_api_hint_loads_a_saved_model_never_bm25_or_a_fused_row(tmp_path):
     rows.append({"system": "dcsr-mean (max)", "views": 9, "views_per_doc": 4.5})
     assert f"load({str(tmp_path / 'models' / 'dcsr-mean')!r}" in api_hint(tmp_path, rows)[2]
     assert api_hint(tmp_path, rows[:1]) == []
+
+
+def test_the_committed_quickstart_records_hold_no_machine_path():
+    """Issue 37: the quickstart record stored the absolute temporary paths of the machine that made it (view_info's
+    corpus, the encode input's source); the run now writes them relative to --output_dir."""
+    from pathlib import Path
+
+    def strings(value):
+        if isinstance(value, dict):
+            for v in value.values():
+                yield from strings(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from strings(v)
+        elif isinstance(value, str):
+            yield value
+
+    records = sorted((Path(__file__).resolve().parents[2] / "results" / "default").glob("quickstart-*.json"))
+    assert records
+    for path in records:
+        rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+        assert not [s for s in strings(rows) if s.startswith("/")], path.name

@@ -49,7 +49,10 @@ def test_make_slice_refuses_another_source_and_is_byte_stable(tmp_path, capsys):
         make_slice(other, tmp_path / "x.json.gz")
     assert main([str(other), str(tmp_path / "x.json.gz")]) == 2
     assert "error: " in capsys.readouterr().err and not (tmp_path / "x.json.gz").exists()
-    assert main([]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 2 and "usage: python -m multiview_plugin.quickstart.squad_slice" in \
+        capsys.readouterr().err
 
 
 def test_make_slice_rebuilds_the_shipped_file_byte_for_byte(real_data, tmp_path):
