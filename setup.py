@@ -27,6 +27,7 @@ setup(
         "regex>=2022.1.18",
         "accelerate>=0.26",
         "matplotlib>=3.5",  # training-curve and view-usage plots
+        "filelock>=4.3",  # output locks (paths.OutputLock): OS locks with an on_acquired callback
         "scipy>=1.7",  # the paired significance tests (evaluation/significance.py)
     ],
     extras_require={
