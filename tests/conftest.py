@@ -12,8 +12,6 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# no --help text cached in the home folder (tests/driver/test_help.py tests the cache in a folder of its own)
-os.environ.setdefault("MULTIVIEW_HELP_CACHE", "0")
 
 from multiview_plugin.testing import WORDS, make_tiny_bert, make_tiny_t5  # noqa: F401  (re-exported for tests)
 
