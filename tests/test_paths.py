@@ -139,3 +139,33 @@ def test_output_lock_leaves_a_file_it_refuses_untouched_and_removes_only_its_own
         lock.path.write_text("replaced by hand\n")  # no longer our line: left in place
     assert lock.path.read_text() == "replaced by hand\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pkl.lock"]
+
+
+_RACER = """
+import sys, time
+from multiview_plugin.paths import OutputLock, WriterBusyError
+while time.time() < float(sys.argv[2]):
+    pass
+try:
+    with OutputLock(sys.argv[1]):
+        print("held", flush=True)
+        time.sleep(2)
+except WriterBusyError:
+    print("busy", flush=True)
+"""
+
+
+def test_output_lock_writers_started_at_once_one_wins_nothing_left(tmp_path):
+    """Writers started at the same moment on a fresh output: exactly one holds it, the others are refused as busy
+    (not "not a multiview_plugin lock"), and no lock file is left behind."""
+    import subprocess
+    import sys
+    import time
+
+    out, start = tmp_path / "x.pkl", time.time() + 2
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    racers = [subprocess.Popen([sys.executable, "-c", _RACER, str(out), str(start)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env) for _ in range(4)]
+    results = sorted(r.communicate(timeout=120)[0].strip() for r in racers)
+    assert results == ["busy", "busy", "busy", "held"], results
+    assert list(tmp_path.iterdir()) == []
