@@ -8,6 +8,10 @@ method registry, which loads the encoders and so torch). The first line records 
 timings on a shared machine are only comparable within one run.
 
     python bench/help_time.py > bench/help_time.log
+    git archive <old commit> multiview_plugin recipes | tar -x -C OLD && \
+        MULTIVIEW_HELP_CACHE=0 python bench/help_time.py --root OLD >> bench/help_time.log   # the code before
+
+A command that fails (``--help_all`` before it existed) is reported with its exit status.
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ def drop_caches() -> bool:
         return False
 
 
-def run(command: list[str]) -> tuple[float, str, list[str]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "COLUMNS": "120"}
+def run(command: list[str], root: Path) -> tuple[float, str, list[str]]:
+    env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1", "COLUMNS": "120"}
     # runpy under -c runs the module as -m does; the probe prints the heavy modules imported, at exit
     argv = command[1:]
     if argv[0] == "-m":
@@ -56,10 +60,10 @@ def run(command: list[str]) -> tuple[float, str, list[str]]:
     else:
         code = PROBE + f"import runpy; sys.argv = {argv!r}; runpy.run_path({argv[0]!r}, run_name='__main__')"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)}: exit {done.returncode}: {done.stderr[-500:]}")
+        raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
     heavy = next((line.split()[1:] for line in done.stderr.splitlines() if line.startswith("HEAVY")), [])
     return seconds, done.stdout, heavy
 
@@ -67,14 +71,21 @@ def run(command: list[str]) -> tuple[float, str, list[str]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--root", type=Path, default=ROOT, help="the source tree to time (default: this one)")
     args = p.parse_args()
+    root = args.root.resolve()
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print(json.dumps({"uptime_at_start": load, "cpus": os.cpu_count(), "python": sys.version.split()[0]}), flush=True)
+    print(json.dumps({"root": "this tree" if root == ROOT else root.name, "uptime_at_start": load,
+                      "cpus": os.cpu_count(), "python": sys.version.split()[0]}), flush=True)
     for command in COMMANDS:
-        dropped = drop_caches()
-        cold, text, heavy = run(command)
-        warm = statistics.median(run(command)[0] for _ in range(args.repeats))
         shown = " ".join(["python", *command[1:]])
+        dropped = drop_caches()
+        try:
+            cold, text, heavy = run(command, root)
+            warm = statistics.median(run(command, root)[0] for _ in range(args.repeats))
+        except RuntimeError as err:
+            print(json.dumps({"command": shown, "error": str(err)}), flush=True)
+            continue
         print(json.dumps({"command": shown, "cold_s": round(cold, 2), "warm_s": round(warm, 2),
                           "page_cache_dropped": dropped, "lines": len(text.splitlines()), "heavy": heavy}),
               flush=True)
