@@ -29,7 +29,8 @@ setup(
         "regex>=2022.1.18",
         "accelerate>=0.26",
         "matplotlib>=3.5",  # training-curve and view-usage plots
-        "scipy>=1.7",  # the paired significance tests (evaluation/significance.py)
+        "filelock>=4.3",  # output locks (paths.OutputLock): OS locks with an on_acquired callback
+        "scipy>=1.8",  # the paired significance tests (evaluation/significance.py: permutation_test, binomtest)
     ],
     extras_require={
         # peft: the LoRA tests run with the rest (without it they would skip, unseen, in CI's core step)

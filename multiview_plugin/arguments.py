@@ -14,13 +14,12 @@ registered now; ``from multiview_plugin.arguments import ModelArguments`` gives 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-
-from transformers import TrainingArguments
 
 from multiview_plugin.bounds import MAX_LORA_RANK, Bounds, check_fields
 from multiview_plugin.cli import ParsedArguments
@@ -275,7 +274,11 @@ class DevArguments:
 
 
 @dataclass
-class MultiViewTrainingArguments(TrainingArguments):
+class MultiViewTrainerFlags:
+    """The training flags multiview_plugin adds to (or redefines in) ``transformers.TrainingArguments``: a plain
+    dataclass, so the train driver's ``--help`` lists them without importing transformers' training stack;
+    :class:`MultiViewTrainingArguments` is both."""
+
     # transformers >= 5.2 dropped ``warmup_ratio`` (``warmup_steps`` < 1 is a ratio there); this field is mapped
     # onto whatever the installed version honours in __post_init__, so the flag is never silently ignored.
     warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warm-up fraction of the training steps "
@@ -312,19 +315,64 @@ class MultiViewTrainingArguments(TrainingArguments):
     # The Trainer would drop our text columns otherwise.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep dataset columns (leave False)."})
 
-    @classmethod
-    def argument_group(cls, name: str) -> tuple[str, str | None]:
-        if name in MultiViewTrainingArguments.__dict__.get("__annotations__", {}):  # declared here, not inherited
-            return "training (multiview_plugin's Trainer flags)", None
-        return ("training (the Hugging Face Trainer's flags, transformers.TrainingArguments)",
-                "See https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments")
+    _argument_group_name: ClassVar[str] = "training (multiview_plugin's Trainer flags)"
 
-    def __post_init__(self) -> None:
-        if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"--warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if self.warmup_ratio and not self.warmup_steps and not _honours_warmup_ratio():
-            self.warmup_steps = self.warmup_ratio  # a float below 1 is a ratio of the total steps there
-        super().__post_init__()
+
+@functools.cache
+def _training_arguments_class() -> type:
+    """``MultiViewTrainingArguments``: :class:`MultiViewTrainerFlags` on ``transformers.TrainingArguments``, made
+    on first use (``from multiview_plugin.arguments import MultiViewTrainingArguments``): TrainingArguments loads
+    torch and accelerate, which no ``--help`` needs."""
+    from transformers import TrainingArguments
+
+    @dataclass
+    class MultiViewTrainingArguments(MultiViewTrainerFlags, TrainingArguments):
+        @classmethod
+        def argument_group(cls, name: str) -> tuple[str, str | None]:
+            if name in MultiViewTrainerFlags.__dataclass_fields__:  # declared here, not inherited
+                return MultiViewTrainerFlags._argument_group_name, None
+            return TRAINER_GROUP
+
+        def __post_init__(self) -> None:
+            if not 0 <= self.warmup_ratio < 1:
+                raise ValueError(f"--warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+            if self.warmup_ratio and not self.warmup_steps and not _honours_warmup_ratio():
+                self.warmup_steps = self.warmup_ratio  # a float below 1 is a ratio of the total steps there
+            super().__post_init__()
+
+    MultiViewTrainingArguments.__module__ = __name__
+    MultiViewTrainingArguments.__qualname__ = "MultiViewTrainingArguments"  # pickled by name (training_args.bin)
+    return MultiViewTrainingArguments
+
+
+TRAINER_GROUP = ("training (the Hugging Face Trainer's flags, transformers.TrainingArguments)",
+                 "See https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments")
+
+
+@dataclass
+class CommonTrainerFlags:
+    """The ``transformers.TrainingArguments`` flags most runs set, for the train driver's short ``--help`` only
+    (``--help_all`` lists every one; :class:`MultiViewTrainingArguments` parses them). Their defaults are the
+    installed TrainingArguments' (a test compares them)."""
+
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where checkpoints and the trained model are written (required)."})
+    per_device_train_batch_size: int = field(default=8, metadata={"help": "Queries per device per step."})
+    gradient_accumulation_steps: int = field(default=1, metadata={
+        "help": "Steps whose gradients add up before each update (the batch times this is the effective batch)."})
+    learning_rate: float = field(default=5e-05, metadata={"help": "The optimizer's initial learning rate."})
+    num_train_epochs: float = field(default=3.0, metadata={"help": "Training epochs."})
+    max_steps: int = field(default=-1, metadata={"help": "A positive number: train this many steps instead of "
+                                                 "--num_train_epochs."})
+    save_steps: float = field(default=500, metadata={"help": "Save a checkpoint every this many steps (below 1: a "
+                                                     "fraction of the total steps)."})
+    save_total_limit: int | None = field(default=None, metadata={"help": "Keep at most this many checkpoints."})
+    seed: int = field(default=42, metadata={"help": "Random seed set at the start of training."})
+    fp16: bool = field(default=False, metadata={"help": "float16 mixed precision (GPU)."})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision."})
+
+    _argument_group_name: ClassVar[str] = (f"{TRAINER_GROUP[0][:-1]}: the common ones; --help_all lists every "
+                                           "one)")
 
 
 def _method_options() -> list[tuple[str, type]]:
@@ -416,9 +464,13 @@ def refuse_foreign_options(argv: Sequence[str], model_name: str) -> None:
 def __getattr__(name: str) -> Any:
     if name == "ModelArguments":
         return model_arguments()
+    if name == "MultiViewTrainingArguments":
+        return _training_arguments_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _honours_warmup_ratio() -> bool:
     """Whether the installed transformers computes warm-up from ``warmup_ratio`` itself (< 5.2)."""
+    from transformers import TrainingArguments
+
     return "warmup_ratio" in TrainingArguments.__dataclass_fields__

@@ -9,20 +9,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import hashlib
 import logging
 import os
 import pickle
-import shutil
 import sys
 import typing
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from transformers import HfArgumentParser
-
-from multiview_plugin.atomic import atomic_open
 from multiview_plugin.errors import ConfigError, MultiViewError, unsafe_weights_message
 
 
@@ -48,121 +42,63 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return action.help if action.default is None else super()._get_help_string(action)
 
 
-class DriverArgumentParser(HfArgumentParser):
-    """``HfArgumentParser`` whose ``--help`` groups the flags: a dataclass may name the group of each of its fields
-    with a classmethod ``argument_group(name) -> (title, description) | None`` (None: the dataclass's own group,
-    ``_argument_group_name``); and an optional bool (default None: "not given") takes ``--name``,
-    ``--name True|False`` and ``--no_name``."""
+@functools.cache
+def driver_argument_parser() -> type:
+    """``DriverArgumentParser``, made on first use: it subclasses transformers' ``HfArgumentParser``, and this
+    module (imported by every driver and converter) imports no transformers itself, so a plain argparse
+    driver's ``--help`` never loads it."""
+    from transformers import HfArgumentParser
 
-    def error(self, message: str) -> typing.NoReturn:
-        """A bad flag value (``--pooling bogus``): one line, exit status 2 (not argparse's whole usage block)."""
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+    class DriverArgumentParser(HfArgumentParser):
+        """``HfArgumentParser`` whose ``--help`` groups the flags: a dataclass may name the group of each of its
+        fields with a classmethod ``argument_group(name) -> (title, description) | None`` (None: the dataclass's
+        own group, ``_argument_group_name``); and an optional bool (default None: "not given") takes ``--name``,
+        ``--name True|False`` and ``--no_name``."""
 
-    def _add_dataclass_arguments(self, dtype: Any) -> None:
-        hints = typing.get_type_hints(dtype)
-        own = getattr(dtype, "_argument_group_name", None)
-        groups: dict[str, Any] = self.__dict__.setdefault("_groups_by_title", {})  # shared by the dataclasses
+        def error(self, message: str) -> typing.NoReturn:
+            """A bad flag value (``--pooling bogus``): one line, exit status 2 (not argparse's usage block)."""
+            self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
-        def group(title: str | None, description: str | None = None) -> Any:
-            if title is None:
-                return self
-            if title not in groups:
-                groups[title] = self.add_argument_group(title, description)
-            return groups[title]
+        def _add_dataclass_arguments(self, dtype: Any) -> None:
+            hints = typing.get_type_hints(dtype)
+            own = getattr(dtype, "_argument_group_name", None)
+            groups: dict[str, Any] = self.__dict__.setdefault("_groups_by_title", {})  # shared by the dataclasses
 
-        chooser = getattr(dtype, "argument_group", None)
-        for f in dataclasses.fields(dtype):
-            if not f.init:
-                continue
-            f.type = hints[f.name]
-            chosen = chooser(f.name) if chooser else None
-            container = group(*chosen) if chosen else group(own)
-            self._parse_dataclass_field(container, f)
-            if f.default is None and f.type == bool | None:
-                container.add_argument(f"--no_{f.name}", action="store_false", dest=f.name, default=None,
-                                       help=f"--{f.name} False")
+            def group(title: str | None, description: str | None = None) -> Any:
+                if title is None:
+                    return self
+                if title not in groups:
+                    groups[title] = self.add_argument_group(title, description)
+                return groups[title]
+
+            chooser = getattr(dtype, "argument_group", None)
+            for f in dataclasses.fields(dtype):
+                if not f.init:
+                    continue
+                f.type = hints[f.name]
+                chosen = chooser(f.name) if chooser else None
+                container = group(*chosen) if chosen else group(own)
+                self._parse_dataclass_field(container, f)
+                if f.default is None and f.type == bool | None:
+                    container.add_argument(f"--no_{f.name}", action="store_false", dest=f.name, default=None,
+                                           help=f"--{f.name} False")
+
+    return DriverArgumentParser
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DriverArgumentParser":
+        return driver_argument_parser()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_parser(types: tuple, prog: str | None = None, description: str | None = None,
-                 usage: str | None = None) -> DriverArgumentParser:
+                 usage: str | None = None) -> Any:
     """The parser of the dataclasses ``types`` (``--help`` grouped, defaults shown); argument classes that take part
     in parsing give the class to parse now (``ModelArguments``: the flags of every method registered now)."""
     types = tuple(t.current() if issubclass(t, ParsedArguments) else t for t in types)
-    return DriverArgumentParser(types, prog=prog, description=description, usage=usage, formatter_class=HelpFormatter)
-
-
-# --help of a driver whose flags take long to collect (train: transformers.TrainingArguments, every method's options)
-HELP_CACHE_ENV = "MULTIVIEW_HELP_CACHE"
-HELP_FLAGS = (["--help"], ["-h"])
-
-
-def help_cache_file(prog: str) -> Path | None:
-    """Where ``prog``'s ``--help`` text is kept, or None when ``MULTIVIEW_HELP_CACHE=0``.
-
-    The folder is ``$MULTIVIEW_HELP_CACHE`` if set, else ``$XDG_CACHE_HOME/multiview_plugin/help`` (``~/.cache``).
-    The file name holds a hash of everything the text depends on: the command, Python's version, the terminal width
-    argparse wraps to, the installed transformers version, the size and modification time of every module of this
-    package, and the registered plugin methods and losses (entry points, with their files' sizes and times); any
-    change gives another file, so a stale text is never shown."""
-    from importlib import metadata
-    from importlib.util import find_spec
-
-    setting = os.environ.get(HELP_CACHE_ENV)
-    if setting == "0":
-        return None
-    parts = [prog, sys.version, str(shutil.get_terminal_size().columns)]
-    try:
-        parts.append(metadata.version("transformers"))
-    except metadata.PackageNotFoundError:
-        parts.append("no transformers")
-    package = Path(__file__).resolve().parent
-    files = list(package.rglob("*.py"))
-    for group in ("multiview_plugin.encoders", "multiview_plugin.losses"):
-        for ep in sorted(metadata.entry_points(group=group), key=lambda e: (e.name, e.value)):
-            dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else ""
-            parts.append(f"{group}: {ep.name} = {ep.value} ({dist})")
-            try:
-                spec = find_spec(ep.module)
-            except (ImportError, ValueError):
-                spec = None
-            if spec is not None and spec.origin and os.path.isfile(spec.origin):
-                files.append(Path(spec.origin))
-    for path in sorted(files):
-        st = path.stat()
-        parts.append(f"{path}: {st.st_size} {st.st_mtime_ns}")
-    key = hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    root = Path(setting) if setting else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
-        "multiview_plugin" / "help"
-    return root / f"{prog.split()[-1]}.{key}.txt"
-
-
-def print_help_cached(prog: str, build: Callable[[], argparse.ArgumentParser]) -> typing.NoReturn:
-    """Print ``--help`` and exit 0, as argparse does, from the cached text when there is one
-    (:func:`help_cache_file`); otherwise ``build()`` the parser, print its help and keep the text for next time
-    (a cache folder that cannot be written only costs the next call the same time); the texts this command kept
-    under an older key are removed then."""
-    path = help_cache_file(prog)
-    text = None
-    if path is not None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            text = None
-    if text is None:
-        text = build().format_help()
-        if path is not None:
-            try:
-                with atomic_open(path, "w") as f:
-                    f.write(text)
-                command = path.name.rsplit(".", 2)[0]
-                for old in path.parent.glob(f"{command}.*.txt"):
-                    if old != path and old.name.rsplit(".", 2)[0] == command:  # this command's, an older key
-                        old.unlink(missing_ok=True)
-            except OSError as err:
-                logging.getLogger("multiview_plugin").debug("help text not cached in %s: %s", path, err)
-    sys.stdout.write(text)
-    sys.stdout.flush()
-    raise SystemExit(0)
+    return driver_argument_parser()(types, prog=prog, description=description, usage=usage,
+                                    formatter_class=HelpFormatter)
 
 
 def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: str | None = None,
@@ -202,6 +138,8 @@ def parse_dataclasses(types: tuple, argv: Sequence[str] | None = None, driver: s
 
 def _drop_ignored(args: list[str], ignored: tuple) -> list[str]:
     """``args`` without the flags (and values) of the ``ignored`` dataclasses, each logged."""
+    from transformers import HfArgumentParser
+
     from multiview_plugin.tevatron_parity import flag_name
 
     parser = HfArgumentParser(ignored)

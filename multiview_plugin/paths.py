@@ -7,8 +7,8 @@ Every driver routes its outputs through these helpers:
 - :func:`check_output_folder` / :func:`swap_in_folder`: a folder output (an index) is only ever *replaced*
   when it is one of ours and the user asked (``--overwrite``); the new one is built in a temporary sibling and
   swapped in with renames once complete, the old one kept until then.
-- :class:`OutputLock`: one writer per output; a second one is refused while the first runs, and a lock left by
-  a killed process (its pid no longer running) is taken over.
+- :class:`OutputLock`: one writer per output (a :mod:`filelock` OS lock); a second one is refused while the
+  first runs, and a lock left by a killed process (the kernel released it) is taken over.
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ import secrets
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from multiview_plugin.errors import ConfigError, MultiViewError
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
 
 logger = logging.getLogger(__name__)
 
@@ -141,72 +145,103 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class OutputLock:
-    """``<output>.lock``, created with ``O_EXCL`` and holding one line, :data:`LOCK_MARKER` and the writer's pid;
-    removed on exit.
+class _NotOurs(Exception):
+    """Raised inside filelock's ``on_acquired`` callback: gives the lock back (the file is left as it was)."""
 
-    A second writer of the same output is refused (:class:`WriterBusyError`) while the first runs; a lock
-    whose pid no longer runs (a killed writer) is stale and taken over with a warning. A file at the lock's path
-    without the marker line (someone's file) is never removed: a one-line error.
+    def __init__(self, error: MultiViewError):
+        super().__init__(str(error))
+        self.error = error
+
+
+class OutputLock:
+    """``<output>.lock``: an OS lock taken with :mod:`filelock` (``flock``; released by the kernel when its
+    process dies, ``kill -9`` included), the file holding one line, :data:`LOCK_MARKER` and the writer's pid.
+
+    A second writer of the same output is refused at once (:class:`WriterBusyError`, non-blocking acquire) while
+    the first holds it; a lock file of ours whose holder is gone (a killed writer) is taken over, with a warning
+    when its pid no longer runs. A file at the lock's path that is not ours (any content but the marker line, or
+    an empty file that was there before) is never written to or removed: a one-line error. On release the file
+    is removed only while it still holds this process's line; filelock refuses an inode unlinked meanwhile.
     """
 
     def __init__(self, output: str | os.PathLike):
         self.output = Path(output)
         self.path = self.output.with_name(self.output.name + LOCK_SUFFIX)
         self.held = False
+        self._lock: BaseFileLock | None = None
+        self._seen: tuple[int, int] | None = None  # the (device, inode) at the lock's path before acquiring
 
     def acquire(self) -> OutputLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                pid = self._owner()
-                if pid is None and not self._young():
-                    raise ConfigError(f"{self.path} exists and is not a multiview_plugin lock (its line does not "
-                                      f"start with {LOCK_MARKER!r}): refusing to remove it; move it away or choose "
-                                      "another output path") from None
-                if pid is not None and _pid_alive(pid):
-                    raise WriterBusyError(f"{self.output}: another writer (pid {pid}) holds it ({self.path}); wait "
-                                          "for it to finish or choose another output path") from None
-                if pid is None and self._young():
-                    raise WriterBusyError(f"{self.output}: another writer is starting ({self.path}); wait for it "
-                                          "or choose another output path") from None
-                logger.warning("%s: removing a stale lock (pid %s is not running)", self.path, pid)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.path)
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(f"{LOCK_MARKER} {os.getpid()}\n")
-            self.held = True
-            return self
-        raise WriterBusyError(f"{self.output}: could not take the lock {self.path}")
+        from filelock import FileLock, Timeout
 
-    def _owner(self) -> int | None:
-        """The pid a lock of ours records; None for anything else (an empty file, someone's file)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._seen = None
+        with contextlib.suppress(OSError):
+            st = os.lstat(self.path)
+            self._seen = (st.st_dev, st.st_ino)
+        lock = FileLock(self.path, timeout=0, thread_local=False, on_acquired=self._claim)
         try:
-            with self.path.open("rb") as f:
-                line = f.read(len(LOCK_MARKER) + 32).decode("utf-8")
-            marker, _, pid = line.strip().rpartition(" ")
+            lock.acquire()
+        except Timeout:
+            pid = self._owner()
+            holder = f"another writer (pid {pid})" if pid is not None else "another writer"
+            raise WriterBusyError(f"{self.output}: {holder} holds it ({self.path}); wait for it to finish or "
+                                  "choose another output path") from None
+        except _NotOurs as refused:
+            raise refused.error from None
+        self._lock, self.held = lock, True
+        return self
+
+    def _claim(self, fd: int) -> None:
+        """filelock's ``on_acquired``: write this process's line into a lock file of ours, or give it back."""
+        st = os.fstat(fd)
+        content = os.pread(fd, len(LOCK_MARKER) + 32, 0)
+        pid = self._parse(content)
+        if content and pid is None:
+            raise _NotOurs(ConfigError(
+                f"{self.path} exists and is not a multiview_plugin lock (its line does not start with "
+                f"{LOCK_MARKER!r}): refusing to remove it; move it away or choose another output path"))
+        if not content and self._seen == (st.st_dev, st.st_ino):  # an empty file that was there before us
+            import time
+
+            if time.time() - st.st_mtime < 5:  # filelock's create-then-lock of another writer, mid-way
+                raise _NotOurs(WriterBusyError(f"{self.output}: another writer is starting ({self.path}); wait "
+                                               "for it or choose another output path"))
+            raise _NotOurs(ConfigError(
+                f"{self.path} exists and is not a multiview_plugin lock (it is empty and old): refusing to remove "
+                "it; move it away or choose another output path"))
+        if pid is not None and pid != os.getpid() and not _pid_alive(pid):
+            logger.warning("%s: taking over a stale lock (pid %s is not running)", self.path, pid)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{LOCK_MARKER} {os.getpid()}\n".encode(), 0)
+
+    @staticmethod
+    def _parse(content: bytes) -> int | None:
+        """The pid of a lock line of ours; None for anything else (an empty file, someone's file)."""
+        try:
+            marker, _, pid = content.decode("utf-8").strip().rpartition(" ")
             return int(pid) if marker == LOCK_MARKER else None
-        except (OSError, ValueError):
+        except ValueError:  # UnicodeDecodeError included
             return None
 
-    def _young(self) -> bool:
-        """A lock file without a pid yet, created in the last few seconds (its writer is mid-creation)."""
-        import time
-
+    def _owner(self) -> int | None:
+        """The pid the lock file at our path records; None for anything else."""
         try:
-            return time.time() - self.path.stat().st_mtime < 5
+            with self.path.open("rb") as f:
+                return self._parse(f.read(len(LOCK_MARKER) + 32))
         except OSError:
-            return False
+            return None
 
     def release(self) -> None:
-        if self.held:
-            with contextlib.suppress(OSError):
-                if self._owner() == os.getpid():
-                    os.unlink(self.path)
-            self.held = False
+        """Remove the lock file while still holding it (only if it still holds this process's line), then
+        release the OS lock."""
+        if not self.held:
+            return
+        with contextlib.suppress(OSError):
+            if self._owner() == os.getpid():
+                os.unlink(self.path)
+        self._lock.release()
+        self._lock, self.held = None, False
 
     def __enter__(self) -> OutputLock:
         return self.acquire()

@@ -15,8 +15,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # every Ray cluster the tests start listens on 127.0.0.1 only: without this Ray rewrites a node address of
 # 127.0.0.1 to the host's interface address and its servers listen on all interfaces (Ray reads it at import)
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-# no --help text cached in the home folder (tests/driver/test_help.py tests the cache in a folder of its own)
-os.environ.setdefault("MULTIVIEW_HELP_CACHE", "0")
 
 from tools.testing import WORDS, make_tiny_bert, make_tiny_t5  # noqa: F401  (re-exported for tests)
 

@@ -84,12 +84,94 @@ def test_output_lock_refuses_a_second_writer_and_takes_over_a_stale_lock(tmp_pat
     lock.path.write_text(f"{LOCK_MARKER} 999999999\n")  # a killed writer's
     caplog.set_level("WARNING", logger="multiview_plugin")
     with OutputLock(out):
-        assert "removing a stale lock (pid 999999999 is not running)" in caplog.text
+        assert "taking over a stale lock (pid 999999999 is not running)" in caplog.text
     lock.path.write_text("someone's file\n")
     os.utime(lock.path, (0, 0))  # old: not a lock being created
     with pytest.raises(ConfigError, match="is not a multiview_plugin lock"):
         OutputLock(out).acquire()
     assert lock.path.read_text() == "someone's file\n"
+
+
+_HOLDER = """
+import sys, time
+from multiview_plugin.paths import OutputLock
+lock = OutputLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_output_lock_is_an_os_lock_a_killed_holder_does_not_block(tmp_path, caplog):
+    """The lock is filelock's OS lock: a second writer is refused at once (no wait) while another process holds
+    it, even when the recorded pid is a live process's; after ``kill -9`` of the holder the kernel has released
+    it and the next writer takes it over (the old pid marker trusted the pid alone: a reused pid blocked
+    forever)."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "x.pkl"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(out)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(WriterBusyError, match=f"another writer \\(pid {holder.pid}\\) holds it") as err:
+            OutputLock(out).acquire()
+        assert time.monotonic() - started < 2 and "\n" not in str(err.value)
+        assert OutputLock(out).path.read_text() == f"{LOCK_MARKER} {holder.pid}\n"  # the refusal changed nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    caplog.set_level("WARNING", logger="multiview_plugin")
+    with OutputLock(out) as lock:
+        assert lock.path.read_text() == f"{LOCK_MARKER} {os.getpid()}\n"
+        assert f"taking over a stale lock (pid {holder.pid} is not running)" in caplog.text
+    assert not lock.path.exists()
+    # a marker naming a live pid (here this test's parent) but no OS lock held: taken over, not a hang
+    lock.path.write_text(f"{LOCK_MARKER} {os.getppid()}\n")
+    with OutputLock(out):
+        assert lock.path.read_text() == f"{LOCK_MARKER} {os.getpid()}\n"
+    assert not lock.path.exists()
+
+
+def test_output_lock_leaves_a_file_it_refuses_untouched_and_removes_only_its_own(tmp_path):
+    """A refused acquire writes nothing; release removes the lock file only while it holds this run's line."""
+    out = tmp_path / "x.pkl"
+    with OutputLock(out) as lock:
+        lock.path.write_text("replaced by hand\n")  # no longer our line: left in place
+    assert lock.path.read_text() == "replaced by hand\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pkl.lock"]
+
+
+_RACER = """
+import sys, time
+from multiview_plugin.paths import OutputLock, WriterBusyError
+while time.time() < float(sys.argv[2]):
+    pass
+try:
+    with OutputLock(sys.argv[1]):
+        print("held", flush=True)
+        time.sleep(2)
+except WriterBusyError:
+    print("busy", flush=True)
+"""
+
+
+def test_output_lock_writers_started_at_once_one_wins_nothing_left(tmp_path):
+    """Writers started at the same moment on a fresh output: exactly one holds it, the others are refused as busy
+    (not "not a multiview_plugin lock"), and no lock file is left behind."""
+    import subprocess
+    import sys
+    import time
+
+    out, start = tmp_path / "x.pkl", time.time() + 2
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    racers = [subprocess.Popen([sys.executable, "-c", _RACER, str(out), str(start)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env) for _ in range(4)]
+    results = sorted(r.communicate(timeout=120)[0].strip() for r in racers)
+    assert results == ["busy", "busy", "busy", "held"], results
+    assert list(tmp_path.iterdir()) == []
 
 
 # ----------------------------------------------------------------------------- property-based tests (hypothesis)

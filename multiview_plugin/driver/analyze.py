@@ -30,9 +30,7 @@ from pathlib import Path
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.evaluation.view_usage import analyze_index, write_plots
 from multiview_plugin.paths import refuse_output_over_input
-from multiview_plugin.search._index import index_files
 
 logger = logging.getLogger("multiview_plugin.analyze")
 
@@ -62,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from multiview_plugin.evaluation.view_usage import analyze_index, write_plots  # after --help: torch, Faiss
+    from multiview_plugin.search._index import index_files
+
     setup_logging()
     if args.lv_temperature <= 0 or args.hits < 1:
         raise ConfigError("--lv_temperature must be > 0 and --hits >= 1")

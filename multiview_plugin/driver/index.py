@@ -30,7 +30,6 @@ from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search._index import DEFAULT_INDEX_FACTORY
 from multiview_plugin.search.aggregators import AGGREGATORS
-from multiview_plugin.search.report import index_report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
     if args.report:
+        from multiview_plugin.search.report import index_report
+
         print(index_report(args.report))
         return 0
     if args.calibrate:

@@ -20,6 +20,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm import tqdm
@@ -31,10 +32,11 @@ from multiview_plugin.data.readers import iter_train_records, load_corpus
 from multiview_plugin.encoding.shards import check_finite_rows
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.paths import refuse_output_over_input
-from multiview_plugin.search import FaissStore, MultiVectorSearcher
-from multiview_plugin.search._index import check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import first_occurrences, take_ranked
 from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
+
+if TYPE_CHECKING:
+    from multiview_plugin.search import MultiVectorSearcher
 
 logger = logging.getLogger("multiview_plugin.mine_negatives")
 
@@ -74,6 +76,9 @@ def mine(searcher: MultiVectorSearcher, q_reps: np.ndarray, depth: int, first_ro
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from multiview_plugin.search import FaissStore, MultiVectorSearcher  # after --help: torch, Faiss
+    from multiview_plugin.search._index import check_corpus_is_indexed, index_files
+
     setup_logging()
     if args.num_negatives < 1 or args.depth < 1:
         raise ConfigError("--depth and --num_negatives must be >= 1")

@@ -25,9 +25,7 @@ import pickle
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import faiss
-import numpy as np
+from typing import TYPE_CHECKING
 
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.cli import cap_depth, cli, setup_logging
@@ -40,17 +38,13 @@ from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.progress import progress_bar
 from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT
-from multiview_plugin.search import (
-    FaissStore,
-    MultiVectorSearcher,
-    get_aggregator,
-    search_batched,
-    search_shards,
-    write_explanations,
-)
-from multiview_plugin.search._index import DEFAULT_AGGREGATION, IndexMeta, check_corpus_is_indexed, index_files
 from multiview_plugin.search.aggregators import AGGREGATORS
 from multiview_plugin.search.hybrid import DEFAULT_ALPHA, DEFAULT_DEPTH
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# Faiss, torch and the searchers are imported in the functions that search, so that --help loads none of them.
 
 logger = logging.getLogger("multiview_plugin.search")
 
@@ -189,6 +183,9 @@ def require_positive(value: int, flag: str) -> int:
 
 
 def search_tevatron(args: argparse.Namespace) -> None:
+    from multiview_plugin.search import FaissStore, get_aggregator, search_batched, search_shards
+    from multiview_plugin.search._index import DEFAULT_AGGREGATION
+
     if not (args.query_reps and args.passage_reps and args.save_ranking_to):
         raise ConfigError("Tevatron style needs --query_reps, --passage_reps and --save_ranking_to")
     require_positive(args.depth, "--depth")
@@ -260,6 +257,11 @@ def search_depth(args: argparse.Namespace, num_docs: int) -> int:
 
 
 def search_pyserini(args: argparse.Namespace) -> None:
+    import faiss
+
+    from multiview_plugin.search import MultiVectorSearcher, search_batched, write_explanations
+    from multiview_plugin.search._index import check_corpus_is_indexed, index_files
+
     if not args.output:
         raise ConfigError("--index needs --output")
     require_positive(args.hits, "--hits")
@@ -308,6 +310,9 @@ def sharded(args: argparse.Namespace) -> bool:
 
 def search_sharded(args: argparse.Namespace) -> None:
     """--index a,b,c [--ray_address ...]: the shards searched as one (multiview_plugin.search.sharded)."""
+    import faiss
+
+    from multiview_plugin.search._index import IndexMeta, check_corpus_is_indexed, index_files
     from multiview_plugin.search.sharded import ShardedSearcher, check_sharded_ray_options, parse_index_list
 
     ray = {name: RAY_SEARCH_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)

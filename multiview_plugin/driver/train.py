@@ -5,7 +5,8 @@
         --per_device_train_batch_size 16 --learning_rate 2e-5 --num_train_epochs 40
 
 Every ``transformers.TrainingArguments`` flag works too; under ``torchrun`` in-batch negatives are shared across
-processes (as Tevatron; ``--no_negatives_x_device`` turns that off). ``--help`` lists every flag.
+processes (as Tevatron; ``--no_negatives_x_device`` turns that off). ``--help`` lists the project's flags and the
+common Trainer ones; ``--help_all`` lists every flag.
 
 Flags that would be ignored are refused or logged (the parity table in docs/tevatron.md says which): the
 encode-only flags of Tevatron's shared DataArguments are refused with a non-default value; with a saved multiview
@@ -23,8 +24,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from multiview_plugin.cli import HELP_FLAGS, cli, parse_dataclasses, print_help_cached, setup_logging
 from multiview_plugin.cli import build_parser as build_dataclass_parser
+from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.paths import refuse_output_over_input
 from multiview_plugin.registry import get_encoder_class
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from multiview_plugin.modeling.config import EncoderConfig
 
 # torch, transformers, the datasets, the models and the Trainer are imported where they are used, so that
-# ``--help`` (whose text is cached: multiview_plugin.cli.print_help_cached) starts no heavy import.
+# ``--help`` loads no more than the methods' option classes (no TrainingArguments: ``--help_all`` lists those).
 PROG = "python -m multiview_plugin.driver.train"
 USAGE = "%(prog)s --model_name_or_path PATH --output_dir DIR [--model_name NAME] [flag ...] | CONFIG.json"
 
@@ -49,8 +50,35 @@ def argument_classes() -> tuple[type, ...]:
 
 
 def build_parser() -> Any:
-    """The train driver's parser (what ``--help`` prints)."""
+    """The train driver's parser (what ``--help_all`` prints)."""
     return build_dataclass_parser(argument_classes(), prog=PROG, description=__doc__, usage=USAGE)
+
+
+def build_help_parser() -> Any:
+    """What ``--help`` prints: the project's own flags and the common Trainer flags (no TrainingArguments)."""
+    from multiview_plugin.arguments import (
+        CommonTrainerFlags,
+        DataArguments,
+        DevArguments,
+        ModelArguments,
+        MultiViewTrainerFlags,
+    )
+
+    parser = build_dataclass_parser((ModelArguments, DataArguments, DevArguments, MultiViewTrainerFlags,
+                                     CommonTrainerFlags), prog=PROG, description=__doc__, usage=USAGE)
+    parser.epilog = ("Every transformers.TrainingArguments flag works too: --help_all lists them all "
+                     "(it loads transformers' training stack).")
+    return parser
+
+
+def print_help(argv: Sequence[str]) -> None:
+    """``--help_all``: every flag; ``-h`` / ``--help``: the short list. Exits 0 after printing either."""
+    if "--help_all" in argv:
+        build_parser().print_help()
+        raise SystemExit(0)
+    if "-h" in argv or "--help" in argv:
+        build_help_parser().print_help()
+        raise SystemExit(0)
 
 
 logger = logging.getLogger("multiview_plugin.train")
@@ -250,8 +278,7 @@ def warn_fp16_without_gpu(training_args: MultiViewTrainingArguments) -> None:
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv in HELP_FLAGS:
-        print_help_cached(PROG, build_parser)
+    print_help(argv)
     import torch
     from transformers import set_seed
 

@@ -28,14 +28,12 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.backbones import resolve_backbone
 from multiview_plugin.data.pseudo_queries import format_query_record
 from multiview_plugin.data.readers import iter_corpus
-from multiview_plugin.encoding.encode import shard_bounds
 from multiview_plugin.encoding.fingerprint import describe_differences, file_identity
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.paths import refuse_output_over_input
@@ -231,8 +229,10 @@ def _append(out, text: str) -> None:
 
 def generate_queries(args: GenerateArguments) -> Path:
     """Generate one shard (see the module docstring); returns the output path."""
+    import torch  # here, as the rest: the driver's --help reads GenerateArguments only
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from multiview_plugin.encoding.encode import shard_bounds
     from multiview_plugin.modeling.persistence import from_pretrained
 
     if args.num_queries < 1 or args.top_k < 1 or args.batch_size < 1:

@@ -23,9 +23,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 FINGERPRINT_VERSION = 1
 # the fields that identify the model: shards (and queries) searched together must agree on all of them
@@ -76,6 +77,8 @@ def _digest_json(obj: Any) -> str:
 
 def weights_digest(module: torch.nn.Module) -> str:
     """SHA-256 of every parameter and buffer (names, dtypes, shapes and bytes); tied tensors are hashed once."""
+    import torch  # here, not at the top: the shard readers (and drivers' --help) import this module
+
     digest = hashlib.sha256()
     seen: dict[tuple[int, int], str] = {}
     for name, tensor in sorted(module.state_dict().items()):

@@ -8,8 +8,14 @@ answer-bearing (or relevant) passage -- and the question is whether the mean dif
   retrieval evaluation") recommend for IR: under the null hypothesis the two systems' labels are exchangeable
   per question, so each per-question difference keeps or flips its sign with probability 1/2. Two-sided:
   ``p = P(|mean of flipped differences| >= |observed mean difference|)``. Exact (all ``2^n`` sign patterns of
-  the non-zero differences) when there are at most ``exact_max`` of them, else Monte Carlo with a fixed seed
-  and the ``(b + 1) / (N + 1)`` estimate of Phipson and Smyth (2010), which is never 0.
+  the non-zero differences, ``scipy.stats.permutation_test`` with ``permutation_type="samples"``) when there are
+  at most ``exact_max`` of them, else Monte Carlo with a fixed seed and the ``(b + 1) / (N + 1)`` estimate of
+  Phipson and Smyth (2010), which is never 0, from the seeded draws the committed records used (so their
+  p-values reproduce; the records' ``p_test`` says which of the two each used).
+* :func:`mcnemar_exact_test` -- the exact McNemar test of binary outcomes (a two-sided binomial test on the
+  questions where exactly one system hits). For 0/1 outcomes every non-zero difference is +-1, so this *is* the
+  randomization test's exact value for any number of questions: exact small p-values where the Monte Carlo
+  estimate stops at ``1 / (N + 1)``.
 * :func:`paired_t_test` -- Student's paired t-test (scipy's ``ttest_rel``), two-sided.
 
 Per-question outcomes are stored compactly as ranks: ``ranks[i]`` is the 0-based rank of question ``i``'s first
@@ -19,11 +25,12 @@ answer-bearing passage, -1 when none is within the evaluated depth (:func:`hits_
 0.0625
 >>> paired_randomization_test([1, 0, 1], [1, 0, 1])
 1.0
+>>> mcnemar_exact_test([1] * 30, [0] * 30)  # 2 / 2^30
+1.862645149230957e-09
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -33,6 +40,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 RANDOMIZATION = "paired randomization"
+MCNEMAR = "exact McNemar"
 T_TEST = "paired t-test"
 EXACT_MAX = 16
 
@@ -50,6 +58,11 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
     if not len(x):
         raise ValueError("paired outcomes are empty")
     return x - y
+
+
+def _abs_mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The two-sided statistic: ``|mean difference|`` (its upper tail is the two-sided p of the sign flips)."""
+    return np.abs(np.mean(x, axis=axis))
 
 
 def paired_randomization_test(a: Sequence[float], b: Sequence[float], num_permutations: int = 10_000,
@@ -72,13 +85,24 @@ def paired_randomization_test(a: Sequence[float], b: Sequence[float], num_permut
     d = d[d != 0]
     if not len(d):
         return 1.0
-    observed = abs(d.sum())
-    tol = 1e-9 * max(1.0, observed)
     if len(d) <= exact_max:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
-        return float(np.mean(np.abs(signs @ d) >= observed - tol))
+        from scipy import stats
+
+        return float(stats.permutation_test((d,), _abs_mean, permutation_type="samples", vectorized=True,
+                                            n_resamples=np.inf, alternative="greater").pvalue)
     if num_permutations < 1:
         raise ValueError(f"num_permutations must be positive, got {num_permutations}")
+    return _seeded_sign_flips(d, num_permutations, seed)
+
+
+def _seeded_sign_flips(d: np.ndarray, num_permutations: int, seed: int) -> float:
+    """The Monte Carlo estimate ``(b + 1) / (N + 1)`` from numpy's ``default_rng(seed)`` sign patterns, drawn in
+    the order every committed record's ``... sign flips, seed S`` p-value was drawn: kept so those p-values
+    reproduce exactly (``scipy.stats.permutation_test(..., rng=seed)`` estimates the same p from other draws,
+    which would move the published values by their Monte Carlo error; :func:`mcnemar_exact_test` gives the exact
+    value for hits)."""
+    observed = abs(d.sum())
+    tol = 1e-9 * max(1.0, observed)
     rng = np.random.default_rng(seed)
     extreme, done, chunk = 0, 0, max(1, min(num_permutations, 2_000_000 // len(d)))
     while done < num_permutations:
@@ -87,6 +111,21 @@ def paired_randomization_test(a: Sequence[float], b: Sequence[float], num_permut
         extreme += int(np.sum(np.abs(signs @ d) >= observed - tol))
         done += m
     return (extreme + 1) / (num_permutations + 1)
+
+
+def mcnemar_exact_test(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of the exact McNemar test of paired 0/1 outcomes (scipy's ``binomtest`` of the
+    questions only ``a`` hits among those where exactly one system hits, p = 1/2); 1.0 when none differ."""
+    from scipy import stats
+
+    d = _differences(a, b)
+    if not np.all(np.isin(np.asarray(a, dtype=np.float64), (0.0, 1.0))
+                  & np.isin(np.asarray(b, dtype=np.float64), (0.0, 1.0))):
+        raise ValueError("the exact McNemar test needs 0/1 outcomes (hits); use paired_randomization_test")
+    wins, losses = int(np.sum(d > 0)), int(np.sum(d < 0))
+    if not wins + losses:
+        return 1.0
+    return float(stats.binomtest(wins, wins + losses, 0.5).pvalue)
 
 
 def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
@@ -105,7 +144,8 @@ def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
 def compare_ranks(ranks: Sequence[int], baseline: Sequence[int], k: int = 1, num_permutations: int = 10_000,
                   seed: int = 0) -> dict:
     """Top-``k`` hits of a system against a baseline on the same questions: the fields a results row carries
-    (``p_value``, ``p_test``, ``p_value_ttest``, ``p_delta``: the difference of the top-k accuracies, in %)."""
+    (``p_value`` and ``p_test``: the paired randomization test, as every record has it; ``p_value_exact``: the
+    exact McNemar test, ``p_value_ttest``; ``p_delta``: the difference of the top-k accuracies, in %)."""
     a, b = hits_at(ranks, k), hits_at(baseline, k)
     if len(a) != len(b):
         raise ValueError(f"{len(a)} per-question outcomes against a baseline with {len(b)}: not the same questions")
@@ -114,5 +154,7 @@ def compare_ranks(ranks: Sequence[int], baseline: Sequence[int], k: int = 1, num
            else f"{num_permutations} sign flips, seed {seed}")
     return {"p_value": paired_randomization_test(a, b, num_permutations, seed, EXACT_MAX),
             "p_test": f"{RANDOMIZATION} (two-sided, top-{k} hits, {how})",
+            "p_value_exact": mcnemar_exact_test(a, b),
+            "p_test_exact": f"{MCNEMAR} (two-sided binomial, top-{k} hits, {differing} questions differ)",
             "p_value_ttest": paired_t_test(a, b),
             "p_delta": 100.0 * float(a.mean() - b.mean())}

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.readers import load_qrels
@@ -115,6 +114,8 @@ def analyze_index(
         "top1_wins": np.bincount(top1, minlength=width).tolist(),
     }
     if multi and (valid.sum(axis=1) >= 2).any():
+        import torch
+
         t = torch.from_numpy(scores)
         doc_index = torch.from_numpy(docs)
         model_tau = searcher.meta.extra.get("temperature")

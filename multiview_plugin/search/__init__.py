@@ -1,17 +1,49 @@
-"""Multi-vector Faiss indexes and searchers (Pyserini-style API)."""
+"""Multi-vector Faiss indexes and searchers (Pyserini-style API).
 
-from multiview_plugin.search._backend import SearchBackend
-from multiview_plugin.search._index import IndexMeta, build_index
-from multiview_plugin.search._searcher import (
-    ApproximateSearch,
-    FaissStore,
-    Hit,
-    MultiVectorSearcher,
-    search_batched,
-    search_shards,
-)
-from multiview_plugin.search.aggregators import AGGREGATORS, Aggregator, MaxAggregator, get_aggregator
-from multiview_plugin.search.explain import Explanation, ViewExplainer, write_explanations
+The names below load on first use (PEP 562), so importing one light submodule (``search.aggregators``: a
+driver's ``--help``) does not load Faiss and every backend."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "SearchBackend": "_backend",
+    "IndexMeta": "_index", "build_index": "_index",
+    "ApproximateSearch": "_searcher", "FaissStore": "_searcher", "Hit": "_searcher",
+    "MultiVectorSearcher": "_searcher", "search_batched": "_searcher", "search_shards": "_searcher",
+    "AGGREGATORS": "aggregators", "Aggregator": "aggregators", "MaxAggregator": "aggregators",
+    "get_aggregator": "aggregators",
+    "Explanation": "explain", "ViewExplainer": "explain", "write_explanations": "explain",
+}
+
+if TYPE_CHECKING:
+    from multiview_plugin.search._backend import SearchBackend
+    from multiview_plugin.search._index import IndexMeta, build_index
+    from multiview_plugin.search._searcher import (
+        ApproximateSearch,
+        FaissStore,
+        Hit,
+        MultiVectorSearcher,
+        search_batched,
+        search_shards,
+    )
+    from multiview_plugin.search.aggregators import AGGREGATORS, Aggregator, MaxAggregator, get_aggregator
+    from multiview_plugin.search.explain import Explanation, ViewExplainer, write_explanations
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 __all__ = [
     "AGGREGATORS",

@@ -28,11 +28,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search._searcher import Hit
+
+if TYPE_CHECKING:
+    from multiview_plugin.search._searcher import Hit
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +144,8 @@ class BM25Searcher:
                      ) -> dict[str, list[Hit]]:
         """Pyserini's ``batch_search`` shape: ``{qid: [Hit(docid, score), ...]}`` (``threads`` is accepted for
         Pyserini's signature; bm25s scores all queries at once)."""
+        from multiview_plugin.search._searcher import Hit  # here: the module's constants are --help's defaults
+
         if len(queries) != len(q_ids):
             raise ConfigError(f"{len(queries)} queries but {len(q_ids)} query ids")
         return {q: [Hit(d, s) for d, s in hits] for q, hits in self.search(queries, q_ids, k).items()}
@@ -200,6 +205,8 @@ class HybridSearcher:
 
     def batch_search(self, queries: Sequence[str], q_ids: Sequence[str], k: int = 10, threads: int = 1
                      ) -> dict[str, list[Hit]]:
+        from multiview_plugin.search._searcher import Hit
+
         depth = max(k, self.depth)
         dense = _as_run(self.dense.batch_search(list(queries), list(q_ids), k=depth, threads=threads))
         sparse = _as_run(self.sparse.batch_search(list(queries), list(q_ids), k=depth, threads=threads))

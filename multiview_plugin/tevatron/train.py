@@ -25,7 +25,7 @@ from transformers import set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 from multiview_plugin.arguments import ModelArguments, refuse_foreign_options
-from multiview_plugin.cli import DriverArgumentParser, HelpFormatter, cli, setup_logging
+from multiview_plugin.cli import HelpFormatter, cli, driver_argument_parser, setup_logging
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.registry import get_encoder_class
@@ -109,7 +109,7 @@ def help_without_tevatron(argv: Sequence[str]) -> None:
     run is refused in one line."""
     if "-h" in argv or "--help" in argv:
         print(f"note: {TEVATRON_MISSING}\n", file=sys.stderr)
-        DriverArgumentParser((ModelArguments,), prog=PROG, description=__doc__ + (
+        driver_argument_parser()((ModelArguments,), prog=PROG, description=__doc__ + (
             "\nTevatron v2 is not installed: the flags below are the ones multiview_plugin adds; Tevatron's own "
             "(data, training) are listed once it is installed."),
             formatter_class=HelpFormatter).print_help()
@@ -125,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not HAVE_TEVATRON:
         help_without_tevatron(argv)
-    parser = DriverArgumentParser((PluginModelArguments, TevatronDataArguments, TevatronTrainingArguments),
-                                  prog=PROG, description=__doc__, formatter_class=HelpFormatter)
+    parser = driver_argument_parser()((PluginModelArguments, TevatronDataArguments, TevatronTrainingArguments),
+                                                  prog=PROG, description=__doc__, formatter_class=HelpFormatter)
     if len(argv) == 1 and argv[0].endswith(".json"):
         model_args, data_args, training_args = parser.parse_json_file(json_file=os.path.abspath(argv[0]))
     else:

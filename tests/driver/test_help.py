@@ -1,5 +1,5 @@
-"""Every command-line entry point's ``--help``: no traceback, a ``python -m <module>`` usage line; the encode
-driver's without importing torch (fast); the Tevatron driver's without Tevatron installed."""
+"""Every command-line entry point's ``--help``: no traceback, a ``python -m <module>`` usage line; the drivers'
+without importing torch, Faiss or transformers' models (fast); the Tevatron driver's without Tevatron installed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -98,63 +97,86 @@ def test_train_help_is_grouped_with_choices(capsys):
     assert "--pooling" in text and "--passage_max_len" in text and "--append_eos_token" in text
 
 
-def test_encode_help_imports_no_torch_and_is_fast():
-    """``driver.encode --help`` parses before torch, transformers' models or the library load (13.7 s before,
-    1.8 s after on a loaded 2-core machine: bench/help_time.log). The bound is generous; the import check is the
-    guard."""
-    code = ("import runpy, sys\nsys.argv = ['encode', '--help']\ntry:\n"
-            "    runpy.run_module('multiview_plugin.driver.encode', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)\n")
+DRIVERS = ["train", "encode", "index", "search", "evaluate", "analyze", "mine_negatives", "generate_queries"]
+HF_PARSED = {"train", "encode", "generate_queries"}  # their flags are dataclasses parsed by HfArgumentParser
+HEAVY = ("torch", "faiss", "datasets", "scipy", "transformers.training_args", "transformers.modeling_utils")
+
+
+def _help_imports(module: str, flag: str = "--help") -> tuple[int, str, set[str]]:
+    """``python -m <module> <flag>`` in a fresh process: (exit status, stdout, the heavy modules it imported)."""
+    code = (f"import runpy, sys\nsys.argv = ['x', {flag!r}]\ncode = 0\ntry:\n"
+            f"    runpy.run_module({module!r}, run_name='__main__')\n"
+            "except SystemExit as e:\n    code = e.code or 0\n"
+            f"print(' '.join(m for m in {HEAVY + ('transformers',)!r} if m in sys.modules), file=sys.stderr)\n"
+            "sys.exit(code)\n")
     env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    elapsed = time.perf_counter() - start
-    assert done.returncode == 0 and "usage: python -m multiview_plugin.driver.encode" in done.stdout
-    assert done.stderr.strip().endswith("NO-TORCH")
-    assert elapsed < 30, f"encode --help took {elapsed:.1f} s"
-
-
-def _train_help(env: dict) -> tuple[str, float, bool]:
-    """``python -m multiview_plugin.driver.train --help`` in a fresh process: (stdout, seconds, torch imported)."""
-    code = ("import runpy, sys\nsys.argv = ['train', '--help']\ntry:\n"
-            "    runpy.run_module('multiview_plugin.driver.train', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)\n")
-    start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout, time.perf_counter() - start, done.stderr.strip().splitlines()[-1] == "TORCH"
+    lines = done.stderr.strip().splitlines()
+    return done.returncode, done.stdout, set(lines[-1].split()) if lines else set()
 
 
-def test_train_help_is_cached_identical_and_then_imports_no_torch(tmp_path, monkeypatch):
-    """``driver.train --help`` needs transformers.TrainingArguments and every method's options (17 s on a loaded
-    2-core machine, 5.2 s idle: bench/help_time.log). The first call keeps the text (MULTIVIEW_HELP_CACHE); later
-    calls print it without importing torch (0.7 s idle), the same text as the parser's own; another width or a
-    changed module of the package gives another key."""
-    from multiview_plugin.cli import help_cache_file
-    from multiview_plugin.driver.train import PROG, build_parser
+@pytest.mark.parametrize("driver", sorted(set(DRIVERS) - {"train"}))
+def test_driver_help_loads_no_torch_faiss_or_transformers(driver):
+    """Every driver's ``--help`` builds its parser before torch, Faiss, datasets or transformers' models load
+    (imported in the functions that need them): fast on a cold start (bench/help_time.log). The plain argparse
+    drivers import no transformers at all; the dataclass drivers only its argument parser."""
+    module = f"multiview_plugin.driver.{driver}"
+    code, out, heavy = _help_imports(module)
+    assert code == 0 and out.startswith(f"usage: python -m {module}"), out[:300]
+    assert not heavy & {"torch", "datasets", "scipy", "transformers.training_args", "transformers.modeling_utils"}
+    if driver not in HF_PARSED:
+        assert "transformers" not in heavy
+    if driver != "index":  # index: its defaults come from search._index and search.calibrate, which load Faiss
+        assert "faiss" not in heavy
 
-    monkeypatch.setenv("MULTIVIEW_HELP_CACHE", str(tmp_path))
-    monkeypatch.setenv("COLUMNS", "100")
-    env = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
-    first, _, first_torch = _train_help(env)
-    assert first_torch and len(list(tmp_path.glob("multiview_plugin.driver.train.*.txt"))) == 1
-    second, seconds, second_torch = _train_help(env)
-    assert not second_torch and second == first
-    assert first == build_parser().format_help()  # the parser's own text, at the same width
-    assert seconds < 30, f"cached train --help took {seconds:.1f} s"
-    key = help_cache_file(PROG)
-    monkeypatch.setenv("COLUMNS", "101")
-    assert help_cache_file(PROG) != key
-    monkeypatch.setenv("COLUMNS", "100")
-    module = PACKAGE / "bounds.py"
-    st = module.stat()
-    os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
-    try:
-        assert help_cache_file(PROG) != key
-    finally:
-        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert help_cache_file(PROG) == key
-    monkeypatch.setenv("MULTIVIEW_HELP_CACHE", "0")
-    assert help_cache_file(PROG) is None
+
+def test_train_help_lists_the_common_flags_and_help_all_every_flag():
+    """``train --help``: the project's flags and the common Trainer flags, without transformers.TrainingArguments
+    (it loads torch and accelerate); ``--help_all``: every flag. (The method options still come from the encoder
+    modules, which import torch.)"""
+    code, short, heavy = _help_imports("multiview_plugin.driver.train")
+    assert code == 0 and "transformers.training_args" not in heavy
+    code, full, heavy_all = _help_imports("multiview_plugin.driver.train", "--help_all")
+    assert code == 0 and "transformers.training_args" in heavy_all
+    for flag in ("--model_name", "--mvr_num_views", "--dataset_path", "--dev_queries", "--grad_cache",
+                 "--output_dir", "--per_device_train_batch_size", "--learning_rate", "--num_train_epochs",
+                 "--save_total_limit", "--bf16"):
+        assert f"  {flag} " in short and f"  {flag} " in full, flag
+    for flag in ("--lr_scheduler_type", "--adam_beta1", "--eval_strategy", "--push_to_hub"):
+        assert f"  {flag} " not in short and f"  {flag} " in full, flag
+    assert "--help_all lists" in short and len(short.splitlines()) < len(full.splitlines())
+
+
+def test_common_trainer_flags_match_training_arguments():
+    """The short --help's Trainer flags carry the installed TrainingArguments' defaults and types (drift guard),
+    and MultiViewTrainingArguments parses every flag of both help texts."""
+    import dataclasses
+    import typing
+
+    from transformers import TrainingArguments
+
+    from multiview_plugin.arguments import CommonTrainerFlags, MultiViewTrainerFlags, MultiViewTrainingArguments
+
+    theirs = TrainingArguments.__dataclass_fields__
+    hints = typing.get_type_hints(TrainingArguments)
+    for f in dataclasses.fields(CommonTrainerFlags):
+        assert f.name in theirs, f.name
+        assert f.default == theirs[f.name].default or (f.name == "output_dir" and theirs[f.name].default
+                                                       is dataclasses.MISSING), f.name
+        assert typing.get_type_hints(CommonTrainerFlags)[f.name] == hints[f.name] or f.name == "save_steps", f.name
+    ours = MultiViewTrainingArguments.__dataclass_fields__
+    for f in dataclasses.fields(MultiViewTrainerFlags):
+        assert ours[f.name].default == f.default, f.name
+    assert MultiViewTrainingArguments.argument_group("grad_cache")[0] == "training (multiview_plugin's Trainer flags)"
+    assert MultiViewTrainingArguments.argument_group("seed")[0].startswith("training (the Hugging Face Trainer's")
+
+
+def test_training_arguments_pickle_by_name(tmp_path):
+    """MultiViewTrainingArguments is made on first use; the Trainer still saves it (training_args.bin) by name."""
+    import pickle
+
+    from multiview_plugin.arguments import MultiViewTrainingArguments
+
+    args = MultiViewTrainingArguments(output_dir=str(tmp_path), grad_cache=True)
+    again = pickle.loads(pickle.dumps(args))
+    assert type(again) is MultiViewTrainingArguments and again.grad_cache and again.warmup_ratio == 0.1
