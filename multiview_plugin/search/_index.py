@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -387,6 +387,7 @@ def build_index(
     doc_index_factory: str | None = None,
     rescore_store: str = "none",
     ivf_training: str = "flat",
+    before_swap: Callable[[Path], None] | None = None,
 ) -> IndexMeta:
     """Write an index folder from encoded shards (see module docstring).
 
@@ -406,6 +407,8 @@ def build_index(
     :func:`train_ivf_two_level`, for 10⁴–10⁶ lists, where flat k-means dominates the build) says how an IVF
     index's coarse centroids are trained; pair it with an HNSW quantiser (``IVF131072_HNSW32,SQ8``) so the adds
     do not scan every centroid either (``bench/ivf_build.py``).
+    ``before_swap`` is called with the finished folder while it is still beside ``index_dir`` (the build's
+    temporary folder): an error it raises (a calibration below target) leaves ``index_dir`` as it was.
     """
     if ivf_training not in IVF_TRAININGS:
         raise ConfigError(f"--ivf_training {ivf_training!r}: expected one of {', '.join(IVF_TRAININGS)}")
@@ -533,6 +536,9 @@ def build_index(
         meta.files = {name: sampled_identity(tmp_dir / name) for name in FINGERPRINTED_FILES
                       if (tmp_dir / name).is_file()}
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+        if before_swap is not None:
+            before_swap(tmp_dir)
+            meta = IndexMeta.load(tmp_dir)  # what it recorded (a calibration's search defaults)
         # checked again: the folder may have changed while the index was built
         check_index_folder(index_dir, overwrite)
         swap_in_folder(tmp_dir, index_dir)  # the old index stays until the new one is complete
