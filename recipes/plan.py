@@ -64,6 +64,7 @@ MIN_TRAIN_PER_LIST = 39
 # bench/docid_map_memory.log (2M rows, 8-digit docids, 8 views per document)
 DOCID_MAP_BYTES_PER_ROW = 168.5
 MAX_NODES = 256  # the most nodes a plan considers
+MAX_CORES, MAX_GPUS = 1024, 64  # the most cores per node and GPUs a plan divides over (run.py refuses more)
 CALIBRATION_QUERIES = 200  # multiview_plugin.search.calibrate.DEFAULT_QUERIES: exact scan of the corpus for each
 MEASURED_GPU = "NVIDIA H100 80GB HBM3"  # the device of every committed GPU record
 GPU_RUN_BATCH, GPU_RUN_TRAIN_QUESTIONS = 64, 6577  # the squad-gpu20 runs: batch 64, 6,577 training questions
@@ -506,9 +507,10 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     ram = max((p["ram_gb"] for _, p in builds), default=0.0)
     disk = sum(p["disk_gb"] for _, p in builds)
     if nodes > 1:
-        lines.append(f"nodes: {nodes}, one shard index each: run the index step on each node over its 1/{nodes} of "
-                     "the encoded shards (the commands below build one index over all of them) and merge the nodes' "
-                     "top-k at search time (docs/scaling.md, plans for the whole pipeline)")
+        lines.append(f"nodes: {nodes}, one shard index each: node k encodes its 1/{nodes} of the shards into "
+                     "emb/<corpus>/node<k>/ and builds index/<corpus>/node<k> from them (the commands below, one "
+                     "index command per node); the search is one sharded search over every node's index on a Ray "
+                     "cluster (driver.search --index node0,node1,... --ray_address), merging the nodes' top-k")
     lines.append(f"totals: RAM {ram:.0f} GB per node (budget {args.ram_budget_gb:g}), disk "
                  f"{disk + shard_gb / nodes:,.0f} GB per node (index {disk:,.0f} + shards {shard_gb / nodes:,.0f}), "
                  f"index build {_hours(total_build)} on {cores} core{'s' if cores > 1 else ''}"

@@ -291,3 +291,72 @@ def test_symbolic_eval_files_come_from_ir_datasets(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="error: topics.dpr.squad.test.txt: not found: pass --topics_dir .* or pip "
                                          "install pyserini$"):
         recipe_run.eval_file("topics.dpr.squad.test.txt", a, tmp_path / "data", dry_run=False)
+
+
+# ----------------------------------------------------------------------------- plans the runner carries out
+
+
+def commands(out: str, module: str) -> list[str]:
+    return [line[2:] for line in out.splitlines() if line.startswith("$ ") and f"-m {module} " in line]
+
+
+def test_gpus_8_trains_and_encodes_under_torchrun(tmp_path, capsys):
+    """issue 38: --gpus 8 priced training on 8 GPUs while the runner trained in one process. Now the plan's
+    commands are torchrun ones: the recipe's batch of 128 split 16 per process with in-batch negatives gathered
+    across them, and one parallel encode over the shards."""
+    out = dry_run(["nq", "mvr", "--gpus", "8", "--data_dir", str(tmp_path / "raw")], tmp_path, capsys)
+    (train,) = commands(out, "multiview_plugin.driver.train")
+    assert train.startswith("torchrun --nproc_per_node 8 -m multiview_plugin.driver.train ")
+    assert "--per_device_train_batch_size 16 " in train and "--negatives_x_device" in train
+    (encode,) = commands(out, "multiview_plugin.driver.encode")
+    assert encode.startswith("torchrun --nproc_per_node 8 -m multiview_plugin.driver.encode ")
+    assert "--dataset_number_of_shards 8" in encode and "--dataset_shard_index" not in encode
+    one = dry_run(["nq", "mvr", "--gpus", "1", "--data_dir", str(tmp_path / "raw")], tmp_path, capsys)
+    assert all(c.startswith("python -m ") for c in commands(one, "multiview_plugin.driver"))
+    with pytest.raises(SystemExit, match="batch of 128 does not split evenly over 3"):
+        dry_run(["nq", "mvr", "--gpus", "3", "--data_dir", str(tmp_path / "raw")], tmp_path, capsys)
+
+
+def test_runner_runs_torchrun_for_several_processes(monkeypatch, capsys):
+    import subprocess
+
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda argv, check: calls.append(argv) or argparse.Namespace(returncode=0))
+    recipe_run.Runner()("multiview_plugin.driver.train", ["--output_dir", "m"], procs=4)
+    assert calls == [[sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "4", "-m",
+                      "multiview_plugin.driver.train", "--output_dir", "m"]]
+    assert capsys.readouterr().out.startswith("$ torchrun --nproc_per_node 4 -m multiview_plugin.driver.train ")
+    monkeypatch.setattr(subprocess, "run", lambda argv, check: argparse.Namespace(returncode=1))
+    with pytest.raises(SystemExit, match="step failed"):
+        recipe_run.Runner()("multiview_plugin.driver.train", [], procs=2)
+
+
+def test_plan_over_nodes_builds_one_index_per_node_and_searches_them_sharded(tmp_path, capsys):
+    """issue 38: the 3-node plan for a 64 GB budget printed commands that build one index over everything. Now each
+    node encodes its third of the shards into its own folder and builds its own index from them, and the search is
+    one sharded search over the three on a Ray cluster."""
+    out = dry_run(["nq", "mvr", "--ram_budget_gb", "64", "--data_dir", str(tmp_path / "raw")], tmp_path, capsys)
+    nodes = int(re.search(r"nodes: (\d+), one shard index each", out).group(1))
+    assert nodes == 3
+    encodes = commands(out, "multiview_plugin.driver.encode")
+    assert len(encodes) == 9  # the recipe's 8 shards raised to 3 per node
+    for k in range(nodes):
+        mine = [c for c in encodes if f"/emb/corpus/node{k}/corpus." in c]
+        assert len(mine) == 3 and all("--dataset_number_of_shards 9" in c for c in mine)
+    indexes = commands(out, "multiview_plugin.driver.index")
+    assert len(indexes) == nodes
+    for k, c in enumerate(indexes):
+        assert f"/emb/corpus/node{k}/corpus.*.pkl" in c and f"--index_dir {tmp_path}/dry/index/corpus/node{k}" in c
+        assert "--allow_partial" in c and "IVF65536_HNSW32,SQ8" in c
+    (search,) = commands(out, "multiview_plugin.driver.search")
+    parts = ",".join(f"{tmp_path}/dry/index/corpus/node{k}" for k in range(nodes))
+    assert f"--index {parts} --ray_address auto " in search
+
+
+@pytest.mark.parametrize("flag,value", [("--nodes", "1000000000"), ("--cores", "100000"), ("--gpus", "100000")])
+def test_absurd_machine_is_refused(flag, value, tmp_path, capsys):
+    """issue 38: --nodes 1000000000 printed "RAM 0 GB per node" (each node holding a fraction of a vector)."""
+    with pytest.raises(SystemExit) as exited:
+        recipe_run.main(["nq", "mvr", "--dry_run", flag, value, "--output_dir", str(tmp_path / "dry")])
+    assert exited.value.code == 2
+    assert f"{flag} {value}: plans consider at most" in capsys.readouterr().err
