@@ -671,12 +671,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "index (exact Flat if it fits, else the fastest measured to keep >= 0.98 of exact recall: SQ8 or "
                    "PQ codes with an fp16 re-scoring store on disk, HNSW, a document index) that fits it, or refuse "
                    "naming what would fit (more --nodes, or the smallest index's RAM). Default 256.")
-    p.add_argument("--cores", type=int, default=1, help="CPU cores per node the plan counts (CPU stages and the index "
-                   "build divide by it; default 1).")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs the plan counts for training and encoding (0: CPU "
-                   "only; default 1).")
-    p.add_argument("--gpu_name", default="H100", help="The GPU the plan is for; the committed GPU runs are on an "
-                   "NVIDIA H100 (another name is printed as not measured). Default H100.")
+    p.add_argument("--cores", type=int, default=1, help="CPU cores per node the plan counts (CPU stages: the "
+                   "measured one-thread rate x cores; the index build: the speed-up bench/build_scaling.log measured, "
+                   "never past its largest thread count; default 1).")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs per node: training and encoding run under torchrun "
+                   "--nproc_per_node GPUS (0: CPU only; default 1). The plan prices a GPU stage only from a rate "
+                   "measured on a GPU (bench/throughput.json), else prints it as not measured with its FLOPs.")
+    p.add_argument("--gpu_name", default="H100", help="The GPU the plan is for (default H100); printed beside GPU "
+                   "stages, which bench/throughput.json has not measured on any GPU.")
     p.add_argument("--nodes", type=int, help="Machines the corpus is split over (one shard index per node, built "
                    "and searched at once: RAM, disk and build per node are 1/nodes). Default: the fewest on which an "
                    "index fits --ram_budget_gb (1 when it fits one).")
