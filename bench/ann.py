@@ -1,6 +1,6 @@
 """Approximate search for multi-view documents: document recall@k vs exact max-sim, latency, memory, build time.
 
-Clustered synthetic unit vectors (``multiview_plugin.synthetic_vectors``: topic centres, documents near a
+Clustered synthetic unit vectors (``tools.synthetic_vectors``: topic centres, documents near a
 centre, views near their document, queries near one view of a document), not real MiniLM vectors: encoding
 a million passages' views costs hours on 2 CPU cores. MVR = ``--docs`` documents × ``--views`` vectors; DPR =
 the same documents with one vector each (the mean of its views, normalised). Each index type is built once per
@@ -28,16 +28,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import faiss
 import numpy as np
-from search_overhead import timed  # bench/ is the script's folder
 
-from multiview_plugin.search import ApproximateSearch, FaissStore, MaxAggregator
-from multiview_plugin.search._index import document_means
-from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tools/
+
+from search_overhead import timed  # noqa: E402 (bench/ is the script's folder)
+
+from multiview_plugin.search import ApproximateSearch, FaissStore, MaxAggregator  # noqa: E402
+from multiview_plugin.search._index import document_means  # noqa: E402
+from tools.synthetic_vectors import clustered_documents, clustered_queries  # noqa: E402
 
 HNSW_OVERFETCH = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DOC_CANDIDATES = (1.0, 1.5, 2.0, 4.0, 8.0)

@@ -6,7 +6,7 @@ queries are searched with the searcher's defaults — the calibrated ones, and t
 calibration existed (overfetch 2, the index's efSearch, 200 document candidates) — and their document recall@10
 against exact max-over-views is reported, with latency (batched, ms/query) and the calibration's own time.
 
-Vector sets: four synthetic clustered distributions (``multiview_plugin.synthetic_vectors``; view counts 1-12,
+Vector sets: four synthetic clustered distributions (``tools.synthetic_vectors``; view counts 1-12,
 tight and wide spreads, dims 32-128; queries near a random view, held out) and, with ``--real DIR``, real
 MiniLM vectors written by ``bench/real_vectors.py`` (queries: the data set's own encoded questions). Every index
 records ``--aggregation max`` (dcsr's default, HasAns, is not what the calibration measures).
@@ -49,11 +49,13 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard
-from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index
-from multiview_plugin.search.aggregators import MaxAggregator
-from multiview_plugin.search.calibrate import DEFAULT_SAMPLER, SAMPLERS, calibrate_index
-from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tools/
+
+from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard  # noqa: E402
+from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index  # noqa: E402
+from multiview_plugin.search.aggregators import MaxAggregator  # noqa: E402
+from multiview_plugin.search.calibrate import DEFAULT_SAMPLER, SAMPLERS, calibrate_index  # noqa: E402
+from tools.synthetic_vectors import clustered_documents, clustered_queries  # noqa: E402
 
 # name: (docs, views lo-hi, dim, doc spread, view spread)
 SYNTHETIC = {

@@ -19,7 +19,7 @@ TOKENIZERS_PARALLELISM=false``; 90 minutes on 2 CPU cores shared with other runs
         --dev_groups 28-31 --dev_eval_steps 25 --passage_max_len 192 \\
         --output_dir /work/runs/colbert24/squad-sel-colbert-pylate
     # then, in the project's venv: the record (results/squad/squad-sel-colbert-pylate.json)
-    python -m multiview_plugin.reporting add /work/runs/colbert24/squad-sel-colbert-pylate \\
+    python -m tools.reporting add /work/runs/colbert24/squad-sel-colbert-pylate \\
         --name squad-sel-colbert-pylate \\
         --command "<the command above>" --protocol "<protocol.txt of the run folder>"
 

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tools/
+
 
 def one_step(args: argparse.Namespace) -> dict:
     import torch
@@ -27,8 +29,8 @@ def one_step(args: argparse.Namespace) -> dict:
     from multiview_plugin.arguments import DataArguments, ModelArguments
     from multiview_plugin.data.dataset import TrainCollator
     from multiview_plugin.registry import get_encoder_class
-    from multiview_plugin.testing import WORDS
     from multiview_plugin.training.grad_cache import grad_cache_step
+    from tools.testing import WORDS
 
     torch.manual_seed(0)
     rng = random.Random(0)
@@ -84,7 +86,7 @@ def main() -> None:
         return
     tmp = tempfile.TemporaryDirectory()
     if not args.backbone:
-        from multiview_plugin.testing import make_tiny_bert
+        from tools.testing import make_tiny_bert
 
         args.backbone = str(make_tiny_bert(Path(tmp.name) / "bert", hidden=256, layers=4))
     print(f"batch {args.batch_size} queries x {args.group_size} passages of {args.passage_max_len} tokens, "

@@ -1,6 +1,6 @@
 """Ray-sharded search against single-process Faiss on the same vectors: throughput, latency, their ratios.
 
-Builds, from clustered synthetic multi-view vectors (multiview_plugin/synthetic_vectors.py), K encoded shards,
+Builds, from clustered synthetic multi-view vectors (tools/synthetic_vectors.py), K encoded shards,
 one Flat index over all of them and one Flat index per shard (``build_index``, as ``driver.index`` does), then
 searches the same query batches (a) with one ``MultiVectorSearcher`` over the whole index in this process
 (Faiss with ``--threads`` threads) and (b) with a ``ShardedSearcher`` whose K shards are Ray actors (one Faiss
@@ -32,10 +32,12 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
-from multiview_plugin.search import MultiVectorSearcher, build_index
-from multiview_plugin.search.sharded import ShardedSearcher
-from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tools/
+
+from multiview_plugin.encoding.shards import ShardInfo, ShardWriter  # noqa: E402
+from multiview_plugin.search import MultiVectorSearcher, build_index  # noqa: E402
+from multiview_plugin.search.sharded import ShardedSearcher  # noqa: E402
+from tools.synthetic_vectors import clustered_documents, clustered_queries  # noqa: E402
 
 
 def write_shards(folder: Path, docs: np.ndarray, shards: int) -> list[Path]:

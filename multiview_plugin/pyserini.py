@@ -70,9 +70,15 @@ def _build() -> dict[str, type]:
         EncodeQueryEncoder = object
     base_encoder = getattr(psf, "QueryEncoder", None) or EncodeQueryEncoder
 
+    encoder_cls = _query_encoder_class(base_encoder)
+    _CLASSES.update(MultiViewQueryEncoder=encoder_cls, MultiViewFaissSearcher=_searcher_class(psf, encoder_cls))
+    return _CLASSES
+
+
+def _query_encoder_class(base_encoder: type) -> type:
+    """Pyserini's query-encoder interface over a saved multiview model (a class made once Pyserini is imported)."""
     from multiview_plugin.modeling.base import MultiViewEncoder
     from multiview_plugin.modeling.persistence import load_encoder
-    from multiview_plugin.search import FaissStore, MultiVectorSearcher
 
     class MultiViewQueryEncoder(base_encoder):
         """Encodes query strings with a saved multiview model (``encode`` → (D,), ``encode_batch`` → (N, D))."""
@@ -97,6 +103,13 @@ def _build() -> dict[str, type]:
         def encode(self, query: str, **kwargs: Any) -> np.ndarray:
             return self.encode_batch([query])[0]
 
+    return MultiViewQueryEncoder
+
+
+def _searcher_class(psf: Any, encoder_cls: type) -> type:
+    """Pyserini's ``FaissSearcher`` subclass over a multiview index folder (made once Pyserini is imported)."""
+    from multiview_plugin.search import FaissStore, MultiVectorSearcher
+
     class MultiViewFaissSearcher(psf.FaissSearcher):
         """Pyserini's ``FaissSearcher`` over a multiview index folder (``index``, ``docid``, ``multiview.json``).
 
@@ -109,7 +122,7 @@ def _build() -> dict[str, type]:
         def __init__(self, index_dir: str | os.PathLike, query_encoder: Any, aggregation: str | None = None,
                      aggregation_options: dict | None = None, **kwargs: Any):
             if isinstance(query_encoder, (str, os.PathLike)):
-                query_encoder = MultiViewQueryEncoder(query_encoder)
+                query_encoder = encoder_cls(query_encoder)
             self._aggregation = (aggregation, aggregation_options)
             accepted = inspect.signature(psf.FaissSearcher.__init__).parameters
             unknown = [k for k in kwargs if k not in accepted]
@@ -167,8 +180,7 @@ def _build() -> dict[str, type]:
             faiss.omp_set_num_threads(threads)
             return dict(zip(q_ids, self._results(*self.multiview.search_vectors(self._vectors(queries), k))))
 
-    _CLASSES.update(MultiViewQueryEncoder=MultiViewQueryEncoder, MultiViewFaissSearcher=MultiViewFaissSearcher)
-    return _CLASSES
+    return MultiViewFaissSearcher
 
 
 def __getattr__(name: str) -> type:  # PEP 562: Pyserini is imported on first use only

@@ -6,13 +6,20 @@ Built-in methods register themselves with decorators; third-party packages add t
     [project.entry-points."multiview_plugin.encoders"]
     my_model = "my_package.modeling:MyEncoder"
 
+The built-in ones are listed here the same way (``name -> "module:Class"``) and their module is imported on the
+first lookup of their name, as an entry point's is: the registry imports no module of the package, so nothing
+below the methods (a saved config naming its method, the model loader) reaches up to them through an import
+(no import circle, ``tests/test_import_cycles.py``). ``tests/test_registry.py`` checks that each listed class
+registers itself under its listed name.
+
 Unknown names fail with the list of known ones.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import TypeVar
 
@@ -25,13 +32,29 @@ T = TypeVar("T")
 ENCODER_ENTRY_POINT_GROUP = "multiview_plugin.encoders"
 LOSS_ENTRY_POINT_GROUP = "multiview_plugin.losses"
 
+# the built-in methods and losses, as entry points: "module:Class"
+BUILTIN_ENCODERS = {
+    "dpr": "multiview_plugin.modeling.dpr:DprEncoder",
+    "mvr": "multiview_plugin.modeling.mvr:MvrEncoder",
+    "mlr": "multiview_plugin.modeling.mlr:MlrEncoder",
+    "mebert": "multiview_plugin.modeling.mebert:MebertEncoder",
+    "dcsr": "multiview_plugin.modeling.dcsr:DcsrEncoder",
+    "dce": "multiview_plugin.modeling.dce:DceEncoder",
+}
+BUILTIN_LOSSES = {
+    "contrastive": "multiview_plugin.losses.contrastive:ContrastiveLoss",
+    "mvr_global_local": "multiview_plugin.losses.global_local:GlobalLocalLoss",
+    "mlr_self_contrastive": "multiview_plugin.losses.self_contrastive:SelfContrastiveLoss",
+}
+
 
 class Registry:
     """A mapping from names to classes, filled by decorators and by an entry-point group."""
 
-    def __init__(self, kind: str, entry_point_group: str):
+    def __init__(self, kind: str, entry_point_group: str, builtins: Mapping[str, str] | None = None):
         self.kind = kind
         self.entry_point_group = entry_point_group
+        self.builtins = dict(builtins or {})
         self._items: dict[str, type] = {}
         self._entry_points_loaded = False
 
@@ -57,16 +80,31 @@ class Registry:
             except Exception as err:  # a broken plugin must not break the built-in methods
                 logger.warning("could not load %s plugin %r from %s: %s", self.kind, ep.name, ep.value, err)
 
+    def _load_builtin(self, name: str) -> None:
+        """Import a built-in's module (its decorator registers it) and check that it registered the listed class."""
+        module, _, attribute = self.builtins[name].partition(":")
+        cls = getattr(importlib.import_module(module), attribute)
+        if self._items.get(name) is not cls:
+            raise RuntimeError(f"built-in {self.kind} {name!r}: {self.builtins[name]} did not register itself "
+                               f"under that name (registry.py lists it)")
+
     def get(self, name: str) -> type:
-        _import_builtins()
-        if name not in self._items:
+        if name not in self._items and name in self.builtins:
+            self._load_builtin(name)
+        if name not in self._items:  # every built-in's package (a method added beside them registers), then plugins
+            self._load_builtins()
             self._load_entry_points()
         if name not in self._items:
             raise UnknownNameError(f"unknown {self.kind} {name!r}; known {self.kind}s: {', '.join(self.names())}")
         return self._items[name]
 
+    def _load_builtins(self) -> None:
+        for name in self.builtins:
+            if name not in self._items:
+                self._load_builtin(name)
+
     def names(self) -> list[str]:
-        _import_builtins()
+        self._load_builtins()
         self._load_entry_points()
         return sorted(self._items)
 
@@ -78,8 +116,8 @@ class Registry:
         return True
 
 
-ENCODERS = Registry("model", ENCODER_ENTRY_POINT_GROUP)
-LOSSES = Registry("loss", LOSS_ENTRY_POINT_GROUP)
+ENCODERS = Registry("model", ENCODER_ENTRY_POINT_GROUP, BUILTIN_ENCODERS)
+LOSSES = Registry("loss", LOSS_ENTRY_POINT_GROUP, BUILTIN_LOSSES)
 
 
 def register_encoder(name: str) -> Callable[[type[T]], type[T]]:
@@ -99,8 +137,3 @@ def get_encoder_class(name: str) -> type:
 def get_loss_class(name: str) -> type:
     return LOSSES.get(name)
 
-
-def _import_builtins() -> None:
-    # Importing the packages runs their @register_* decorators.
-    import multiview_plugin.losses  # noqa: F401
-    import multiview_plugin.modeling  # noqa: F401

@@ -37,6 +37,8 @@ import math
 import os
 from pathlib import Path
 
+from sources import BEIR_URL, TEVATRON_CORPUS, TEVATRON_HUB, beir_names, eval_files
+
 ROOT = Path(__file__).resolve().parent.parent
 COSTS = ROOT / "bench" / "ann.json"
 IVF_BUILD = ROOT / "bench" / "ivf_build.json"
@@ -371,21 +373,15 @@ def downloads(benchmark: str, method: str, recipe: dict, args) -> list[str]:
         out.append(f"doc2query model {gen} (Hugging Face hub model; or pass --pseudo_queries)")
     data_dir = getattr(args, "data_dir", None)
     if benchmark in ("nq", "triviaqa", "squad", "msmarco") and not data_dir:
-        from run import TEVATRON_CORPUS, TEVATRON_HUB  # noqa: PLC0415 (recipes/run.py's names)
-
         train = TEVATRON_HUB.get(benchmark, "Tevatron/msmarco-passage")
         if not checkpoint:
             out.append(f"training set {train} (Hugging Face hub dataset)")
         out.append(f"corpus {TEVATRON_CORPUS[benchmark]} (Hugging Face hub dataset)")
     if benchmark in ("nq", "triviaqa", "squad", "msmarco"):
-        from run import eval_files  # noqa: PLC0415
-
         for ev in eval_files(benchmark, args):
             if ev["source"] != "local":
                 out.append(f"{ev['what']} {ev['file']} ({ev['source']})")
     if benchmark == "beir":
-        from run import BEIR_URL, beir_names  # noqa: PLC0415
-
         train, evals = beir_names(recipe, args)
         for name in dict.fromkeys(([train] if train and not checkpoint else []) + evals):
             if not Path(name).is_dir():
@@ -510,7 +506,3 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     return lines
 
 
-def beir_names(recipe: dict, args) -> tuple[str | None, list[str]]:
-    from run import beir_names as names  # noqa: PLC0415
-
-    return names(recipe, args)

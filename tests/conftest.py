@@ -12,10 +12,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# every Ray cluster the tests start listens on 127.0.0.1 only: without this Ray rewrites a node address of
+# 127.0.0.1 to the host's interface address and its servers listen on all interfaces (Ray reads it at import)
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 # no --help text cached in the home folder (tests/driver/test_help.py tests the cache in a folder of its own)
 os.environ.setdefault("MULTIVIEW_HELP_CACHE", "0")
 
-from multiview_plugin.testing import WORDS, make_tiny_bert, make_tiny_t5  # noqa: F401  (re-exported for tests)
+from tools.testing import WORDS, make_tiny_bert, make_tiny_t5  # noqa: F401  (re-exported for tests)
 
 PROGRESS_BAR = re.compile(r"\d+%\|")  # a tqdm bar: "Loading weights:  40%|####      | 2/5 [...]"
 
@@ -104,7 +107,8 @@ def bert_no_dropout(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A local Ray cluster on loopback: a head node without CPUs (nothing is placed on it) and two worker nodes
+    """A local Ray cluster on loopback (127.0.0.1 only, see RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER above and
+    ``listening_addresses``): a head node without CPUs (nothing is placed on it) and two worker nodes
     with 2 logical CPUs each; this process is connected to it. One per test module (~10 s), shut down after it,
     so no later test forks a process holding Ray's threads. Tests that remove a node add one back. Skips when
     Ray is not installed."""
@@ -119,12 +123,13 @@ def ray_cluster():
     # a lost node is declared dead after ~3 missed 1 s health checks (Ray's default waits longer)
     fast_failure = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
     store = 100 * 1024**2  # each node's object store: the tests move KBs (Ray's default takes 30% of the RAM)
+    loopback = {"node_ip_address": "127.0.0.1", "dashboard_host": "127.0.0.1"}
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                            "object_store_memory": store,
+                                                            "object_store_memory": store, **loopback,
                                                             "_system_config": fast_failure})
     try:
         for _ in range(2):
-            cluster.add_node(num_cpus=2, object_store_memory=store)
+            cluster.add_node(num_cpus=2, object_store_memory=store, **loopback)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, configure_logging=False)
         signal.signal(signal.SIGTERM, sigterm)
@@ -133,6 +138,30 @@ def ray_cluster():
         ray.shutdown()
         cluster.shutdown()
         signal.signal(signal.SIGTERM, sigterm)
+
+
+def listening_addresses(pids) -> dict[tuple[str, int], str]:
+    """(address, port) -> process name of every listening TCP socket of the processes ``pids`` (psutil)."""
+    psutil = pytest.importorskip("psutil")
+    out = {}
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    out[(conn.laddr.ip, conn.laddr.port)] = proc.name()
+        except psutil.Error:  # ended meanwhile
+            continue
+    return out
+
+
+def is_loopback(address: str) -> bool:
+    """127.0.0.0/8 or ::1, also as an IPv4-mapped IPv6 address (::ffff:127.0.0.1)."""
+    import ipaddress
+
+    ip = ipaddress.ip_address(address.split("%")[0])
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def one_line(err: str, *needles: str) -> str:

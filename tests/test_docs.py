@@ -1,4 +1,5 @@
-"""The documentation stays current: every package module is listed in docs/layout.md, the README stays a short
+"""The documentation stays current: every package module (and every module of the repository's tools/) is listed
+in docs/layout.md, the README stays a short
 front door, and its links into docs/ resolve."""
 
 import re
@@ -6,12 +7,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "multiview_plugin"
+TOOLS = ROOT / "tools"
 LAYOUT = ROOT / "docs" / "layout.md"
 README_MAX_LINES = 300
 
 
 def modules() -> set[str]:
-    return {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")}
+    """The package's modules as paths inside it (``search/_index.py``), the tools' from the repository root
+    (``tools/reporting/prose.py``)."""
+    return ({p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")}
+            | {p.relative_to(ROOT).as_posix() for p in TOOLS.rglob("*.py")})
 
 
 def listed(layout: Path = LAYOUT) -> set[str]:

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "multiview_plugin"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     # cross-cutting helpers every floor may use; they know nothing of models, data formats or drivers
     ("base", ("errors", "atomic", "bounds", "paths", "registry", "cli", "tevatron_parity", "backbones", "scoring",
-              "testing", "synthetic_vectors", "text_options", "ray_runtime", "progress")),
+              "records", "text_options", "ray_runtime", "progress")),
     ("data", ("data",)),
     ("losses", ("losses",)),
     ("modeling", ("modeling",)),
@@ -26,18 +26,12 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("interfaces", ("api", "arguments", "pyserini")),
     ("drivers", ("driver", "tevatron")),
     # runs the drivers; the package's own __init__ (the public API, imported lazily) sits on top
-    # reporting reads the quickstart's recorded commands with its parser, and the quickstart writes its rows with
-    # reporting's record format: the same floor
-    ("apps", ("quickstart", "reporting", "")),
+    ("apps", ("quickstart", "")),
 ]
 
-# The only upward imports, each with its reason.
-UPWARD_ALLOWED = {
-    # the registry imports the built-in methods and losses on first lookup so their @register_* decorators run,
-    # as it loads third-party ones through entry points (registry.py)
-    ("multiview_plugin.registry", "multiview_plugin.losses"),
-    ("multiview_plugin.registry", "multiview_plugin.modeling"),
-}
+# The only upward imports, each with its reason. None: the registry loads the built-in methods and losses by their
+# "module:Class" names on first lookup, as it loads third-party ones through entry points (registry.py).
+UPWARD_ALLOWED: set[tuple[str, str]] = set()
 
 
 def module_name(path: Path) -> str:

@@ -104,3 +104,33 @@ def test_an_entry_point_methods_flag_is_refused_for_another_method(toy_plugin):
     registry.ENCODERS.names()
     with pytest.raises(ConfigError, match="--toy_scale belongs to toy, not --model_name mvr"):
         refuse_foreign_options(["--model_name", "mvr", "--toy_scale", "2"], "mvr")
+
+
+def test_the_builtins_are_listed_as_they_register_themselves():
+    """registry.py lists each built-in as "module:Class"; that class registers itself under the listed name, and
+    every @register_* in the package is listed."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    for table, builtins in ((registry.ENCODERS, registry.BUILTIN_ENCODERS), (registry.LOSSES, registry.BUILTIN_LOSSES)):
+        for name, target in builtins.items():
+            module, _, attribute = target.partition(":")
+            cls = getattr(importlib.import_module(module), attribute)
+            assert table.get(name) is cls and cls.registered_name == name
+    package = Path(registry.__file__).parent
+    names = set(re.findall(r'@register_(?:encoder|loss)\("(\w+)"\)',
+                           "".join(p.read_text(encoding="utf-8") for p in package.rglob("*.py"))))
+    assert names == set(registry.BUILTIN_ENCODERS) | set(registry.BUILTIN_LOSSES)
+
+
+def test_a_lookup_loads_a_builtin_method_without_importing_modeling_first():
+    """Only the registry imported: a lookup by name imports the method's module, as an entry point's."""
+    import subprocess
+
+    code = ("import sys\nfrom multiview_plugin.registry import get_encoder_class, get_loss_class\n"
+            "assert 'multiview_plugin.modeling' not in sys.modules and 'multiview_plugin.losses' not in sys.modules\n"
+            "print(get_encoder_class('mvr').__name__, get_loss_class('mlr_self_contrastive').__name__)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["MvrEncoder", "SelfContrastiveLoss"]

@@ -308,8 +308,12 @@ def sharded(args: argparse.Namespace) -> bool:
 
 def search_sharded(args: argparse.Namespace) -> None:
     """--index a,b,c [--ray_address ...]: the shards searched as one (multiview_plugin.search.sharded)."""
-    from multiview_plugin.search.sharded import ShardedSearcher, parse_index_list
+    from multiview_plugin.search.sharded import ShardedSearcher, check_sharded_ray_options, parse_index_list
 
+    ray = {name: RAY_SEARCH_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)
+           for name in RAY_SEARCH_DEFAULTS}  # None: not given
+    check_sharded_ray_options(ray["ray_shards_per_actor"], ray["ray_cpus_per_actor"], ray["ray_max_restarts"],
+                              ray["ray_timeout"])  # finite and in range, before anything starts
     if args.explain:
         raise ConfigError("--explain reads one index folder's view records; it is not defined for several --index "
                           "shards")
@@ -332,8 +336,6 @@ def search_sharded(args: argparse.Namespace) -> None:
     if args.hasans_temperature is not None or args.hasans_mean_sentences is not None:
         raise ConfigError("--hasans_*: sharded search merges max-aggregated per-shard top-k lists (HasAns is not "
                           "decomposable over shards)")
-    ray = {name: RAY_SEARCH_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)
-           for name in RAY_SEARCH_DEFAULTS}  # None: not given
     with ShardedSearcher(dirs, args.encoder, ray_address=args.ray_address, shards_per_actor=ray["ray_shards_per_actor"],
                          cpus_per_actor=ray["ray_cpus_per_actor"], threads=args.threads,
                          max_restarts=ray["ray_max_restarts"], timeout=ray["ray_timeout"], aggregation=args.aggregation,

@@ -8,18 +8,21 @@ it is resumable the same way (a complete shard is skipped, an interrupted one re
 and guarded the same way (``<shard>.lock``, fingerprints). The outputs, the input and the model must be reachable
 at the same paths from every node (a shared file system).
 
-Faults: a worker that dies (its process killed, its node lost) is restarted by Ray (``max_restarts``) and its
-shard is handed out again, to it or to another worker; the shard's encode then resumes from its last checkpoint.
-A shard whose worker is lost more than ``max_restarts`` times, or that no worker answers within ``timeout``
-seconds, stops the run with one line naming the shard (:class:`~multiview_plugin.ray_runtime.WorkerLostError`);
-the shards already written stay and a rerun resumes.
+Naming: with ``--dataset_number_of_shards`` > 1 shard ``i`` goes to ``<stem>.<i><suffix>``; a single shard
+goes to ``--encode_output_path`` itself, the file the sequential encode of the same command writes.
+
+Faults are handled by Ray: a worker that dies (its process killed, its node lost) is restarted by Ray
+(``max_restarts``) and the shard it was encoding is handed to it again by Ray (``max_task_retries``); the shard's
+encode then resumes from its last checkpoint. A shard whose worker is lost for good (restarts used up), or that no
+worker answers within ``timeout`` seconds, stops the run with one line naming the shard
+(:class:`~multiview_plugin.ray_runtime.WorkerLostError`); the shards already written stay and a rerun resumes.
+Before any worker is created the cluster's CPUs and GPUs are compared with what the workers reserve.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,10 +37,11 @@ from multiview_plugin.ray_runtime import (
     WorkerActor,
     WorkerLostError,
     actor_options,
+    check_ray_number,
+    check_resources,
     one_line,
     require_ray,
     unwrap_task_error,
-    wait_alive,
 )
 
 logger = logging.getLogger("multiview_plugin.encode")
@@ -60,10 +64,12 @@ class RayEncodeOptions:
     timeout: float = DEFAULT_ENCODE_TIMEOUT
 
     def __post_init__(self) -> None:
-        if self.workers < 0:
-            raise ConfigError(f"--ray_workers must be >= 0, got {self.workers}")
-        if self.timeout <= 0:
-            raise ConfigError(f"--ray_timeout must be > 0 seconds, got {self.timeout}")
+        check_ray_number(self.workers, "--ray_workers", inclusive=True)
+        check_ray_number(self.cpus_per_worker, "--ray_cpus_per_worker")
+        if self.gpus_per_worker is not None:
+            check_ray_number(self.gpus_per_worker, "--ray_gpus_per_worker", inclusive=True)
+        check_ray_number(self.max_restarts, "--ray_max_restarts", inclusive=True)
+        check_ray_number(self.timeout, "--ray_timeout")
 
 
 class EncodeWorker(WorkerActor):
@@ -82,20 +88,22 @@ class EncodeWorker(WorkerActor):
         except Exception as err:  # noqa: BLE001 - re-raised by every call, see ping/encode
             self.error = err
 
-    def encode(self, kwargs: dict[str, Any]) -> ShardInfo:
+    def encode(self, kwargs: dict[str, Any]) -> tuple[ShardInfo, bool]:
+        """The shard's sidecar info, and whether Ray restarted this worker before this call (a lost worker's
+        shard is handed to it again by Ray, and resumes from its last checkpoint)."""
         from multiview_plugin.encoding.encode import encode_to_shard
 
         self.ping()
-        return encode_to_shard(self.model, **kwargs)
+        restarted = self.restarted()
+        return encode_to_shard(self.model, **kwargs), restarted
 
 
 def default_workers(ray: Any, options: RayEncodeOptions, num_shards: int, gpus: float) -> int:
     """Workers the cluster's resources hold (GPUs when the workers take GPUs, else CPUs), at most one per shard."""
     resources = ray.cluster_resources()
+    fits = int(resources.get("CPU", 0) // options.cpus_per_worker)
     if gpus > 0:
-        fits = int(resources.get("GPU", 0) // gpus)
-    else:
-        fits = int(resources.get("CPU", 0) // options.cpus_per_worker) if options.cpus_per_worker > 0 else num_shards
+        fits = min(fits, int(resources.get("GPU", 0) // gpus))
     if fits < 1:
         raise ConfigError(f"the Ray cluster has {resources.get('CPU', 0):g} CPUs and {resources.get('GPU', 0):g} "
                           f"GPUs: not enough for one encode worker ({options.cpus_per_worker:g} CPUs, {gpus:g} GPUs); "
@@ -119,6 +127,8 @@ def encode_on_ray(load_model: Callable[[str | None], Any], jobs: Sequence[tuple[
         gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
     n_workers = options.workers or default_workers(ray, options, len(jobs), gpus)
     n_workers = min(n_workers, len(jobs))
+    check_resources(ray, n_workers, options.cpus_per_worker, gpus, "Ray encode workers",
+                    "--ray_workers / --ray_cpus_per_worker / --ray_gpus_per_worker")
     remote = ray.remote(EncodeWorker).options(**actor_options(num_cpus=options.cpus_per_worker, num_gpus=gpus,
                                                                max_restarts=options.max_restarts))
     actors = [remote.remote(load_model, device) for _ in range(n_workers)]
@@ -133,11 +143,11 @@ def encode_on_ray(load_model: Callable[[str | None], Any], jobs: Sequence[tuple[
 
 def _run_pool(ray: Any, actors: list[Any], jobs: list[tuple[int, str | os.PathLike]], shard_kwargs: dict[str, Any],
               options: RayEncodeOptions) -> dict[int, ShardInfo]:
-    """Hand shards to idle workers until all are done; a lost worker's shard is handed out again."""
+    """Hand shards to idle workers until all are done. A worker lost mid-shard is restarted by Ray, which hands
+    it the same shard again; a worker lost for good, or no answer in ``timeout`` seconds, stops the run."""
     pending = deque(jobs)
     idle = deque(actors)
     inflight: dict[Any, tuple[Any, int, str]] = {}
-    losses: dict[int, int] = {}
     done: dict[int, ShardInfo] = {}
     while pending or inflight:
         while pending and idle:
@@ -145,38 +155,35 @@ def _run_pool(ray: Any, actors: list[Any], jobs: list[tuple[int, str | os.PathLi
             shard, output = pending.popleft()
             ref = actor.encode.remote({**shard_kwargs, "shard_index": shard, "output": str(output)})
             inflight[ref] = (actor, shard, str(output))
-        if not inflight:
-            raise WorkerLostError(f"shard(s) {', '.join(str(s) for s, _ in pending)}: every Ray encode worker was "
-                                  "lost; the shards written so far stay, rerun to resume")
         ready, _ = ray.wait(list(inflight), num_returns=1, timeout=options.timeout)
         if not ready:
             running = ", ".join(f"{shard} ({output})" for _, shard, output in inflight.values())
             raise WorkerLostError(f"shard(s) {running}: no answer from their Ray workers in {options.timeout:g} s "
                                   "(--ray_timeout); the shards written so far stay, rerun to resume")
-        ref = ready[0]
-        actor, shard, output = inflight.pop(ref)
-        try:
-            done[shard] = ray.get(ref)
-            idle.append(actor)
-            logger.info("shard %d done (%s): %d of %d", shard, output, len(done), len(jobs))
-        except ray.exceptions.RayTaskError as err:
-            raise unwrap_task_error(err) from None
-        except ray.exceptions.RayActorError as err:
-            losses[shard] = losses.get(shard, 0) + 1
-            if losses[shard] > options.max_restarts:
-                raise WorkerLostError(f"shard {shard} ({output}): its Ray encode worker was lost {losses[shard]} "
-                                      f"times ({type(err).__name__}: {one_line(err, 160)}); the shards written so far "
-                                      "stay, rerun to resume") from None
-            logger.warning("shard %d (%s): its Ray encode worker was lost (%s); encoding it again (it resumes from "
-                           "its last checkpoint)", shard, output, type(err).__name__)
-            pending.appendleft((shard, output))
-            started = time.monotonic()
-            if wait_alive(actor, min(options.timeout, 600.0)):
-                logger.info("the worker is back after %.1f s", time.monotonic() - started)
-                idle.appendleft(actor)
-            else:
-                logger.warning("the worker did not come back; %d workers left", len(idle) + len(inflight))
+        actor, shard, output = inflight.pop(ready[0])
+        done[shard] = _shard_result(ray, ready[0], shard, output)
+        idle.append(actor)
+        logger.info("shard %d done (%s): %d of %d", shard, output, len(done), len(jobs))
     return done
+
+
+def _shard_result(ray: Any, ref: Any, shard: int, output: str) -> ShardInfo:
+    """One finished encode call: its sidecar info, or one line naming the shard whose worker was lost for good."""
+    try:
+        info, restarted = ray.get(ref)
+    except ray.exceptions.RayTaskError as err:
+        raise unwrap_task_error(err) from None
+    except ray.exceptions.RayActorError as err:
+        raise WorkerLostError(f"shard {shard} ({output}): its Ray encode worker was lost and not restarted "
+                              f"({type(err).__name__}: {one_line(err, 160)}); the shards written so far stay, rerun "
+                              "to resume") from None
+    except ray.exceptions.RayError as err:  # e.g. OutOfMemoryError: Ray's memory monitor killed the worker
+        raise WorkerLostError(f"shard {shard} ({output}): its Ray encode worker failed ({type(err).__name__}: "
+                              f"{one_line(err, 200)}); the shards written so far stay, rerun to resume") from None
+    if restarted:
+        logger.warning("shard %d (%s): its Ray encode worker was lost and restarted by Ray, which encoded the shard "
+                       "again (resuming from its last checkpoint)", shard, output)
+    return info
 
 
 def check_ray_jobs(num_shards: int, shard_index: int, output: str | os.PathLike) -> list[tuple[int, Path]]:
@@ -185,4 +192,6 @@ def check_ray_jobs(num_shards: int, shard_index: int, output: str | os.PathLike)
 
     if shard_index:
         raise ConfigError("--ray_address encodes every shard of --dataset_number_of_shards: drop --dataset_shard_index")
+    if num_shards == 1:  # the file the sequential encode of the same command writes
+        return [(0, Path(output))]
     return [(i, shard_output_path(output, i)) for i in range(num_shards)]

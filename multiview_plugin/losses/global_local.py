@@ -3,13 +3,13 @@ Open-Domain Dense Retrieval", eqs. 5-7)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
-from multiview_plugin.registry import get_encoder_class, register_loss
+from multiview_plugin.registry import register_loss
 
 
 def view_balance_loss(view_logits: torch.Tensor) -> torch.Tensor:
@@ -66,19 +66,14 @@ class GlobalLocalLoss(MultiViewLoss):
     [0.3133, 0.1269]
     """
 
+    # lambda and the balance weight are MVR's flags (its options, modeling/mvr.py, declare them with these
+    # defaults); with another method's options the defaults hold
+    option_flags: ClassVar[dict[str, str]] = {"lam": "mvr_lambda", "balance_weight": "mvr_balance_weight"}
+
     def __init__(self, lam: float = 0.01, balance_weight: float = 0.0):
         super().__init__()
         self.lam = lam
         self.balance_weight = balance_weight
-
-    @classmethod
-    def from_options(cls, options: Any) -> GlobalLocalLoss:
-        """lambda and the balance weight from MVR's options (``--mvr_lambda``, ``--mvr_balance_weight``; their
-        defaults with another method's)."""
-        # the flags live with the method; looked up by its registered name (as an encoder names its default
-        # loss), so losses never import modeling (docs/layout.md)
-        opts = get_encoder_class("mvr").options_class.coerce(options)
-        return cls(lam=opts.lam, balance_weight=opts.balance_weight)
 
     def forward(self, scores: torch.Tensor, target: torch.Tensor, temperature: float) -> LossOutput:
         scaled = scores / temperature

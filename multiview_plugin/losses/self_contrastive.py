@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
-from multiview_plugin.registry import get_encoder_class, register_loss
+from multiview_plugin.registry import register_loss
 
 
 @register_loss("mlr_self_contrastive")
@@ -35,19 +35,14 @@ class SelfContrastiveLoss(MultiViewLoss):
     [1.3133, 2.1269]
     """
 
+    # lambda and tau_r are MLR's flags (its options, modeling/mlr.py, declare them with these defaults); with
+    # another method's options the defaults hold
+    option_flags: ClassVar[dict[str, str]] = {"lam": "mlr_lambda", "reg_temperature": "mlr_reg_temperature"}
+
     def __init__(self, lam: float = 1.0, reg_temperature: float | None = None):
         super().__init__()
         self.lam = lam
         self.reg_temperature = reg_temperature
-
-    @classmethod
-    def from_options(cls, options: Any) -> SelfContrastiveLoss:
-        """lambda and tau_r from MLR's options (``--mlr_lambda``, ``--mlr_reg_temperature``; their defaults with
-        another method's)."""
-        # the flags live with the method; looked up by its registered name (as an encoder names its default
-        # loss), so losses never import modeling (docs/layout.md)
-        opts = get_encoder_class("mlr").options_class.coerce(options)
-        return cls(lam=opts.lam, reg_temperature=opts.reg_temperature)
 
     def forward(self, scores: torch.Tensor, target: torch.Tensor, temperature: float) -> LossOutput:
         rows = torch.arange(len(target), device=target.device)

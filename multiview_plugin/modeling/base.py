@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from multiview_plugin import scoring
 from multiview_plugin.backbones import resolve_backbone
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.base import LossOutput, MultiViewLoss
@@ -38,6 +37,7 @@ from multiview_plugin.modeling.lora import is_lora, wants_lora
 from multiview_plugin.modeling.options import MethodOptions
 from multiview_plugin.modeling.persistence import T5_MODEL_TYPES, PersistenceMixin, load_backbone, load_tokenizer
 from multiview_plugin.registry import get_loss_class
+from multiview_plugin.scoring import view_scores
 from multiview_plugin.text_options import DEFAULTS, PADDING_SIDES, POOLINGS
 
 logger = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ class MultiViewEncoder(PersistenceMixin, nn.Module):
         self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Per-view scores f_i(q, d), (Q, P, K)."""
-        return scoring.view_scores(q_reps, p_reps, p_mask)
+        return view_scores(q_reps, p_reps, p_mask)
 
     def compute_similarity(
         self, q_reps: torch.Tensor, p_reps: torch.Tensor, p_mask: torch.Tensor | None = None

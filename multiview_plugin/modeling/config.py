@@ -27,6 +27,10 @@ from multiview_plugin.modeling.options import MethodOptions
 from multiview_plugin.text_options import MASK_DUPLICATE_POSITIVES, TEMPERATURE, UNTIE_ENCODER, config_field
 
 CONFIG_NAME = "multiview_config.json"
+# the other files of a model folder (modeling/persistence.py writes them): the parameters outside the backbones,
+# and the two backbones' folders of an untied model
+EXTRA_WEIGHTS_NAME = "multiview_extra.safetensors"
+QUERY_SUBDIR, PASSAGE_SUBDIR = "query_model", "passage_model"
 FORMAT_VERSION = 1
 
 

@@ -16,21 +16,27 @@ encoders), which is what a resumed run loads. ``multiview_config.json`` records 
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
 from multiview_plugin.bounds import MAX_LORA_RANK, OutOfBoundsError, check_value
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.modeling.config import (
+    EXTRA_WEIGHTS_NAME,
+    PASSAGE_SUBDIR,
+    QUERY_SUBDIR,
+    EncoderConfig,
+    is_multiview_model,
+)
 
-if TYPE_CHECKING:  # pragma: no cover
-    from multiview_plugin.modeling.base import MultiViewEncoder
+# an encoder of modeling/base.py (MultiViewEncoder; that module imports this one, so this one names its base class)
+MultiViewEncoder = nn.Module
 
 logger = logging.getLogger(__name__)
 
@@ -273,8 +279,6 @@ def save_adapter(peft_model: Any, folder: str | os.PathLike) -> None:
 
 def adapter_folders(folder: str | os.PathLike, untied: bool) -> dict[str, Path]:
     """``{encoder attribute: adapter folder}`` of a LoRA model folder (``untied``: one adapter per encoder)."""
-    from multiview_plugin.modeling.persistence import PASSAGE_SUBDIR, QUERY_SUBDIR
-
     root = Path(folder) / LORA_ADAPTER_DIR
     if not untied:
         return {"query_encoder": root}
@@ -325,8 +329,6 @@ def new_token_ids_of_saved(model: MultiViewEncoder, saved: dict[str, Any] | None
 def wrap_model(model: MultiViewEncoder, model_args: Any, new_token_ids: list[int]) -> MultiViewEncoder:
     """Give ``model``'s backbone(s) LoRA adapters (:func:`apply_lora`), record the settings in its config and log
     the trainable share of the parameters. Untied encoders get one adapter each."""
-    from multiview_plugin.modeling.persistence import PASSAGE_SUBDIR, QUERY_SUBDIR
-
     untied = model.passage_encoder is not None
     model.query_encoder = apply_lora(model.query_encoder, model_args, new_token_ids, QUERY_SUBDIR if untied else None)
     if untied:
@@ -347,44 +349,12 @@ def wrap_model(model: MultiViewEncoder, model_args: Any, new_token_ids: list[int
 def _load_extra_of_adapter_folder(model: MultiViewEncoder, adapter: str) -> None:
     """Starting from one of our LoRA-trained folders of the same method: its parameters outside the backbone
     (e.g. MVR's residual view gates) come with its adapter. A plain peft adapter has none."""
-    from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
-    from multiview_plugin.modeling.persistence import EXTRA_WEIGHTS_NAME
-
     if not is_multiview_model(adapter) or not (Path(adapter) / EXTRA_WEIGHTS_NAME).is_file():
         return
     if EncoderConfig.load(adapter).model_name != model.config.model_name:
         return
     loaded = model.load_extra_weights(adapter, exact=True)
     logger.info("started from %s: its adapter and its %s", adapter, ", ".join(loaded))
-
-
-def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **hf_kwargs: Any) -> MultiViewEncoder:
-    """A LoRA-trained model folder rebuilt the peft way: the original backbone (``config.backbone``) with its
-    vocabulary resized to the saved tokenizer's (the added tokens' rows come from the adapter's trainable tokens),
-    the saved adapter(s) loaded on top, unmerged, and the parameters outside the backbone from the folder. It
-    scores as the folder's merged weights do (up to rounding). ``hf_kwargs`` go to the backbone's
-    ``from_pretrained``."""
-    from multiview_plugin.backbones import resolve_backbone
-    from multiview_plugin.modeling.config import EncoderConfig
-    from multiview_plugin.modeling.persistence import load_backbone, load_tokenizer
-    from multiview_plugin.registry import get_encoder_class
-
-    peft = require_peft()
-    config = EncoderConfig.load(folder)
-    if OPTION not in config.options:
-        raise ConfigError(f"{folder} was not trained with LoRA (its multiview_config.json has no 'lora' options)")
-    tokenizer = load_tokenizer(folder)
-    query_encoder = load_backbone(resolve_backbone(config.backbone), **hf_kwargs)
-    if query_encoder.get_input_embeddings().weight.shape[0] < len(tokenizer):
-        query_encoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
-    passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
-    model = get_encoder_class(config.model_name)(config, query_encoder, passage_encoder, tokenizer)
-    for attribute, path in adapter_folders(folder, untied=config.untie_encoder).items():
-        check_adapter_config(path)
-        setattr(model, attribute, peft.PeftModel.from_pretrained(getattr(model, attribute), str(path),
-                                                                 is_trainable=is_trainable))
-    model.load_extra_weights(folder)
-    return model
 
 
 def merge_lora(model: MultiViewEncoder, adapter: str) -> None:

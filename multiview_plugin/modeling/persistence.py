@@ -16,6 +16,7 @@ refused in one line, never prompted for, and never loaded as a built-in class it
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -36,16 +37,21 @@ from transformers import (
     T5EncoderModel,
 )
 
+from multiview_plugin.backbones import resolve_backbone
 from multiview_plugin.errors import ConfigError, unsafe_weights_message
-from multiview_plugin.modeling.config import EncoderConfig, is_multiview_model
+from multiview_plugin.modeling.config import (  # the folder's file names live with its config
+    EXTRA_WEIGHTS_NAME,
+    PASSAGE_SUBDIR,
+    QUERY_SUBDIR,
+    EncoderConfig,
+    is_multiview_model,
+)
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.text_options import OPTION_NAMES
 
 logger = logging.getLogger("multiview_plugin.modeling.base")
 
-EXTRA_WEIGHTS_NAME = "multiview_extra.safetensors"
 T5_MODEL_TYPES = ("t5", "mt5", "umt5")
-QUERY_SUBDIR, PASSAGE_SUBDIR = "query_model", "passage_model"
 # the files in which a model folder maps transformers' Auto classes to its own code
 CODE_MAPS = ("config.json", "tokenizer_config.json")
 
@@ -147,13 +153,13 @@ class PersistenceMixin:
         A LoRA model writes its backbones with the adapters merged (an ordinary model folder, computed without
         touching the training weights) and the adapters themselves in ``lora_adapter/``.
         """
-        from multiview_plugin.modeling import lora
+        from multiview_plugin.modeling.lora import adapter_folders, is_lora, save_adapter, save_merged_backbone
 
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
         for encoder, folder in self._encoder_folders(out):
-            if lora.is_lora(encoder):
-                lora.save_merged_backbone(encoder, folder)
+            if is_lora(encoder):
+                save_merged_backbone(encoder, folder)
             else:
                 encoder.save_pretrained(folder)
         self.tokenizer.save_pretrained(out)
@@ -161,8 +167,8 @@ class PersistenceMixin:
         if extra:
             save_file({k: v.detach().contiguous().cpu() for k, v in extra.items()}, str(out / EXTRA_WEIGHTS_NAME))
         if self.is_lora:
-            for attribute, folder in lora.adapter_folders(out, untied=self.passage_encoder is not None).items():
-                lora.save_adapter(getattr(self, attribute), folder)
+            for attribute, folder in adapter_folders(out, untied=self.passage_encoder is not None).items():
+                save_adapter(getattr(self, attribute), folder)
         # The config goes last: a folder that has it is complete.
         self.config.save(out)
 
@@ -248,6 +254,31 @@ def load_encoder(folder: str | os.PathLike, checkpoint_options: dict[str, Any] |
         cls = get_encoder_class(config.model_name)
     return cls.from_saved(folder, config, **hf_kwargs)
 
+
+def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **hf_kwargs: Any) -> Any:
+    """A LoRA-trained model folder rebuilt the peft way: the original backbone (``config.backbone``) with its
+    vocabulary resized to the saved tokenizer's (the added tokens' rows come from the adapter's trainable tokens),
+    the saved adapter(s) loaded on top, unmerged, and the parameters outside the backbone from the folder. It
+    scores as the folder's merged weights do (up to rounding). ``hf_kwargs`` go to the backbone's
+    ``from_pretrained``."""
+    from multiview_plugin.modeling.lora import OPTION, adapter_folders, check_adapter_config, require_peft
+
+    peft = require_peft()
+    config = EncoderConfig.load(folder)
+    if OPTION not in config.options:
+        raise ConfigError(f"{folder} was not trained with LoRA (its multiview_config.json has no 'lora' options)")
+    tokenizer = load_tokenizer(folder)
+    query_encoder = load_backbone(resolve_backbone(config.backbone), **hf_kwargs)
+    if query_encoder.get_input_embeddings().weight.shape[0] < len(tokenizer):
+        query_encoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    passage_encoder = copy.deepcopy(query_encoder) if config.untie_encoder else query_encoder
+    model = get_encoder_class(config.model_name)(config, query_encoder, passage_encoder, tokenizer)
+    for attribute, path in adapter_folders(folder, untied=config.untie_encoder).items():
+        check_adapter_config(path)
+        setattr(model, attribute, peft.PeftModel.from_pretrained(getattr(model, attribute), str(path),
+                                                                 is_trainable=is_trainable))
+    model.load_extra_weights(folder)
+    return model
 
 def override_text_options(model: Any, overrides: Mapping[str, Any]) -> None:
     """Set the shared text options in ``overrides`` (:mod:`multiview_plugin.text_options`; None values are "not

@@ -38,8 +38,8 @@ from multiview_plugin.evaluation.metrics import evaluate_run
 from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.quickstart.options import BM25, SYSTEMS, build_parser, train_seed
+from multiview_plugin.records import dumps_rows
 from multiview_plugin.registry import get_encoder_class
-from multiview_plugin.reporting.records import dumps_rows
 from multiview_plugin.scoring import local_variation, view_perplexity
 from multiview_plugin.search import MultiVectorSearcher, build_index
 

@@ -1,5 +1,5 @@
 """The quickstart's systems and command line (:mod:`multiview_plugin.quickstart`), apart from the run itself: the
-reporting module (:mod:`multiview_plugin.reporting`) reads a recorded run's settings with this parser, so a table row
+reporting module (:mod:`tools.reporting`) reads a recorded run's settings with this parser, so a table row
 cannot claim settings its run did not use. Imports nothing beyond the standard library."""
 
 from __future__ import annotations

@@ -24,6 +24,15 @@ import numpy as np
 
 from multiview_plugin.search.aggregators import Aggregator
 
+# The knob values calibration (:mod:`multiview_plugin.search.calibrate`) tries, as the backends' calibration_grid
+# offers them: the Faiss store's (over-fetch factors; HNSW efSearch, beside the index's stored efSearch, raised to
+# the fetch depth anyway; IVF over-fetch) and the document-index / Qdrant candidates. Written once, here, below
+# both the backends and calibration.
+OVERFETCH = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+EF_SEARCH = (64, 128, 256, 512, 1024)
+IVF_OVERFETCH = (1.0, 2.0, 4.0)
+MIN_DOC_CANDIDATES = (50, 100, 200, 400, 800, 1600, 3200, 6400, 12800)
+
 
 def capped_depth(k: int, num_docs: int) -> int:
     """A search depth capped at the number of documents: no result array is wider than the collection (a depth of

@@ -52,7 +52,7 @@ from multiview_plugin.encoding.shards import (
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows
 from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.paths import refuse_output_over_input
-from multiview_plugin.search._backend import SearchBackend
+from multiview_plugin.search._backend import MIN_DOC_CANDIDATES, SearchBackend
 from multiview_plugin.search._index import (
     DEFAULT_AGGREGATION,
     DOC_INDEX_FILE,
@@ -79,7 +79,6 @@ from multiview_plugin.search._qdrant_engines import (
     vectors_digest,
 )
 from multiview_plugin.search.aggregators import Aggregator
-from multiview_plugin.search.calibrate import MIN_DOC_CANDIDATES
 
 logger = logging.getLogger(__name__)
 

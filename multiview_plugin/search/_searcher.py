@@ -48,7 +48,14 @@ from multiview_plugin.encoding.shards import (
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.progress import progress_bar
-from multiview_plugin.search._backend import SearchBackend, capped_depth
+from multiview_plugin.search._backend import (
+    EF_SEARCH,
+    IVF_OVERFETCH,
+    MIN_DOC_CANDIDATES,
+    OVERFETCH,
+    SearchBackend,
+    capped_depth,
+)
 from multiview_plugin.search._index import (
     DOC_INDEX_FILE,
     DOCID_FILE,
@@ -62,7 +69,6 @@ from multiview_plugin.search._index import (
     read_faiss_index,
 )
 from multiview_plugin.search.aggregators import AGGREGATORS, Aggregator, get_aggregator
-from multiview_plugin.search.calibrate import EF_SEARCH, IVF_OVERFETCH, MIN_DOC_CANDIDATES, OVERFETCH
 from multiview_plugin.search.explain import Explanation, ViewExplainer
 
 logger = logging.getLogger(__name__)

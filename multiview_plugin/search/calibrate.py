@@ -63,10 +63,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_TARGET = 0.98
 DEFAULT_QUERIES = 200
 DEFAULT_K = 10
-OVERFETCH = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
-EF_SEARCH = (64, 128, 256, 512, 1024)  # beside the index's stored efSearch (raised to the fetch depth anyway)
-IVF_OVERFETCH = (1.0, 2.0, 4.0)
-MIN_DOC_CANDIDATES = (50, 100, 200, 400, 800, 1600, 3200, 6400, 12800)
 CHUNK_ROWS = 65_536
 # On sampled views the lower bound must reach 1 - MISS_SHARE x (1 - target): held-out queries missed 1.0-3.7x
 # what the sampled views missed (bench/calibration.log, before this margin: SciFact's real questions on

@@ -16,9 +16,11 @@ cluster shards by itself).
 
 Ray (``ray_address``): the shards are served by actors (``shards_per_actor`` each) spread over the nodes
 (``SPREAD``), each holding its shards' indexes in memory; the index folders must be reachable at the same paths
-from every node. A lost actor (process killed, node lost) is restarted by Ray and the call retried
-(:func:`~multiview_plugin.ray_runtime.call_with_retries`): results are identical; when it cannot come back the
-search stops with one line naming the lost shard, never returning fewer hits.
+from every node. Before any actor is created the cluster's CPUs are compared with actors x ``cpus_per_actor``
+(one line saying what is needed, at once). A lost actor (process killed, node lost) is restarted by Ray and the
+call retried by Ray (``max_restarts`` / ``max_task_retries``, :func:`~multiview_plugin.ray_runtime.actor_options`):
+results are identical; when it cannot come back the search stops with one line naming the lost shard, never
+returning fewer hits.
 
 Also the shard set is checked: every index was made by the same model (fingerprint), with the same dim, and the
 encoded shards they were built from (``multiview.json`` ``shards``, where their sidecars are still readable)
@@ -40,7 +42,7 @@ from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.progress import progress_bar
-from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT, WorkerActor
+from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT, WorkerActor, check_ray_number
 from multiview_plugin.search._index import META_FILE, IndexMeta
 from multiview_plugin.search._searcher import DEFAULT_QUERY_BATCH_SIZE, Hit, MultiVectorSearcher, merge_topk
 from multiview_plugin.search.aggregators import AGGREGATORS, get_aggregator
@@ -127,11 +129,8 @@ class ShardedSearcher:
                  nprobe: int | None = None, ef_search: int | None = None, overfetch: float | None = None,
                  rescore: bool | None = None, doc_candidates: float | None = None, allow_partial: bool = False,
                  device: str | None = None, query_batch_size: int = DEFAULT_QUERY_BATCH_SIZE):
+        check_sharded_ray_options(shards_per_actor, cpus_per_actor, max_restarts, timeout)
         self.index_dirs = parse_index_list(index_dirs)
-        if shards_per_actor < 1:
-            raise ConfigError(f"--ray_shards_per_actor must be >= 1, got {shards_per_actor}")
-        if timeout <= 0:
-            raise ConfigError(f"--ray_timeout must be > 0 seconds, got {timeout}")
         self.metas = [IndexMeta.load(d) for d in self.index_dirs]
         self.meta = self.metas[0]
         self.aggregation = self._check_shards(aggregation, allow_partial)
@@ -188,17 +187,19 @@ class ShardedSearcher:
         return aggregation or self.meta.aggregation
 
     def _start_actors(self, address: str, shards_per_actor: int, cpus_per_actor: float, threads: int) -> None:
-        from multiview_plugin.ray_runtime import actor_options, call_with_retries, ray_session
+        from multiview_plugin.ray_runtime import actor_options, check_resources, get_result, ray_session
 
-        ray = self._stack.enter_context(ray_session(address))
-        remote = ray.remote(ShardServer).options(**actor_options(num_cpus=cpus_per_actor, num_gpus=0,
-                                                                  max_restarts=self.max_restarts))
         absolute = [os.path.abspath(d) for d in self.index_dirs]  # actors run elsewhere: no relative paths
         self.actor_shards = [absolute[i:i + shards_per_actor] for i in range(0, len(absolute), shards_per_actor)]
+        options = actor_options(num_cpus=cpus_per_actor, num_gpus=0, max_restarts=self.max_restarts)
+        ray = self._stack.enter_context(ray_session(address))
+        check_resources(ray, len(self.actor_shards), cpus_per_actor, 0, "shard actors",
+                        "--ray_cpus_per_actor, raise --ray_shards_per_actor")
+        remote = ray.remote(ShardServer).options(**options)
         self.actors = [remote.remote(group, self.options, threads) for group in self.actor_shards]
-        for i, actor in enumerate(self.actors):  # every shard is open (or its error is raised) before searching
-            call_with_retries(lambda a=actor: a.ping.remote(), lambda a=actor: a, self._what(i),
-                              retries=self.max_restarts, timeout=self.timeout)
+        refs = [actor.ping.remote() for actor in self.actors]
+        for i, ref in enumerate(refs):  # every shard is open (or its error is raised) before searching
+            get_result(ref, self._what(i), self.timeout)
         logger.info("sharded search: %d shards on %d Ray actors", len(self.index_dirs), len(self.actors))
 
     def _load_encoder(self, query_encoder: Any, device: str | None) -> Any:
@@ -206,7 +207,8 @@ class ShardedSearcher:
             return None
         import torch
 
-        from multiview_plugin.modeling.base import MultiViewEncoder, load_encoder
+        from multiview_plugin.modeling.base import MultiViewEncoder
+        from multiview_plugin.modeling.persistence import load_encoder
 
         encoder = query_encoder if isinstance(query_encoder, MultiViewEncoder) else load_encoder(query_encoder)
         if self.meta.model_fingerprint is not None:
@@ -230,13 +232,12 @@ class ShardedSearcher:
 
     def placement(self) -> dict[str, str]:
         """Ray: each shard folder's node id (where its actor runs now)."""
-        from multiview_plugin.ray_runtime import call_with_retries
+        from multiview_plugin.ray_runtime import get_result
 
         out = {}
         for i, actor in enumerate(self.actors):
-            node = call_with_retries(lambda a=actor: a.node.remote(), lambda a=actor: a, self._what(i),
-                                     retries=self.max_restarts, timeout=self.timeout)
-            out.update(dict.fromkeys(self.actor_shards[i], node))
+            out.update(dict.fromkeys(self.actor_shards[i], get_result(actor.node.remote(), self._what(i),
+                                                                      self.timeout)))
         return out
 
     def search_vectors(self, q_reps: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
@@ -248,15 +249,14 @@ class ShardedSearcher:
             raise ConfigError(f"query vectors have shape {q_reps.shape}, the shard indexes expect (N, {self.dim})")
         if not self.actors:
             return merge_topk([s.search_vectors(q_reps, k) for s in self._local], k)
-        from multiview_plugin.ray_runtime import call_with_retries, require_ray
+        from multiview_plugin.ray_runtime import get_result, require_ray
 
         ray = require_ray()
         q_ref = ray.put(q_reps)
         refs = [actor.search.remote(q_ref, k) for actor in self.actors]  # fan out first, then collect
         parts: list[tuple[np.ndarray, np.ndarray]] = []
-        for i, (actor, ref) in enumerate(zip(self.actors, refs)):
-            parts.extend(call_with_retries(lambda a=actor: a.search.remote(q_ref, k), lambda a=actor: a,
-                                           self._what(i), retries=self.max_restarts, timeout=self.timeout, first=ref))
+        for i, ref in enumerate(refs):  # a call lost with its actor is retried by Ray once the actor is back
+            parts.extend(get_result(ref, self._what(i), self.timeout))
         return merge_topk(parts, k)
 
     def search_batched(self, q_reps: np.ndarray, k: int, batch_size: int | None = None,
@@ -304,6 +304,15 @@ class ShardedSearcher:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def check_sharded_ray_options(shards_per_actor: int, cpus_per_actor: float, max_restarts: int,
+                              timeout: float) -> None:
+    """The Ray options of a sharded search, before anything starts: finite and in range (one line each)."""
+    check_ray_number(shards_per_actor, "--ray_shards_per_actor", minimum=1, inclusive=True)
+    check_ray_number(cpus_per_actor, "--ray_cpus_per_actor")
+    check_ray_number(max_restarts, "--ray_max_restarts", inclusive=True)
+    check_ray_number(timeout, "--ray_timeout")
 
 
 def _hits(docids: np.ndarray, scores: np.ndarray) -> list[list[Hit]]:

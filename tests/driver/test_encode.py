@@ -16,9 +16,9 @@ from multiview_plugin.driver.encode import EncodeArguments, load_model
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.registry import get_encoder_class
-from multiview_plugin.testing import make_tiny_t5
 from multiview_plugin.text_options import OPTION_NAMES
 from tests.conftest import build_tiny_model, one_line_error, without_progress_bars, write_topics_corpus
+from tools.testing import make_tiny_t5
 
 TEXTS = ["paris is the capital of france and was built on the river", "the moon", "a cat is a small animal"]
 MODEL_FLAGS = {"pooling", "normalize"}  # the others are DataArguments'

@@ -45,7 +45,7 @@ def test_help_has_no_traceback_and_a_python_m_usage_line(module, capsys):
     assert out.startswith(f"usage: python -m {module} "), out[:200]
 
 
-SUBCOMMANDS = [("multiview_plugin.reporting", c) for c in ("add", "render", "check", "check-quickstart")] + [
+SUBCOMMANDS = [("tools.reporting", c) for c in ("add", "render", "check", "check-quickstart")] + [
     ("multiview_plugin.pyserini", "encode-queries")]
 
 

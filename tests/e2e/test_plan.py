@@ -13,6 +13,7 @@ sys.path.insert(0, str(RECIPES))
 
 import plan as plan_mod  # noqa: E402
 import run as recipe_run  # noqa: E402
+import sources as recipe_sources  # noqa: E402
 
 LINE = re.compile(r"^plan: RAM \d+ GB, disk \d+ GB, build [\d.,]+ h( \([\d.,]+ days\))?, search [\d.]+ ms/query")
 
@@ -244,8 +245,8 @@ def test_different_budgets_give_different_plans(tmp_path, capsys):
 def test_every_download_is_listed(tmp_path, capsys, monkeypatch):
     """Without local data (no developer shared folder, no Pyserini / ir_datasets): backbone, training set, corpus,
     test questions with where to get them; dce adds the doc2query model; beir lists each BEIR zip."""
-    monkeypatch.setattr(recipe_run, "SHARED", tmp_path / "no-shared")
-    monkeypatch.setattr(recipe_run, "_installed", lambda module: False)
+    monkeypatch.setattr(recipe_sources, "SHARED", tmp_path / "no-shared")
+    monkeypatch.setattr(recipe_sources, "_installed", lambda module: False)
     out = stage(dry_run(["nq", "mvr"], tmp_path, capsys), "downloads:")
     for item in ("backbone bert-base-uncased", "training set Tevatron/wikipedia-nq", "corpus "
                  "Tevatron/wikipedia-nq-corpus", "test questions topics.dpr.nq.test.txt (not found: pass --topics_dir"):
@@ -278,16 +279,16 @@ def test_symbolic_eval_files_come_from_pyserini(tmp_path, monkeypatch):
     fake.get_qrels_file = lambda name: str(qrels)
     monkeypatch.setitem(sys.modules, "pyserini", types.ModuleType("pyserini"))
     monkeypatch.setitem(sys.modules, "pyserini.search", fake)
-    monkeypatch.setattr(recipe_run, "SHARED", tmp_path / "no-shared")
-    monkeypatch.setattr(recipe_run, "_installed", lambda module: module == "pyserini")
+    monkeypatch.setattr(recipe_sources, "SHARED", tmp_path / "no-shared")
+    monkeypatch.setattr(recipe_sources, "_installed", lambda module: module == "pyserini")
     a = args()
-    path, source = recipe_run.locate_eval_file("topics.dpr.nq.test.txt", a)
+    path, source = recipe_sources.locate_eval_file("topics.dpr.nq.test.txt", a)
     assert path is None and source == "Pyserini get_topics('dpr-nq-test')"
     out = recipe_run.eval_file("topics.dpr.nq.test.txt", a, tmp_path / "data", dry_run=False)
     assert out.read_text().splitlines() == ["what\t['z']", "who\t['x', 'y']"]  # qid order, Anserini's DPR format
     out = recipe_run.eval_file("qrels.dl19-passage.txt", a, tmp_path / "data", dry_run=False)
     assert out.read_text() == "1 0 d1 1\n"
-    monkeypatch.setattr(recipe_run, "_installed", lambda module: False)
+    monkeypatch.setattr(recipe_sources, "_installed", lambda module: False)
     with pytest.raises(SystemExit, match="error: topics.dl20.txt: not found: pass --topics_dir"):
         recipe_run.eval_file("topics.dl20.txt", a, tmp_path / "data", dry_run=False)
 
@@ -307,10 +308,10 @@ def test_symbolic_eval_files_come_from_ir_datasets(tmp_path, monkeypatch):
         queries_iter=lambda: iter([r for r in loaded[name] if not isinstance(r, Qrel)]),
         qrels_iter=lambda: iter([r for r in loaded[name] if isinstance(r, Qrel)]))
     monkeypatch.setitem(sys.modules, "ir_datasets", fake)
-    monkeypatch.setattr(recipe_run, "SHARED", tmp_path / "no-shared")
-    monkeypatch.setattr(recipe_run, "_installed", lambda module: module == "ir_datasets")
+    monkeypatch.setattr(recipe_sources, "SHARED", tmp_path / "no-shared")
+    monkeypatch.setattr(recipe_sources, "_installed", lambda module: module == "ir_datasets")
     a = args()
-    assert recipe_run.locate_eval_file("topics.dpr.nq.test.txt", a) == (
+    assert recipe_sources.locate_eval_file("topics.dpr.nq.test.txt", a) == (
         None, "ir_datasets 'dpr-w100/natural-questions/test'")
     out = recipe_run.eval_file("topics.dpr.nq.test.txt", a, tmp_path / "data", dry_run=False)
     assert out.read_text().splitlines() == ["who\t['x', 'y']"]

@@ -154,3 +154,37 @@ def test_ray_encode_survives_a_killed_worker_and_a_lost_node(setup, ray_cluster,
         if len(ray_cluster.worker_nodes) < 2:
             ray_cluster.add_node(num_cpus=2, object_store_memory=100 * 1024**2)
             ray_cluster.wait_for_nodes()
+
+
+def test_ray_encode_of_one_shard_writes_the_file_the_sequential_encode_writes(setup, ray_cluster, tmp_path):
+    """Before: the Ray encode wrote c.0.pkl where the sequential encode of the same command writes c.pkl. Now a
+    single shard goes to --encode_output_path itself, byte for byte the sequential file."""
+    root, _ = setup
+    corpus = tmp_path / "small.jsonl"
+    corpus.write_text("".join(json.dumps({"docid": f"d{i}", "text": TOPICS[i % 8][2]}) + "\n" for i in range(24)))
+    common = ["--model_name_or_path", str(root / "mvr"), "--dataset_path", str(corpus),
+              "--per_device_eval_batch_size", "4", "--device", "cpu"]
+    assert encode_main([*common, "--encode_output_path", str(tmp_path / "seq" / "c.pkl")]) == 0
+    assert encode_main([*common, "--encode_output_path", str(tmp_path / "ray" / "c.pkl"),
+                        "--ray_address", ray_cluster.address]) == 0
+    assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == ["c.pkl", "c.pkl.json"]
+    for name in ("c.pkl", "c.pkl.json"):
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "seq" / name).read_bytes()
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--ray_timeout", "nan"], "error: --ray_timeout must be a finite number > 0, got nan"),
+    (["--ray_cpus_per_worker", "inf"], "error: --ray_cpus_per_worker must be a finite number > 0, got inf"),
+    (["--ray_gpus_per_worker", "-1"], "error: --ray_gpus_per_worker must be a finite number >= 0, got -1"),
+    (["--ray_workers", "2", "--ray_cpus_per_worker", "3"],
+     "error: 2 Ray encode workers need 6 CPUs and 0 GPUs, the Ray cluster has 4 CPUs and 0 GPUs"),
+])
+def test_ray_encode_options_are_checked_before_any_worker_starts(setup, ray_cluster, tmp_path, capsys, flags,
+                                                                 needle):
+    """Before: a nan was a ValueError traceback, and workers the cluster cannot hold waited for --ray_timeout."""
+    _, common = setup
+    start = time.monotonic()
+    assert ray_encode(common, tmp_path, ray_cluster, *flags) == 2
+    err = own_lines(capsys.readouterr().err)
+    assert len(err) == 1 and err[0].startswith(needle), err
+    assert time.monotonic() - start < 30 and not list(tmp_path.iterdir())

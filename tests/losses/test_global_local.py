@@ -29,3 +29,19 @@ def test_view_balance_loss_gradient_lowers_the_overused_view():
     view_balance_loss(logits).backward()
     # view 0 wins 2 of 3 queries: descent lowers its logit and raises the idle view 2's
     assert (logits.grad[:, 0] > 0).all() and (logits.grad[:, 2] < 0).all()
+
+
+def test_the_owning_encoder_hands_the_loss_its_options():
+    """The loss reads MVR's flags by name from whatever options its encoder hands it (typed or saved dict), keeps
+    its defaults with another method's, and its defaults are MVR's (the loss imports no method: issue 39)."""
+    from multiview_plugin.losses.global_local import GlobalLocalLoss
+    from multiview_plugin.modeling.dpr import DprEncoder
+    from multiview_plugin.modeling.mvr import MvrOptions
+
+    typed = GlobalLocalLoss.from_options(MvrOptions(lam=0.3, balance_weight=0.1))
+    assert (typed.lam, typed.balance_weight) == (0.3, 0.1)
+    assert GlobalLocalLoss.from_options({"mvr_lambda": 0.5}).lam == 0.5
+    other = GlobalLocalLoss.from_options(DprEncoder.options_class())
+    defaults = MvrOptions()
+    assert (other.lam, other.balance_weight) == (defaults.lam, defaults.balance_weight)
+    assert set(GlobalLocalLoss.option_flags.values()) <= set(MvrOptions.flags())

@@ -37,3 +37,12 @@ def test_from_options_reads_mlrs_options():
     options = get_encoder_class("mlr").options_class(lam=0.01, reg_temperature=0.2)
     loss = SelfContrastiveLoss.from_options(options)
     assert (loss.lam, loss.reg_temperature) == (0.01, 0.2)
+
+
+def test_defaults_are_mlrs_and_another_methods_options_keep_them():
+    from multiview_plugin.modeling.mlr import MlrOptions
+    from multiview_plugin.modeling.mvr import MvrOptions
+
+    loss, defaults = SelfContrastiveLoss.from_options(MvrOptions(lam=0.7)), MlrOptions()
+    assert (loss.lam, loss.reg_temperature) == (defaults.lam, defaults.reg_temperature)
+    assert set(SelfContrastiveLoss.option_flags.values()) <= set(MlrOptions.flags())

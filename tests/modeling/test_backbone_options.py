@@ -150,7 +150,7 @@ def test_mlr_mean_layer_pooling(tiny_bert):
 
 
 def test_t5_mlr_layers_share_the_final_layer_norm(tmp_path):
-    from multiview_plugin.testing import make_tiny_t5
+    from tools.testing import make_tiny_t5
 
     t5 = make_tiny_t5(tmp_path / "t5")
     model = build("mlr", t5, "--mlr_pooling", "max", "--mlr_layers", "3,1")

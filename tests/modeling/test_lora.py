@@ -27,9 +27,9 @@ from multiview_plugin.modeling.lora import (  # noqa: E402
     ADAPTER_WEIGHTS,
     LORA_ADAPTER_DIR,
     is_lora,
-    load_adapter_model,
     merged_state_dict,
 )
+from multiview_plugin.modeling.persistence import load_adapter_model  # noqa: E402
 from multiview_plugin.training.checkpoints import checkpoint_problems  # noqa: E402
 from multiview_plugin.training.grad_cache import grad_cache_step  # noqa: E402
 from tests.conftest import TOPICS, make_tiny_bert, one_line_error, write_topics_corpus, write_train_file  # noqa: E402

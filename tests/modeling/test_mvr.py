@@ -294,7 +294,7 @@ def test_segment_viewer_reads_only_its_own_segment(tmp_path):
     """With one layer a viewer's state is a function of its segment alone: changing any token outside it leaves
     the state exactly as it was, changing one inside moves it. (Deeper encoders: the viewer still attends only to
     its segment's positions, but their states carry context from the whole passage, as in dpr.)"""
-    from multiview_plugin.testing import make_tiny_bert
+    from tools.testing import make_tiny_bert
 
     k = 3
     model = residual(make_tiny_bert(tmp_path / "one_layer", layers=1), mvr_num_views=k, mvr_viewer_scope="segments")

@@ -1027,7 +1027,7 @@ def interrupted_generation(tmp_path_factory) -> dict:
     of a run killed in its second batch."""
     from multiview_plugin.driver import generate_queries as gq
     from multiview_plugin.encoding import doc2query
-    from multiview_plugin.testing import make_tiny_t5
+    from tools.testing import make_tiny_t5
 
     root = tmp_path_factory.mktemp("props_generate")
     model = make_tiny_t5(root / "t5", seq2seq=True)

@@ -9,7 +9,7 @@ import pytest
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 from multiview_plugin.search import ApproximateSearch, FaissStore, MultiVectorSearcher, build_index
 from multiview_plugin.search.aggregators import MaxAggregator, get_aggregator
-from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+from tools.synthetic_vectors import clustered_documents, clustered_queries
 
 N_DOCS, VIEWS, DIM = 5000, 8, 64
 

@@ -11,17 +11,17 @@ from multiview_plugin.driver import index as index_driver
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search import FaissStore, IndexMeta, MultiVectorSearcher, SearchBackend, build_index
+from multiview_plugin.search._backend import OVERFETCH
 from multiview_plugin.search.aggregators import MaxAggregator
 from multiview_plugin.search.calibrate import (
     DEFAULT_SAMPLER,
-    OVERFETCH,
     calibrate_index,
     calibrate_store,
     calibration_aim,
     lower_bound,
     sample_calibration_queries,
 )
-from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+from tools.synthetic_vectors import clustered_documents, clustered_queries
 
 
 def synthetic(tmp_path, n_docs, views, dim, doc_spread, view_spread, seed):

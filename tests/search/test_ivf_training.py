@@ -10,7 +10,7 @@ from multiview_plugin.errors import ConfigError
 from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index
 from multiview_plugin.search._index import train_ivf_two_level
 from multiview_plugin.search.aggregators import MaxAggregator
-from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+from tools.synthetic_vectors import clustered_documents, clustered_queries
 
 N_DOCS, VIEWS, DIM = 3000, 4, 32
 

@@ -19,8 +19,8 @@ from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.search import IndexMeta, MultiVectorSearcher, _index, build_index
 from multiview_plugin.search._index import INDEX_FOLDER_FILES, RESCORE_STORE_FILE
 from multiview_plugin.search.calibrate import calibrate_index
-from multiview_plugin.synthetic_vectors import clustered_queries
 from tests.search.test_calibrate import synthetic
+from tools.synthetic_vectors import clustered_queries
 
 N_DOCS, MAX_VIEWS, DIM, NLIST = 300, 6, 16, 4
 

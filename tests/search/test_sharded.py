@@ -154,7 +154,144 @@ def test_ray_address_without_ray_is_a_config_error(built, monkeypatch):
         ShardedSearcher(dirs, ray_address="auto")
 
 
+@pytest.fixture(scope="module")
+def encoded_shards(mvr_index, tmp_path_factory):
+    """The tiny mvr model's TOPICS corpus encoded in 2 shards, one index per shard (the single index over all:
+    ``mvr_index["index"]``)."""
+    from multiview_plugin.driver.encode import main as encode_main
+
+    root = tmp_path_factory.mktemp("encoder_shards")
+    dirs = []
+    for i in range(2):
+        assert encode_main(["--model_name_or_path", str(mvr_index["model"]), "--dataset_path",
+                            str(mvr_index["corpus"]), "--dataset_number_of_shards", "2", "--dataset_shard_index",
+                            str(i), "--encode_output_path", str(root / f"c.{i}.pkl")]) == 0
+        dirs.append(str(root / f"s{i}"))
+        assert index_driver.main(["--passage_reps", str(root / f"c.{i}.pkl"), "--index_dir", dirs[-1],
+                                  "--allow_partial"]) == 0
+    return mvr_index, dirs
+
+
+def test_sharded_search_with_a_query_encoder_equals_one_index(encoded_shards, tmp_path):
+    """Before: any sharded search given a query encoder (driver --topics --encoder, ShardedSearcher(dirs, model))
+    failed with `ImportError: cannot import name 'load_encoder'`. Now: the driver's run, ShardedSearcher with a
+    model folder and with the Python API's loaded encoder all equal the single index's."""
+    from multiview_plugin.api import MultiViewModel
+
+    mvr, dirs = encoded_shards
+    common = ["--topics", str(mvr["queries"]), "--encoder", str(mvr["model"]), "--hits", "8"]
+    assert search_driver.main(["--index", str(mvr["index"]), "--output", str(tmp_path / "one.trec"), *common]) == 0
+    assert search_driver.main(["--index", ",".join(dirs), "--output", str(tmp_path / "sharded.trec"), *common]) == 0
+    assert run_lines(tmp_path / "sharded.trec") == run_lines(tmp_path / "one.trec")
+    assert len(run_lines(tmp_path / "one.trec")) == 8 * 8
+    single_searcher = MultiVectorSearcher(mvr["index"], mvr["model"], device="cpu")
+    ref = single_searcher.search("what is paris", k=8)
+    assert ShardedSearcher(dirs, mvr["model"], device="cpu").search("what is paris", k=8) == ref
+    model = MultiViewModel.load(mvr["model"], device="cpu")
+    with ShardedSearcher(dirs, model.encoder, device="cpu") as searcher:
+        assert searcher.search("what is paris", k=8) == ref
+        assert searcher.batch_search(["what is rome"], ["q"], k=3) == {"q": single_searcher.search("what is rome",
+                                                                                                   k=3)}
+
+
+def test_driver_ray_address_local_with_text_queries_ignores_RAY_ADDRESS(encoded_shards, tmp_path):
+    """`driver.search --index a,b --topics --encoder --ray_address local` in a fresh process whose RAY_ADDRESS names
+    a closed port: a new loopback instance serves the shards (before, `local` followed RAY_ADDRESS and hung), the
+    run equals the single index's."""
+    import os
+    import subprocess
+    import sys
+
+    from multiview_plugin.ray_runtime import free_port
+
+    pytest.importorskip("ray")
+    mvr, dirs = encoded_shards
+    common = ["--topics", str(mvr["queries"]), "--encoder", str(mvr["model"]), "--hits", "8"]
+    assert search_driver.main(["--index", str(mvr["index"]), "--output", str(tmp_path / "one.trec"), *common]) == 0
+    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{free_port()}", "PYTHONPATH": os.getcwd(), "TQDM_DISABLE": "1"}
+    out = subprocess.run([sys.executable, "-m", "multiview_plugin.driver.search", "--index", ",".join(dirs),
+                          "--output", str(tmp_path / "local.trec"), *common, "--ray_address", "local"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert run_lines(tmp_path / "local.trec") == run_lines(tmp_path / "one.trec")
+
+
+@pytest.mark.parametrize(("flag", "value"), [(f, v) for f in ("--ray_cpus_per_actor", "--ray_timeout")
+                                               for v in ("nan", "inf", "-1", "0")]
+                         + [("--ray_shards_per_actor", "0"), ("--ray_max_restarts", "-1")])
+def test_ray_flags_must_be_finite_and_in_range_before_ray_starts(built, capsys, flag, value):
+    """Before: `--ray_cpus_per_actor nan` / `--ray_timeout nan` ended in a ValueError traceback inside Ray (the
+    integer flags' nan / inf are refused by argparse itself)."""
+    root, _, dirs = built
+    rc = search_driver.main(["--index", ",".join(dirs), "--encoded_queries", str(root / "queries.pkl"), "--output",
+                             str(root / "x.trec"), "--ray_address", "127.0.0.1:1", flag, value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith(f"error: {flag} must be a finite number "), err
+    assert not (root / "x.trec").exists()
+
+
+def test_driver_unreachable_ray_address_is_one_line_in_seconds(built, capsys):
+    """Before: nothing listening at --ray_address gave Ray's connection warnings until an outer timeout."""
+    import time
+
+    from multiview_plugin.ray_runtime import free_port
+
+    pytest.importorskip("ray")
+    root, _, dirs = built
+    port = free_port()
+    start = time.monotonic()
+    rc = search_driver.main(["--index", ",".join(dirs), "--encoded_queries", str(root / "queries.pkl"), "--output",
+                             str(root / "x.trec"), "--ray_address", f"127.0.0.1:{port}"])
+    assert time.monotonic() - start < 30
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: --ray_address 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port} ")
+    assert not (root / "x.trec").exists()
+
+
 # -- on a Ray cluster -----------------------------------------------------------------------------------------
+
+
+def test_ray_cluster_listens_on_loopback_only(ray_cluster):
+    """Every socket the test cluster's processes listen on is a loopback address (Ray rewrote 127.0.0.1 to the
+    host's interface address before, and listened on all interfaces)."""
+    import os
+
+    from tests.conftest import is_loopback, listening_addresses
+
+    psutil = pytest.importorskip("psutil")
+    pids = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)}
+    sockets = listening_addresses(pids)
+    assert sockets and all(is_loopback(ip) for ip, _ in sockets), sockets
+    assert ray_cluster.address.startswith("127.0.0.1:")
+
+
+def test_too_few_cpus_for_the_shard_actors_fails_at_once(built, ray_cluster, capsys):
+    """Before: 4 shard actors that the cluster's CPUs cannot hold waited silently for --ray_timeout (600 s), then
+    blamed a lost node. Now: one line at once saying what is needed."""
+    import time
+
+    root, _, dirs = built
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"^4 shard actors need 12 CPUs and 0 GPUs, the Ray cluster has 4 CPUs "):
+        ShardedSearcher(dirs, ray_address=ray_cluster.address, cpus_per_actor=3)
+    rc = search_driver.main(["--index", ",".join(dirs), "--encoded_queries", str(root / "queries.pkl"), "--output",
+                             str(root / "x.trec"), "--ray_address", ray_cluster.address, "--ray_cpus_per_actor", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: 4 shard actors need 8 CPUs"), err
+    assert time.monotonic() - start < 30 and not (root / "x.trec").exists()
+
+
+def test_ray_sharded_search_with_a_query_encoder(encoded_shards, ray_cluster, tmp_path):
+    """driver.search --index a,b --topics --encoder --ray_address: the queries are encoded in the driver, the
+    shards searched by Ray actors; the run equals the single index's."""
+    mvr, dirs = encoded_shards
+    common = ["--topics", str(mvr["queries"]), "--encoder", str(mvr["model"]), "--hits", "8"]
+    assert search_driver.main(["--index", str(mvr["index"]), "--output", str(tmp_path / "one.trec"), *common]) == 0
+    assert search_driver.main(["--index", ",".join(dirs), "--output", str(tmp_path / "ray.trec"), *common,
+                               "--ray_address", ray_cluster.address]) == 0
+    assert run_lines(tmp_path / "ray.trec") == run_lines(tmp_path / "one.trec")
+
 
 
 def test_ray_driver_with_an_actor_killed_mid_run_equals_single_index(built, ray_cluster, tmp_path):

@@ -1,10 +1,10 @@
-"""multiview_plugin.reporting.tables: the runs tables, the README's method (headline) and transfer tables."""
+"""tools.reporting.tables: the runs tables, the README's method (headline) and transfer tables."""
 
 import json
 
 import pytest
 
-from multiview_plugin.reporting import records, tables
+from tools.reporting import records, tables
 
 PEER_CMD = "python bench/colbert_peer.py --squad_path x.json --steps 100 --dev_groups 28-31 --dev_eval_steps 25"
 PROTOCOL = ("python -m multiview_plugin.quickstart --data squad --squad_path x.json --steps 100 --dev_groups 28-31 "
@@ -60,6 +60,13 @@ def test_headline_table_marks_only_tested_significant_wins(tmp_path, monkeypatch
     assert "| **90.0** | 50.0 | +40.0 |" in lines[2]
     assert "| 95.0 | 50.0 | – | not tested |" in lines[3]
     assert "| 50.0 | – | – | – |" in lines[4]
+    monkeypatch.setattr(tables.P, "front", [("better", "f", "squad-sel-x", "dcsr-mean"),
+                                           ("dpr", "f", "squad-sel-x", "dpr")])
+    front = tables.front_table("squad").splitlines()
+    assert front[0].count("|") == 9 and front[2] == "| better | f | 100 | 42 | **90.0** | +40.0 | < 0.0001 | 3.0 |"
+    monkeypatch.setattr(tables.P, "front", [("dpr", "f", "squad-sel-x", "dpr")] * 9)
+    with pytest.raises(SystemExit, match="at most 8"):
+        tables.front_table("squad")
     monkeypatch.setattr(tables.P, "headline", [("gone", "f", "squad-sel-x", "missing")])
     with pytest.raises(SystemExit, match="no row 'missing' in record 'squad-sel-x'"):
         tables.headline_table("squad")
@@ -131,3 +138,29 @@ def test_the_transfer_table_shows_the_metric_it_tests():
             assert abs(v - d - delta) <= 0.1 + 1e-9, line
             tested += 1
     assert tested > 10
+
+
+def test_a_p_value_at_its_permutation_floor_reads_as_below_it():
+    """10,000 sign flips, none as extreme as the observed difference: p = 1/10,001, printed ``< 0.0001`` (issue 37);
+    an exact test or a p above the floor prints its value."""
+    sampled = "paired randomization (two-sided, top-1 hits, 10000 sign flips, seed 0)"
+    assert tables.p_cell(1 / 10_001, sampled) == "< 0.0001"
+    assert tables.p_cell(2 / 10_001, sampled) == "0.0002"
+    assert tables.p_cell(0.8, sampled) == "0.8"
+    assert tables.p_cell(1 / 10_001, "paired randomization (two-sided, top-1 hits, exact over 65536 sign patterns)") \
+        == "0.0001"
+    assert tables.p_cell(1 / 1000, "permutation test, 999 resamples") == "< 0.001"
+    assert tables.p_cell(0.03) == "0.03"
+
+
+def test_no_generated_table_prints_a_floor_p_value_as_a_value():
+    """Every table in the pages prints a p-value at its test's floor as ``< 0.0001``, the quickstart's included."""
+    row = {"system": "dcsr-mean", "p_value": 1 / 10_001, "p_delta": 6.1,
+           "p_test": "paired randomization (two-sided, top-1 hits, 10000 sign flips, seed 0)"}
+    keys = [k for k, _ in tables.P.quickstart_columns]
+    if "p_value" in keys:
+        cells = tables.quickstart_table({"rows": [row]}).splitlines()[-1].split(" | ")
+        assert "< 0.0001" in cells
+    for page in ("README.md", "docs/results.md"):
+        text = (records.ROOT / page).read_text(encoding="utf-8")
+        assert "| 0.0001 |" not in text and ", 0.0001 |" not in text and "| 0.0001, " not in text, page

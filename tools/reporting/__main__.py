@@ -2,21 +2,21 @@
 that quote them, checked.
 
     # record a finished run (its results.json) under results/<data>/<name>.json, with the command that made it
-    python -m multiview_plugin.reporting add runs/scifact --name scifact-all \
+    python -m tools.reporting add runs/scifact --name scifact-all \
         --command "python -m multiview_plugin.quickstart --data scifact --beir_dir $DATA/beir/scifact ..."
     # rewrite docs/results.md's tables (between the results markers) from everything in results/, and the
     # README's tables (quickstart, transfer, headline markers)
-    python -m multiview_plugin.reporting render
+    python -m tools.reporting render
     # the same, without writing: exit 1 and print one line per difference when a table is not what the records
     # give, or a number of README.md or a docs page tagged <!-- record: ... --> / <!-- log: ... --> (or inside a
     # <!-- logs: ... --> block) is not its record's or log's value
-    python -m multiview_plugin.reporting check
+    python -m tools.reporting check
     # a fresh quickstart run reproduces the README's quickstart table (the committed quickstart-default record)
     python -m multiview_plugin.quickstart --output_dir /tmp/qs && \
-        python -m multiview_plugin.reporting check-quickstart /tmp/qs/results.json
+        python -m tools.reporting check-quickstart /tmp/qs/results.json
     # a peer system trained by another script (bench/colbert_peer.py): its command, and the quickstart command
     # whose protocol (data, budget, dev selection) it reproduces, which gives the row its settings
-    python -m multiview_plugin.reporting add RUN_DIR --name squad-sel-colbert-pylate \
+    python -m tools.reporting add RUN_DIR --name squad-sel-colbert-pylate \
         --command "python bench/colbert_peer.py ..." \
         --protocol "python -m multiview_plugin.quickstart --data squad ... --systems dpr"
 
@@ -32,9 +32,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from multiview_plugin.reporting import pages, prose, records, tables
+from tools.reporting import pages, prose, records, tables
 
-PROG = "python -m multiview_plugin.reporting"
+PROG = "python -m tools.reporting"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "add":
         records.add(args.run_dir, args.name, args.command, args.systems, args.protocol)
     elif args.cmd == "check":
-        problems = pages.check(args.out, args.readme)
+        missing = [str(p) for p in [args.out, args.readme, *(args.prose or [])] if not p.is_file()]
+        if missing:  # one line, before anything is read
+            print(f"error: no such page: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        problems = pages.check(args.out, args.readme) + pages.stale_published()
         problems += prose.check(args.prose if args.prose is not None else prose.PAGES)
         for line in problems:
             print(line)

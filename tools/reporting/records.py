@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import time
 from functools import lru_cache
 from pathlib import Path
 
 from multiview_plugin.quickstart.options import build_parser, train_seed
+from multiview_plugin.records import dumps_rows
 
-# The repository the records live in: the checkout this package runs from (``pip install -e .``).
+# The repository the records live in: the checkout this tool is part of (tools/reporting/ in it).
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 
@@ -30,15 +30,6 @@ SIGNIFICANCE_ALPHA = 0.05
 # source data set of a transfer run, and whether it ran on a GPU); a setting is (data, *these, device, flags, source)
 SEED_FLAG_KEYS = ("steps", "dev_groups", "dev_eval_steps", "dev_patience", "passage_max_len", "batch_size",
                   "learning_rate", "backbone", "dce_max_queries")
-
-_INT_LIST = re.compile(r"\[\s*-?\d+(?:,\s*-?\d+)*\s*\]")
-
-
-def dumps_rows(obj) -> str:
-    """``json.dumps(obj, indent=2)`` with every list of plain integers (the per-question ranks) on one line."""
-    return _INT_LIST.sub(lambda m: "[" + ", ".join(m.group(0)[1:-1].split()).replace(",,", ",") + "]",
-                         json.dumps(obj, indent=2))
-
 
 def quickstart_settings(command: str) -> argparse.Namespace:
     """The settings of a quickstart command line, parsed by the quickstart's own parser."""

@@ -1,14 +1,16 @@
-"""multiview_plugin.reporting.prose: numbers in README.md and every docs page carry the record or log they quote
+"""tools.reporting.prose: numbers in README.md and every docs page carry the record or log they quote
 and equal it; a wrong number, a wrong table cell, a broken tag or an untagged number anywhere is caught."""
 
 from pathlib import Path
 
 import pytest
 
-from multiview_plugin.reporting import prose, records
+from tools.reporting import prose, records, sources
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+ROOT = Path(__file__).resolve().parents[3]
+# the tagged text of each page: its source under pages/ where it has one (tools/reporting/sources.py)
+PAGES = [str(sources.source_of(ROOT / p).relative_to(ROOT))
+         for p in ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]]
 
 
 def test_prose_numbers_match_their_records():
@@ -40,7 +42,8 @@ def test_a_wrong_number_or_a_broken_tag_is_caught():
         "1.0<!-- record: scifact-mv:dpr, scifact-seed7:dpr-seed7 | nDCG@10 -->", "x.md")[0]
     assert "not in bench/viewer_similarity.log" in prose.check_text(
         "0.5<!-- log: bench/viewer_similarity.log -->", "x.md")[0]
-    assert prose.check_text("0.32<!-- log: bench/viewer_similarity.log -->", "x.md") == []  # 0.3186 rounded
+    # 0.3186 rounded, on the log's line of the viewers' cosine (the sentence names its place)
+    assert prose.check_text("distinct viewers: cosine 0.32<!-- log: bench/viewer_similarity.log -->", "x.md") == []
 
 
 def test_aggregates_and_paired_tests():
@@ -106,3 +109,41 @@ def test_index_megabytes_papers_and_tags_inside_code():
     assert prose.untagged("PPL 1.02<!-- paper: Zhang et al. 2022 (MVR), Table 6 -->, ODC-By 1.0") == []
     found = prose.check_text("run `--temperature 0.1<!-- setting -->\n --x` now", "x.md")
     assert len(found) == 1 and found[0].startswith("x.md:1: a tag inside a code span")
+
+
+LOG = ("# command: python bench/ann.py\n"
+       "syn-8views-d128  HNSW32   recall@10 0.954  latency 12.31 ms\n"
+       "syn-wide-d96     IVF1024  recall@10 0.989  latency 3.27 ms\n"
+       "syn-tight-d32    IVF256   recall@10 0.971  latency 2.05 ms\n"
+       "syn-mixed-d64    Flat     recall@10 1.000  latency 40.2 ms\n")
+JSON_LOG = '{\n  "qdrant": {\n    "build_s": 41.7\n  },\n  "faiss": {\n    "build_s": 12.31\n  }\n}\n'
+
+
+def test_a_log_number_is_checked_in_its_own_place(tmp_path, monkeypatch):
+    """A tagged log number must be where the page's sentence puts it (issue 36): the same number replaced by
+    another number of the same log, from another row, fails; a label in the tag binds a sentence that names none."""
+    monkeypatch.setattr(prose.rec, "ROOT", tmp_path)
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "ann.log").write_text(LOG)
+    (tmp_path / "bench" / "build.json").write_text(JSON_LOG)
+    tag = "<!-- log: bench/ann.log -->"
+    assert prose.check_text(f"HNSW32 keeps 0.954{tag} of exact top-10 at 12.3{tag} ms.\n", "x.md") == []
+    # 0.989 is in the log, but in the IVF row: replaced by another row's number
+    wrong = prose.check_text(f"HNSW32 keeps 0.989{tag} of exact top-10.\n", "x.md")
+    assert len(wrong) == 1 and wrong[0].startswith("x.md:1: 0.989 is in bench/ann.log, but on no line that shares")
+    assert prose.check_text(f"HNSW32 answers in 3.27{tag} ms.\n", "x.md")[0].startswith("x.md:1: 3.27 is in")
+    # a number that is nowhere in the log, as before
+    assert prose.check_text(f"HNSW32 keeps 0.955{tag}.\n", "x.md") == ["x.md:1: 0.955 is not in bench/ann.log"]
+    # the sentence names no label: the tag does (a JSON object's key a line or two above counts)
+    assert prose.check_text("Building took 41.7<!-- log: bench/build.json | qdrant --> s.\n", "x.md") == []
+    assert prose.check_text("Building took 12.31<!-- log: bench/build.json | qdrant --> s.\n", "x.md") == [
+        "x.md:1: 12.31 is in bench/build.json, but on no line with 'qdrant' (or two lines below one)"]
+
+
+def test_a_page_that_is_not_there_is_one_line(capsys):
+    from tools.reporting.__main__ import main
+
+    assert main(["check", "--prose", "no_such_page.md"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "error: no such page: no_such_page.md\n"
+    assert prose.check([ROOT / "no_such_page.md"]) == ["no_such_page.md: no such page"]

@@ -1,10 +1,10 @@
-"""Tests of multiview_plugin/synthetic_vectors.py: clustered synthetic multi-view vectors."""
+"""Tests of tools/synthetic_vectors.py: clustered synthetic multi-view vectors."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from multiview_plugin.synthetic_vectors import clustered_documents, clustered_queries
+from tools.synthetic_vectors import clustered_documents, clustered_queries
 
 
 def test_documents_are_unit_clustered_and_reproducible():

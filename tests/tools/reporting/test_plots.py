@@ -1,11 +1,11 @@
-"""Tests of multiview_plugin/reporting/plots.py: the training curves of the dev-selected runs."""
+"""Tests of tools/reporting/plots.py: the training curves of the dev-selected runs."""
 
 from __future__ import annotations
 
 import pytest
 
-from multiview_plugin.reporting import plots
-from multiview_plugin.reporting import records as rec
+from tools.reporting import plots
+from tools.reporting import records as rec
 
 ROWS = [{"system": "dpr", "curves": {"loss": [[0, 2.0], [10, 1.0]], "dev": [[0, 0.5], [10, 0.6]],
                                      "dev_metric": "MRR@10"}},

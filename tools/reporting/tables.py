@@ -1,16 +1,17 @@
 """The generated tables of docs/results.md and the README, rendered from the run records
-(:mod:`multiview_plugin.reporting.records`) with the names and rows of ``results/presentation.json``
+(:mod:`tools.reporting.records`) with the names and rows of ``results/presentation.json``
 (:class:`Presentation`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from multiview_plugin.reporting import records as rec
-from multiview_plugin.reporting.plots import plot_curves
+from tools.reporting import records as rec
+from tools.reporting.plots import plot_curves
 
 PRESENTATION_FILE = rec.ROOT / "results" / "presentation.json"
 
@@ -27,6 +28,7 @@ class Presentation:
     system_names: dict[str, str]
     index_dims: dict[str, int]
     headline: list[tuple[str, str, str, str]]
+    front: list[tuple[str, str, str, str]]
     quickstart_columns: list[tuple[str, str]]
     quickstart_names: dict[str, str]
 
@@ -36,6 +38,7 @@ class Presentation:
         return cls(datasets={k: (v["title"], v["protocol"], v["metrics"]) for k, v in d["datasets"].items()},
                    headers=d["headers"], system_names=d["system_names"], index_dims=d["index_dims"],
                    headline=[(h["label"], h["flags"], h["record"], h["system"]) for h in d["headline"]],
+                   front=[(h["label"], h["flags"], h["record"], h["system"]) for h in d.get("front", [])],
                    quickstart_columns=[(c["field"], c["header"]) for c in d["quickstart_columns"]],
                    quickstart_names=d["quickstart_names"])
 
@@ -46,6 +49,20 @@ SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the train
                  "(their questions and paragraphs leave training); every system is checked on it every "
                  "{every} (step 0 included) and the best checkpoint is the one evaluated. Curves: "
                  "![training curves]({plot})")
+
+
+# a permutation test's sample size, as a row's p_test names it ("10000 sign flips", "9999 resamples")
+PERMUTATIONS = re.compile(r"(\d+) (?:sign flips|permutations|resamples)")
+
+
+def p_cell(p: float, test: str | None = None) -> str:
+    """A p-value as the tables print it: two significant digits; one at its permutation test's floor (no sign
+    flip of N as extreme as the observed difference: p = 1/(N+1)) as ``< 1/N`` (10,000 flips: ``< 0.0001``), the
+    smallest p the test can tell (issue 37). Exact tests and t-tests have no such floor."""
+    sampled = PERMUTATIONS.search(test or "")
+    if sampled and p <= (1 + 1e-9) / (int(sampled.group(1)) + 1):
+        return f"< {1 / int(sampled.group(1)):.2g}"
+    return f"{p:.2g}"
 
 
 def cell(value) -> str:
@@ -137,7 +154,7 @@ def seed_summary(g: dict | None, metric: str) -> str:
 def tested_cells(tested: dict) -> tuple[str, str]:
     """The per-seed Δ and p cells of :func:`records.tested_win`'s tested seeds, in seed order ("" where none)."""
     return (", ".join(f"{t['p_delta']:+.1f}" for t in tested.values()),
-            ", ".join(f"{t['p_value']:.2g}" for t in tested.values()))
+            ", ".join(p_cell(t["p_value"], t.get("p_test")) for t in tested.values()))
 
 
 def tested_baseline(g: dict, seed: int) -> dict | None:
@@ -241,7 +258,7 @@ def view_ablation_table(data: str = "squad", family: str = "mvr") -> str | None:
                 f"`{g['setting'][-2]}`" if g["setting"][-2] else "–",
                 str(g["setting"][1]), "yes" if g["setting"][2] else "no", str(seed), cell(r.get(metric)),
                 f"{t['p_delta']:+.1f}" if t.get("p_delta") is not None else "–",
-                f"{t['p_value']:.2g}" if t.get("p_value") is not None else "–",
+                p_cell(t["p_value"], t.get("p_test")) if t.get("p_value") is not None else "–",
                 f"{r['PPL']:.2f}" if r.get("PPL") is not None else "–",
                 f"{r['LV']:.2g}" if r.get("LV") is not None else "–", str(r.get("best_step", "–")),
                 f"`{r['_record']}`"]) + " |")
@@ -250,7 +267,7 @@ def view_ablation_table(data: str = "squad", family: str = "mvr") -> str | None:
 
 def quickstart_table(record: dict) -> str:
     """The README's quickstart table, from the quickstart's record (or a fresh run's rows in the same form)."""
-    def fmt(key: str, value) -> str:
+    def fmt(key: str, value, row: dict) -> str:
         if value is None or value == "":
             return ""
         if key == "system":
@@ -260,7 +277,7 @@ def quickstart_table(record: dict) -> str:
         if key == "PPL":
             return f"{value:.2f}"
         if key == "p_value":
-            return f"{value:.2g}"
+            return p_cell(value, row.get("p_test"))
         if key == "p_delta":
             return f"{value:+.1f}"
         if key == "views_per_doc":
@@ -269,7 +286,7 @@ def quickstart_table(record: dict) -> str:
 
     cols = P.quickstart_columns
     lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(fmt(k, r.get(k)) for k, _ in cols) + " |" for r in record["rows"]]
+    lines += ["| " + " | ".join(fmt(k, r.get(k), r) for k, _ in cols) + " |" for r in record["rows"]]
     return "\n".join(lines)
 
 
@@ -297,31 +314,53 @@ def transfer_summary(data: str = "scifact") -> str:
     return "\n".join(lines)
 
 
-def headline_table(data: str = "squad") -> str:
-    """The README's method table: each headline row's top-1 per seed (and mean ± sd over seeds), the top-1 of the
-    dpr each seed is tested against (same setting: steps, dev selection, lengths, batch, lr, train flags; same
-    seed), Δ and the paired test per seed; bold: a significant win."""
+def _headline_cells(spec: list[tuple[str, str, str, str]], data: str, where: str) -> list[dict[str, str]]:
+    """The cells of each ``(label, flags, record, system)`` row of ``spec``: top-1 per seed (bold: a significant
+    win on every seed) and their mean ± sd, the dpr each seed is tested against, Δ and p per seed."""
     metric = P.datasets[data][2][0]
-    groups = rec.seed_groups(data)
-    found = {(r["_record"], r["system"]): g for g in groups for r in g["seeds"].values()}
-    lines = ["| on a mean-pooled backbone | flags | steps | seeds | SQuAD-dev top-1 (per seed; mean ± sd) | "
-             "dpr top-1 (same setting and seed) | Δ vs dpr (per seed) | p vs dpr (per seed) | vectors/doc | record |",
-             "|" + "---|" * 10]
-
-    for label, flags, record, system in P.headline:
+    found = {(r["_record"], r["system"]): g for g in rec.seed_groups(data) for r in g["seeds"].values()}
+    rows = []
+    for label, flags, record, system in spec:
         g = found.get((record, system))
         if g is None:
-            raise SystemExit(f"results/presentation.json headline: no row {system!r} in record {record!r}")
+            raise SystemExit(f"results/presentation.json {where}: no row {system!r} in record {record!r}")
         row = next(r for r in g["seeds"].values() if r["_record"] == record)
         tested, win = rec.tested_win(g)
         deltas, p_values = tested_cells(tested)
-        vectors = row.get("views_per_doc", row.get("views"))
-        value = per_seed(g, metric)
-        if len(g["seeds"]) > 1:
-            value = f"{value} ({seed_summary(g, metric)})"
-        lines.append("| " + " | ".join([
-            label, flags, str(row.get("steps", "–")), ", ".join(str(s) for s in g["seeds"]),
-            f"**{value}**" if win else value, baseline_cells(g, metric) or "–",
-            deltas or "–", p_values or ("–" if system == "dpr" else "not tested"),
-            cell(vectors), ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())]) + " |")
+        summary = seed_summary(g, metric) if len(g["seeds"]) > 1 else per_seed(g, metric)
+        value = per_seed(g, metric) + (f" ({summary})" if len(g["seeds"]) > 1 else "")
+        rows.append({"label": label, "flags": flags, "steps": str(row.get("steps", "–")),
+                     "seeds": ", ".join(str(s) for s in g["seeds"]),
+                     "value": f"**{value}**" if win else value, "mean": f"**{summary}**" if win else summary,
+                     "dpr": baseline_cells(g, metric) or "–", "delta": deltas or "–",
+                     "p": p_values or ("–" if system == "dpr" else "not tested"),
+                     "vectors": cell(row.get("views_per_doc", row.get("views"))),
+                     "records": ", ".join(f"`{r['_record']}`" for r in g["seeds"].values())})
+    return rows
+
+
+def headline_table(data: str = "squad") -> str:
+    """The method table of docs/results.md: each headline row's top-1 per seed (and mean ± sd over seeds), the top-1
+    of the dpr each seed is tested against (same setting: steps, dev selection, lengths, batch, lr, train flags;
+    same seed), Δ and the paired test per seed; bold: a significant win."""
+    lines = ["| on a mean-pooled backbone | flags | steps | seeds | SQuAD-dev top-1 (per seed; mean ± sd) | "
+             "dpr top-1 (same setting and seed) | Δ vs dpr (per seed) | p vs dpr (per seed) | vectors/doc | record |",
+             "|" + "---|" * 10]
+    for c in _headline_cells(P.headline, data, "headline"):
+        lines.append("| " + " | ".join(c[k] for k in ("label", "flags", "steps", "seeds", "value", "dpr", "delta",
+                                                      "p", "vectors", "records")) + " |")
+    return "\n".join(lines)
+
+
+def front_table(data: str = "squad") -> str:
+    """The README's results table (results/presentation.json "front", at most 8 rows): method, flags, budget,
+    seeds, top-1 (mean ± sd over seeds; bold: a significant win over dpr on every seed), Δ and p per seed, vectors
+    per document."""
+    if len(P.front) > 8:
+        raise SystemExit(f"results/presentation.json front: {len(P.front)} rows, the README shows at most 8")
+    lines = ["| method | flags | steps | seeds | SQuAD-dev top-1 | Δ vs dpr (per seed) | p (per seed) | vectors/doc |",
+             "|" + "---|" * 8]
+    for c in _headline_cells(P.front, data, "front"):
+        lines.append("| " + " | ".join(c[k] for k in ("label", "flags", "steps", "seeds", "mean", "delta", "p",
+                                                      "vectors")) + " |")
     return "\n".join(lines)

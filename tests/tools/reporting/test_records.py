@@ -1,12 +1,12 @@
-"""multiview_plugin.reporting.records: a run's settings from its recorded command, rows of one system over seeds,
+"""tools.reporting.records: a run's settings from its recorded command, rows of one system over seeds,
 and paired tests against dpr of the same setting and seed."""
 
 import json
 from pathlib import Path
 
-from multiview_plugin.reporting import records, tables
+from tools.reporting import records, tables
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CMD = ("python -m multiview_plugin.quickstart --data squad --squad_path x.json --steps 100 --dev_groups 28-31 "
        "--dev_eval_steps 25 --passage_max_len 192 --systems dpr dcsr-mean")
 

@@ -1,15 +1,15 @@
-"""docs/results.md's tables and the README's tables are exactly what multiview_plugin.reporting renders from the
-committed run records, and ``python -m multiview_plugin.reporting check`` says so, or names each line that
+"""docs/results.md's tables and the README's tables are exactly what tools.reporting renders from the
+committed run records, and ``python -m tools.reporting check`` says so, or names each line that
 differs."""
 
 import shutil
 
-from multiview_plugin.reporting import pages
-from multiview_plugin.reporting.__main__ import main
+from tools.reporting import pages
+from tools.reporting.__main__ import main
 
 
 def test_tables_are_in_sync_with_results():
-    assert pages.check() == [], "tables are stale: run python -m multiview_plugin.reporting render"
+    assert pages.check() == [], "tables are stale: run python -m tools.reporting render"
     assert main(["check"]) == 0
 
 

@@ -17,10 +17,16 @@ the second). The number written before the tag (``**``, ``%`` and a leading ``+`
 value rounded to as many decimals as it is written with (a p-value may also be written to two significant digits, as
 the tables write it).
 
-A number quoted from a committed benchmark log carries ``<!-- log: bench/NAME.log -->`` (the log must hold a number
-that rounds to it); a setting or a target that is no measurement (a flag's value, the significance level) carries
-``<!-- setting -->``; a number quoted from a paper carries ``<!-- paper: WHO YEAR, WHERE -->`` (its source named,
-not checked: the papers are not in the repository).
+A number quoted from a committed benchmark log carries ``<!-- log: bench/NAME.log -->``: the log must hold a number
+that rounds to it *in its own place*, on a line that shares a label with the page's words around the number (120
+characters before it, 60 after, within its paragraph) -- a word or a whole number of two digits or more that is not
+on most of the log's lines (``HNSW32 keeps 0.954`` in the page, ``syn-8views HNSW32 recall 0.954`` in the log). A
+number replaced by another one of the same log, from another row or field, fails unless that row shares those
+words too. Where the words around the number do not name the log's label, the tag names it:
+``<!-- log: bench/NAME.log | LABEL -->`` (the number must then be on a line holding ``LABEL``, or within two lines
+after one, as in a JSON object). A setting or a target that is no measurement (a flag's value, the significance
+level) carries ``<!-- setting -->``; a number quoted from a paper carries ``<!-- paper: WHO YEAR, WHERE -->`` (its
+source named, not checked: the papers are not in the repository).
 
 A table or paragraph copied from logs need not tag each cell: a block ::
 
@@ -46,10 +52,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from multiview_plugin.reporting import records as rec
-from multiview_plugin.reporting import tables
+from tools.reporting import records as rec
+from tools.reporting import sources, tables
 
-PAGES = [rec.ROOT / "README.md", *sorted((rec.ROOT / "docs").glob("*.md"))]
+# the tagged text of every page: its source under pages/ where it has one (tools/reporting/sources.py)
+PAGES = [sources.source_of(p) for p in [rec.ROOT / "README.md", *sorted((rec.ROOT / "docs").glob("*.md"))]]
 TAG = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?P<kind>record|log): (?P<spec>.*?) -->")
 # a number that is a setting or a target (a flag's value, alpha), not a measurement; or a paper's number
 SETTING = re.compile(r"(?P<num>[-+−]?\d[\d,]*(?:\.\d+)?)(?P<tail>[%*]*)\s*<!-- (?:setting|paper: [^>]+?) -->")
@@ -58,6 +65,11 @@ AGGREGATES = ("mean", "sd", "min", "max", "diff")
 BLOCK_OPEN = re.compile(r"^\s*<!-- logs: (?P<files>.*?) -->\s*$")
 BLOCK_CLOSE = re.compile(r"^\s*<!-- /logs -->\s*$")
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# the labels a log line and the page's words around a number share: words, and whole numbers of two digits or more
+# (``top-100``; not the digits of a decimal or an exponent)
+LABEL = re.compile(r"[A-Za-z][A-Za-z0-9]*|(?<![\d.eE])(?<![eE][-+])\d+(?![\d.])")
+STOPWORDS = frozenset("the and for with from that this are was were has have its per one two all not but than then "
+                      "into each what which when where who how".split())
 LICENCE = re.compile(r"(?:CC BY(?:-SA)?|ODC-By) \d\.\d")  # a licence's version is no number to check
 
 
@@ -159,6 +171,62 @@ def in_log(written: str, log: str, cache: dict | None = None) -> bool:
     return written in cache[key]
 
 
+def labels(text: str) -> set[str]:
+    """The labels of a text: its words of three letters or more (lower-cased, common words left out) and its
+    numbers of two digits or more."""
+    return {t.lower() for t in LABEL.findall(text) if len(t) >= (2 if t.isdigit() else 3)} - STOPWORDS
+
+
+def holds(written: str, line: str) -> bool:
+    """Whether ``line`` holds a number that, rounded to ``written``'s decimals, is ``written``."""
+    decimals = len(written.split(".", 1)[1]) if "." in written else 0
+    return any(f"{abs(float(x)):.{decimals}f}" == written.lstrip("-") for x in NUMBER.findall(line))
+
+
+def words_around(text: str, start: int, end: int, before: int = 120, after: int = 60) -> str:
+    """The page's words around ``text[start:end]`` (a tagged number): ``before`` characters before it and
+    ``after`` after it, within its paragraph, without tags. Near enough to name the number's own row or field,
+    not its neighbours' (with whole sentences, a substituted number of the same log passed four times in five)."""
+    first = text.rfind("\n\n", 0, start)
+    first = 0 if first < 0 else first + 2
+    last = text.find("\n\n", end)
+    last = len(text) if last < 0 else last
+    return re.sub(r"<!--.*?-->", " ", text[max(first, start - before):start] + " " + text[end:min(last, end + after)])
+
+
+def log_places(path: str, log: str, cache: dict) -> tuple[list[str], list[set[str]]]:
+    """A log's lines, and the labels that name each line's place: its labels that are not on most of the log's
+    lines, or all of them where none is rarer (every line of a training log has the same keys)."""
+    key = ("places", path)
+    if key not in cache:
+        lines = log.splitlines()
+        places = [labels(line) for line in lines]
+        counts: dict[str, int] = {}
+        for place in places:
+            for label in place:
+                counts[label] = counts.get(label, 0) + 1
+        common = {label for label, n in counts.items() if n > max(2, len(lines) / 2)}
+        cache[key] = (lines, [(place - common) or place for place in places])
+    return cache[key]
+
+
+def misplaced(written: str, spec: str, log: str, context: str, cache: dict) -> str | None:
+    """Why a log's number is not the one the page quotes there (None: it is): on no line that shares a label
+    with the words around it, or, with ``LABEL`` named in the tag, on no line holding it."""
+    path, _, label = (part.strip() for part in spec.partition("|"))
+    lines, places = log_places(path, log, cache)
+    hits = [i for i, line in enumerate(lines) if holds(written, line)]
+    if label:
+        if any(label.lower() in " ".join(lines[max(0, i - 2):i + 1]).lower() for i in hits):
+            return None
+        return f"is in {path}, but on no line with {label!r} (or two lines below one)"
+    around = labels(context)
+    if any(places[i] & around for i in hits):
+        return None
+    return (f"is in {path}, but on no line that shares a label with the words around it here (another row's number?): "
+            f"name the log's label, <!-- log: {path} | LABEL -->")
+
+
 def blocks(text: str) -> tuple[list[tuple[int, int, str]], list[str]]:
     """The ``<!-- logs: ... -->`` blocks of ``text``: ``(first line, last line, files)`` (the marker lines), and
     one problem per marker without its pair."""
@@ -238,11 +306,17 @@ def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
     for m in TAG.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
         if m.group("kind") == "log":
-            log = read_log(m.group("spec").strip(), cache)
+            path = m.group("spec").partition("|")[0].strip()
+            log = read_log(path, cache)
             if log is None:
-                problems.append(f"{where}:{line}: no log {m.group('spec').strip()}")
+                problems.append(f"{where}:{line}: no log {path}")
             elif not in_log(normalise(m.group("num")), log, cache):
-                problems.append(f"{where}:{line}: {m.group('num')} is not in {m.group('spec').strip()}")
+                problems.append(f"{where}:{line}: {m.group('num')} is not in {path}")
+            else:
+                why = misplaced(normalise(m.group("num")), m.group("spec"), log,
+                                words_around(text, m.start(), m.end()), cache)
+                if why:
+                    problems.append(f"{where}:{line}: {m.group('num')} {why}")
             continue
         try:
             v = value(m.group("spec"), cache)
@@ -265,6 +339,9 @@ def check(pages: Iterable[Path] = PAGES) -> list[str]:
     problems = []
     for page in pages:
         where = page.relative_to(rec.ROOT) if page.is_relative_to(rec.ROOT) else page
+        if not page.is_file():
+            problems.append(f"{where}: no such page")
+            continue
         problems += check_text(page.read_text(encoding="utf-8"), str(where), cache)
     return problems
 

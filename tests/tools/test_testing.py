@@ -1,4 +1,4 @@
-"""Tests of multiview_plugin/testing.py: the tiny random backbones the tests and the recipes' --smoke use."""
+"""Tests of tools/testing.py: the tiny random backbones the tests and the recipes' --smoke use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from multiview_plugin.testing import WORDS, make_tiny_bert, make_tiny_t5
+from tools.testing import WORDS, make_tiny_bert, make_tiny_t5
 
 
 def test_tiny_bert_is_small_seeded_and_tokenizes_its_words(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multiview_plugin.reporting import records as rec
+from tools.reporting import records as rec
 
 
 def plot_curves(data: str, rows: list[dict], write: bool = True) -> Path:

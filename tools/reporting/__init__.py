@@ -7,5 +7,5 @@ from them (docs/results.md, the README).
 - :mod:`.pages`: splicing tables into the pages between their markers; ``render`` and ``check``
 - :mod:`.prose`: numbers in prose tagged with the record field they quote, checked against it
 
-Command line: ``python -m multiview_plugin.reporting add|render|check|check-quickstart`` (``--help``).
+Command line: ``python -m tools.reporting add|render|check|check-quickstart`` (``--help``).
 """
