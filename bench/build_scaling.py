@@ -23,13 +23,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the repository root: tools/ (the synthetic vectors)
 
 
 def write_shards(folder: Path, vectors: int, dim: int, views: int, shards: int) -> None:
     import numpy as np
 
     from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
-    from multiview_plugin.synthetic_vectors import clustered_documents
+    from tools.synthetic_vectors import clustered_documents
 
     docs = vectors // views
     reps = clustered_documents(docs, views, dim, clusters=1000, seed=0)

@@ -474,7 +474,8 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
     for corpus in sorted(corpora):
         key = Path(corpus).parent.name if len(corpora) > 1 else "corpus"
         plan = (plans or {}).get(Path(corpus).parent.name) or (plans or {}).get("corpus")
-        nodes = plan["nodes"] if plan is not None and not args.smoke else 1
+        # --smoke: one node unless --nodes asks for more (its slice split over them, searched in this process)
+        nodes = (args.nodes or 1) if args.smoke else plan["nodes"] if plan is not None else 1
         groups = node_shards(shards, nodes)
         folders = [emb / key] if nodes == 1 else [emb / key / f"node{k}" for k in range(nodes)]
         encode_corpus(run, args, {**opts("encode"), "model_name_or_path": str(model_dir), "dataset_path": corpus},
@@ -498,8 +499,15 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
                     index_flags += ["--rescore_store", plan["rescore_store"]]
             run("multiview_plugin.driver.index", index_flags)
         # several nodes: one sharded search over every node's index, each served by a Ray actor on its node
-        searched = ["--index", ",".join(map(str, indexes))] + (
-            ["--ray_address", args.ray_address or "auto"] if nodes > 1 else [])
+        searched = ["--index", ",".join(map(str, indexes))]
+        if nodes > 1 and (args.ray_address or not args.smoke):
+            searched += ["--ray_address", args.ray_address or "auto"]
+        from multiview_plugin.search._index import DEFAULT_AGGREGATION  # noqa: PLC0415 (loads Faiss)
+
+        if nodes > 1 and DEFAULT_AGGREGATION.get(method, "max") != "max":
+            print(f"# {method} on {nodes} nodes: its {DEFAULT_AGGREGATION[method]} aggregation does not decompose "
+                  "over shard indexes; the sharded search ranks by max over views", flush=True)
+            searched += ["--aggregation", "max"]
         for ev in prepared["evals"]:
             if str(ev.get("corpus", prepared.get("corpus"))) != corpus:
                 continue

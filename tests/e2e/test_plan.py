@@ -391,3 +391,26 @@ def test_absurd_machine_is_refused(flag, value, tmp_path, capsys):
         recipe_run.main(["nq", "mvr", "--dry_run", flag, value, "--output_dir", str(tmp_path / "dry")])
     assert exited.value.code == 2
     assert f"{flag} {value}: plans consider at most" in capsys.readouterr().err
+
+
+def test_smoke_recipe_over_two_nodes_runs_the_per_node_commands(tmp_path, capsys):
+    """The per-node commands run end to end (smoke slice, --nodes 2): each node's shards encoded into its folder,
+    one index per node, one sharded search over both (in this process: no --ray_address given), evaluated."""
+    assert recipe_run.main(["squad", "dpr", "--smoke", "--nodes", "2", "--output_dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for k in range(2):
+        assert (tmp_path / "index" / "corpus" / f"node{k}" / "multiview.json").is_file()
+        assert list((tmp_path / "emb" / "corpus" / f"node{k}").glob("corpus.*.pkl"))
+    (search,) = commands(out, "multiview_plugin.driver.search")
+    assert f"--index {tmp_path}/index/corpus/node0,{tmp_path}/index/corpus/node1 " in search
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["results"]
+
+
+def test_dcsr_over_nodes_searches_by_max(tmp_path, capsys):
+    """HasAns (dcsr's default) does not decompose over shard indexes, which the sharded search refuses: a dcsr plan
+    over several nodes searches by max and says so."""
+    out = dry_run(["nq", "dcsr", "--ram_budget_gb", "64", "--data_dir", str(tmp_path / "raw")], tmp_path, capsys)
+    (search,) = commands(out, "multiview_plugin.driver.search")
+    assert "--ray_address auto" in search and "--aggregation max" in search
+    assert "hasans aggregation does not decompose over shard indexes" in out
