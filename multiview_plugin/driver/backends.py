@@ -86,7 +86,13 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                               allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
                               batch_size=args.qdrant_batch_size, engine=args.qdrant_engine,
                               timeout=args.qdrant_timeout)
-    calibrate_from_args(args, args.index_dir)
+    from multiview_plugin.search.calibrate import BelowTargetError
+
+    try:
+        calibrate_from_args(args, args.index_dir)
+    except BelowTargetError as err:  # the collection is built (Qdrant writes in place): say what is left
+        raise BelowTargetError(f"{err}; the Qdrant collection was built and {args.index_dir} holds no search "
+                               "defaults: recalibrate it with --calibrate and --allow_below_target") from None
     return meta
 
 

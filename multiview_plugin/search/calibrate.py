@@ -313,8 +313,10 @@ def below_target_line(meta: IndexMeta, record: dict, trial: dict | None) -> str:
     if trial is not None and trial["reached"]:
         reach.append(f"--rescore_store fp16 (recall@{record['k']} {trial['recall']:.4f}, lower bound "
                      f"{trial['recall_lower95']:.4f}, measured on the same queries)")
-    reach.append("--index_factory Flat (exact search)")
-    return (f"--index_factory {meta.index_factory}: its best setting ({settings}) keeps recall@{record['k']} "
+    reach.append("search with --qdrant_exact (exact)" if meta.backend == "qdrant" else
+                 "--index_factory Flat (exact search)")
+    what = "--backend qdrant" if meta.backend == "qdrant" else f"--index_factory {meta.index_factory}"
+    return (f"{what}: its best setting ({settings}) keeps recall@{record['k']} "
             f"{record['recall']:.4f} of exact (95% lower bound {record['recall_lower95']:.4f}, {record['queries']} "
             f"queries from {record['queries_from']}), below --target_recall {record['target_recall']}; reaches it: "
             f"{' or '.join(reach)}; or pass --allow_below_target to keep this index")

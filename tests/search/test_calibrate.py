@@ -346,3 +346,20 @@ def test_below_target_is_refused_at_build_time_naming_what_reaches_it(tmp_path, 
     assert index_driver.main(["--calibrate", str(tmp_path / "kept"), "--target_recall", "0.99"]) == 2
     assert "below --target_recall 0.99" in capsys.readouterr().err
     assert json.loads((tmp_path / "kept" / "multiview.json").read_text())["calibration"] == kept
+
+
+def test_below_target_line_names_each_backends_exact_search():
+    """The refusal names a measured store only where it reached the target, and each backend's exact search."""
+    from multiview_plugin.search.calibrate import below_target_line
+
+    record = {"settings": {"nprobe": 8}, "k": 10, "recall": 0.97, "recall_lower95": 0.96, "queries": 200,
+              "queries_from": "corpus mixed", "target_recall": 0.98}
+    faiss_meta = IndexMeta(dim=4, num_docs=1, num_vectors=1, max_views=1, mean_views=1.0, views_per_doc=1,
+                           index_factory="IVF8,SQ8")
+    line = below_target_line(faiss_meta, record, {"reached": False, "recall": 0.975, "recall_lower95": 0.97})
+    assert line.startswith("--index_factory IVF8,SQ8: its best setting (nprobe=8) keeps recall@10 0.9700")
+    assert "--rescore_store" not in line and "reaches it: --index_factory Flat (exact search)" in line
+    qdrant = IndexMeta(dim=4, num_docs=1, num_vectors=1, max_views=1, mean_views=1.0, views_per_doc=1,
+                       backend="qdrant")
+    line = below_target_line(qdrant, record, None)
+    assert line.startswith("--backend qdrant: ") and "search with --qdrant_exact (exact)" in line
