@@ -487,7 +487,8 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     lines.append(f"calibration: {_hours(calib_h / cores)} on {cores} core{'s' if cores > 1 else ''}"
                  + (" per node" if nodes > 1 else "") + f" ({CALIBRATION_QUERIES} sampled queries scanned exactly "
                  f"over every vector, at bench/ann.json's measured Flat rate {flat['batched_ms']:.1f} ms/query per "
-                 f"{flat['vectors']:,} x {measured['args']['dim']}; nothing for a Flat index)")
+                 f"{flat['vectors']:,} x {measured['args']['dim']} on one thread, x cores: not measured beyond one "
+                 "thread; nothing for a Flat index)")
     lat = max((p["ms_per_query"] for _, p in builds), default=0.0)
     lines.append(f"search: {lat:.1f} ms/query on 1 core" + (f" per node ({nodes} shard indexes searched at once, "
                                                             "top-k merged)" if nodes > 1 else "")
