@@ -12,6 +12,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["multiview_plugin", "multiview_plugin.*"]),
+    # the quickstart's default data: a SQuAD v1.1 dev slice (CC BY-SA 4.0) and its license and attribution
+    package_data={"multiview_plugin.quickstart": ["data/squad-dev-slice.json.gz", "data/LICENSE-squad-dev-slice.md"]},
     install_requires=[
         # Install torch first (CPU: torch==2.13.0 from the local wheel); any 2.x that is already there satisfies this.
         "torch>=2.1",

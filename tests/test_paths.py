@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
-from multiview_plugin.errors import ConfigError
+from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.paths import (
     LOCK_MARKER,
     OutputLock,
@@ -17,6 +19,7 @@ from multiview_plugin.paths import (
     same_path,
     swap_in_folder,
 )
+from tests.strategies import FAST, bounded, workdir
 
 
 def test_same_path_sees_through_symlinks_and_hard_links(tmp_path):
@@ -87,3 +90,27 @@ def test_output_lock_refuses_a_second_writer_and_takes_over_a_stale_lock(tmp_pat
     with pytest.raises(ConfigError, match="is not a multiview_plugin lock"):
         OutputLock(out).acquire()
     assert lock.path.read_text() == "someone's file\n"
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# Nothing lost: the lock's own name.
+# Strategies and helpers: tests/strategies.py.
+
+
+@bounded(FAST)
+@given(content=st.binary(max_size=64))
+def test_output_lock_never_removes_a_file_without_its_marker(content):
+    """Any bytes at ``<output>.lock`` but the tool's own marker line: never removed (one line), whatever pid
+    they hold."""
+    import os
+
+    from multiview_plugin.paths import LOCK_MARKER, OutputLock
+
+    assume(not content.startswith(LOCK_MARKER.encode()))
+    with workdir() as tmp:
+        lock = tmp / "x.pkl.lock"
+        lock.write_bytes(content)
+        os.utime(lock, (1, 1))
+        with pytest.raises(MultiViewError) as err:
+            OutputLock(tmp / "x.pkl").acquire()
+        assert "\n" not in str(err.value) and lock.read_bytes() == content

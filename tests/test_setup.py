@@ -112,3 +112,14 @@ def test_the_wheel_check_sees_tooling(tmp_path):
 def test_the_package_imports_no_repository_tooling():
     """A module of the package that imported tools/, tests/ or bench/ would fail where it is installed."""
     assert not (imported_packages() & {"tools", "tests", "bench", "recipes"})
+
+
+def test_the_quickstart_slice_and_its_license_are_package_data(tmp_path):
+    """`pip install .` ships the quickstart's SQuAD slice and its license file (issue 37): setup.py's build_py,
+    which wheels are made from, copies them."""
+    import subprocess
+
+    subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path)], cwd=ROOT,
+                   check=True, capture_output=True)
+    data = tmp_path / "multiview_plugin" / "quickstart" / "data"
+    assert sorted(p.name for p in data.iterdir()) == ["LICENSE-squad-dev-slice.md", "squad-dev-slice.json.gz"]

@@ -26,7 +26,7 @@ from multiview_plugin.atomic import write_lines
 from multiview_plugin.data.topics import topic_lines
 
 from .bm25 import bm25_negatives
-from .readers import InputFormatError, format_passage
+from .readers import InputFormatError, format_passage, open_text
 
 logger = logging.getLogger(__name__)
 
@@ -60,10 +60,10 @@ class SquadSplit:
 
 
 def _load_squad(path: str | os.PathLike) -> list[dict]:
-    """Read and validate a SQuAD v1.1 json file; return its articles."""
+    """Read and validate a SQuAD v1.1 json file (gzipped if its name ends in ``.gz``); return its articles."""
     path = str(path)
     try:
-        with open(path, encoding="utf-8-sig") as f:
+        with open_text(path) as f:
             data = json.load(f)
     except json.JSONDecodeError as err:
         raise InputFormatError(path, err.lineno, None,

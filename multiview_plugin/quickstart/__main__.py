@@ -1,12 +1,22 @@
-"""Quickstart: a real train → encode → index → search → evaluate run (MiniLM zero-shot, DPR, two multi-view models).
+"""Quickstart: one vector per passage against several, on real text: (train →) encode → index → search → evaluate.
 
-    python -m multiview_plugin.quickstart                       # embedded dataset, a few minutes on 2 CPU cores
+    python -m multiview_plugin.quickstart                       # a SQuAD slice shipped with the package, offline
     python -m multiview_plugin.quickstart --data squad --squad_path $DATA/squad/dev-v1.1.json --steps 100
 
-The embedded dataset (``multiview_plugin/quickstart/dataset.py``) is generated for this project: passages about
-fictional entities, each stating several facts, with questions that each target a different fact, so a
-passage is asked about from several "views". ``--data squad`` runs the SQuAD-dev protocol instead
-(docs/data-formats.md, docs/results.md).
+By default (``--data squad-slice``) it runs the SQuAD-dev protocol on 6 whole articles of SQuAD v1.1 dev shipped
+with the package (CC BY-SA 4.0; multiview_plugin/quickstart/data/LICENSE-squad-dev-slice.md), offline:
+all-MiniLM-L6-v2 as one mean-pooled vector per passage (dpr-zero-shot) against the same untrained model with
+several vectors per passage (segment-means-zero-shot: the means of 8 token segments; dcsr-mean-zero-shot: one
+mean per sentence), each evaluated on the 712 questions of 3 held-out articles over all 277 paragraphs: answer
+top-1, its difference from dpr-zero-shot and a paired test. A few minutes on 2 CPU cores. Models go to
+<output_dir>/models/<system> (load one with multiview_plugin.MultiViewModel.load), the rows to
+<output_dir>/results.json.
+
+    python -m multiview_plugin.quickstart --systems dpr-zero-shot dcsr-mean-zero-shot dpr dcsr-mean
+
+adds dpr and dcsr-mean fine-tuned for --steps (100) on the other 3 articles' 1,169 questions (far longer than
+the default run on a CPU). ``--data entities`` runs a generated dataset of fictional entities instead,
+``--data squad`` / ``--data scifact`` the full protocols (docs/data-formats.md, docs/results.md).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import shlex
 import sys
 import time
@@ -37,7 +48,7 @@ from multiview_plugin.evaluation.answers import build_retrieval, retrieval_accur
 from multiview_plugin.evaluation.metrics import evaluate_run
 from multiview_plugin.evaluation.runs import to_run, write_run
 from multiview_plugin.modeling import load_encoder
-from multiview_plugin.quickstart.options import BM25, SYSTEMS, build_parser, train_seed
+from multiview_plugin.quickstart.options import BM25, DESCRIPTIONS, SYSTEMS, build_parser, train_seed
 from multiview_plugin.records import dumps_rows
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.scoring import local_variation, view_perplexity
@@ -48,7 +59,7 @@ logger = logging.getLogger("multiview_plugin.quickstart")
 
 
 def prepare_data(args: argparse.Namespace, data_dir: Path) -> dict[str, Path]:
-    if args.data == "default":
+    if args.data == "entities":
         from multiview_plugin.quickstart.dataset import build_quickstart_data, write_quickstart_data
 
         sizes = {} if args.num_entities is None else {"num_entities": args.num_entities}
@@ -57,6 +68,11 @@ def prepare_data(args: argparse.Namespace, data_dir: Path) -> dict[str, Path]:
         except ValueError as e:
             raise SystemExit(f"error: --num_entities: {e}") from None
         files = write_quickstart_data(data, data_dir)
+    elif args.data == "squad-slice":
+        from multiview_plugin.data.squad import write_squad_split
+        from multiview_plugin.quickstart.squad_slice import convert_slice
+
+        files = write_squad_split(convert_slice(), data_dir)
     elif args.data == "scifact":
         from multiview_plugin.data.beir import convert_beir
 
@@ -196,20 +212,58 @@ def per_query_ranks(run: dict, data: EvalData) -> list[int]:
     return ranks
 
 
-def add_significance(rows: list[dict], baseline: str, num_permutations: int = 10_000, seed: int = 0) -> None:
-    """Give every row with per-question outcomes a paired test of its top-1 hits against ``baseline``'s row
-    (the same run, so the same questions): ``p_value`` (paired randomization), ``p_value_ttest``, ``p_test``,
-    ``p_baseline``. Rows of runs without the baseline get none."""
-    from multiview_plugin.evaluation.significance import compare_ranks
+def baseline_of(row: dict, systems: set[str], tag: str = "") -> str:
+    """The dpr row a row is tested against: ``dpr-zero-shot`` (the untrained one-vector model) for an untrained
+    row where the run has it, else ``dpr`` (both with the run's --tag)."""
+    if not row.get("steps") and f"dpr-zero-shot{tag}" in systems:
+        return f"dpr-zero-shot{tag}"
+    return f"dpr{tag}"
 
-    base = next((r for r in rows if r["system"] == baseline and "per_query" in r), None)
-    if base is None:
-        return
+
+def add_significance(rows: list[dict], tag: str = "", num_permutations: int = 10_000, seed: int = 0) -> None:
+    """Give every row with per-question outcomes a paired test of its top-1 hits against its dpr row
+    (:func:`baseline_of`; the same run, so the same questions): ``p_value`` (paired randomization),
+    ``p_value_ttest``, ``p_test``, ``p_delta``, ``p_wins`` / ``p_losses`` (questions only it / only the baseline
+    gets right at top-1), ``p_baseline``. Rows of runs without that baseline get none."""
+    from multiview_plugin.evaluation.significance import compare_ranks, hits_at
+
+    by_name = {r["system"]: r for r in rows if "per_query" in r}
     for r in rows:
-        if r is base or "per_query" not in r or r["per_query"]["outcome"] != base["per_query"]["outcome"]:
+        base = by_name.get(baseline_of(r, set(by_name), tag))
+        if base is None or r is base or "per_query" not in r \
+                or r["per_query"]["outcome"] != base["per_query"]["outcome"]:
             continue
+        a, b = hits_at(r["per_query"]["ranks"], 1), hits_at(base["per_query"]["ranks"], 1)
         r.update(compare_ranks(r["per_query"]["ranks"], base["per_query"]["ranks"], 1, num_permutations, seed),
-                 p_baseline=baseline)
+                 p_wins=int(((a == 1) & (b == 0)).sum()), p_losses=int(((a == 0) & (b == 1)).sum()),
+                 p_baseline=base["system"])
+
+
+def format_p(row: dict) -> str:
+    """A row's p for printing: ``< 1e-4`` where a Monte Carlo randomization test found no sign pattern as extreme
+    as the observed one (its p is then the floor 1 / (N + 1), not a measured value); '' without a test."""
+    p = row.get("p_value")
+    if p is None:
+        return ""
+    flips = re.search(r"(\d+) sign flips", row.get("p_test", ""))
+    if flips and p <= 1.0 / (int(flips.group(1)) + 1) * (1 + 1e-9):
+        return f"< {1.0 / int(flips.group(1)):g}"
+    return f"{p:.2g}"
+
+
+def relative_paths(value, out: Path):
+    """``value`` (a row, recursively) with every string that names a path under ``out`` (as given, or resolved)
+    made relative to ``out``: the record holds no path of the machine that made it (view_info's corpus, the
+    encode input's source)."""
+    if isinstance(value, dict):
+        return {k: relative_paths(v, out) for k, v in value.items()}
+    if isinstance(value, list):
+        return [relative_paths(v, out) for v in value]
+    if isinstance(value, str):
+        for base in (str(out), str(out.resolve())):
+            if value.startswith(base.rstrip("/") + "/"):
+                return value[len(base.rstrip("/")) + 1:]
+    return value
 
 
 @dataclass
@@ -348,10 +402,6 @@ def run_device() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
 
 
-TABLE_COLUMNS = ["system", "steps", "train_s", "views_per_doc", "MRR@10", "nDCG@10", "R@1", "R@5", "R@20",
-                 "answer_Top1", "answer_Top5", "answer_Top20", "PPL", "LV", "p_value"]
-
-
 def view_diagnostics(shard: Path, q_reps: np.ndarray, q_ids: list[str], qrels: dict) -> dict:
     """MVR §5.2: Local Variation and view perplexity over (eval query, gold passage) pairs; {} for one view."""
     reps, lookup, info = read_shard(shard)
@@ -366,21 +416,62 @@ def view_diagnostics(shard: Path, q_reps: np.ndarray, q_ids: list[str], qrels: d
     return {"LV": float(local_variation(scores)), "PPL": float(view_perplexity(scores, d_idx))}
 
 
-def format_table(rows: list[dict]) -> str:
-    """A Markdown table; metric values are percentages."""
-    def cell(value) -> str:
-        return (f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}") if isinstance(value, float) else str(value)
+def top1(row: dict) -> float | None:
+    """The top-1 the paired test compares: answer top-1 where the data has answers, else R@1 (relevant passage)."""
+    return row.get("answer_Top1", row.get("R@1"))
 
-    lines = [" | ".join(TABLE_COLUMNS), " | ".join("---" for _ in TABLE_COLUMNS)]
-    lines += [" | ".join(cell(r.get(c, "-")) for c in TABLE_COLUMNS) for r in rows]
+
+def format_table(rows: list[dict]) -> str:
+    """The printed Markdown table (metrics in %): per row its steps, vectors per passage, MRR@10, R@5, top-1, and
+    against its dpr row (:func:`baseline_of`) Δ top-1, the questions only it / only dpr gets right, and p."""
+    def num(value, fmt: str = ".1f") -> str:
+        return "" if value is None else format(value, fmt)
+
+    header = ["system", "steps", "vectors/doc", "MRR@10", "R@5", "top-1", "Δ top-1 vs dpr", "wins/losses", "p",
+              "vs"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        pair = f"{r['p_wins']}/{r['p_losses']}" if "p_wins" in r else ""
+        lines.append("| " + " | ".join([
+            r["system"], str(r.get("steps", "")), num(r.get("views_per_doc"), "g"), num(r.get("MRR@10")),
+            num(r.get("R@5")), num(top1(r)), num(r.get("p_delta"), "+.1f"), pair, format_p(r),
+            r.get("p_baseline", "")]) + " |")
     return "\n".join(lines)
+
+
+def describe_systems(rows: list[dict], tag: str = "") -> list[str]:
+    """One line per system of the run that :data:`DESCRIPTIONS` explains."""
+    names = dict.fromkeys(r["system"].split(" (")[0].removesuffix(tag) if tag else r["system"].split(" (")[0]
+                          for r in rows)
+    lines = [f"  {n}: {DESCRIPTIONS[n]}" for n in names if n in DESCRIPTIONS]
+    if any(r.get("aggregation") == "hasans" for r in rows):
+        lines.append("  dcsr rows rank a passage by HasAns over its sentences (DCSR's eq. 2); '(max)': by its best "
+                     "sentence")
+    return lines
+
+
+def api_hint(out: Path, rows: list[dict]) -> list[str]:
+    """Where the models are and four lines of Python that load one (the first multi-view one), index two texts with
+    it (under ``out``) and search them."""
+    models = [r for r in rows if "views" in r and "hybrid" not in r]  # not bm25, not fused rows
+    names = [r["system"].split(" (")[0] for r in models]
+    multi = [r["system"].split(" (")[0] for r in models if r["views_per_doc"] > 1]
+    if not names:
+        return []
+    docs = {"d1": "Paris is the capital of France.", "d2": "Hamlet is a play by William Shakespeare."}
+    return [f"models: {out / 'models'}/<system> (one folder per system above); use one from Python:",
+            "    from multiview_plugin import MultiViewModel",
+            f"    model = MultiViewModel.load({str(out / 'models' / (multi or names)[0])!r}, device='cpu')",
+            f"    searcher = model.index({docs!r}, {str(out / 'demo-index')!r}, overwrite=True)",
+            "    print(searcher.search('who wrote hamlet?', k=1)[0].docid)  # d2"]
 
 
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(__doc__).parse_args(argv)
-    if args.num_entities is not None and args.data != "default":
-        raise SystemExit(f"error: --num_entities sizes the generated dataset (--data default), not --data {args.data}")
+    if args.num_entities is not None and args.data != "entities":
+        raise SystemExit(f"error: --num_entities sizes the generated dataset (--data entities), not --data "
+                         f"{args.data}")
     setup_logging(logging.WARNING)
     logging.getLogger("multiview_plugin.quickstart").setLevel(logging.INFO)
     torch.manual_seed(0)
@@ -430,13 +521,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     row["transfer_from"] = str(model_dir)
         for row in found:
             rows.append({**setting, **row, "wall_s": time.perf_counter() - start})
-    add_significance(rows, "dpr" + args.tag, args.significance_permutations)
+    add_significance(rows, args.tag, args.significance_permutations)
+    rows = [relative_paths(r, out) for r in rows]
     with atomic_open(out / "results.json") as f:
         f.write(dumps_rows(rows) + "\n")
-    print(f"\n{args.data} data: {n_corpus} passages, {n_train} train / {n_eval} eval questions, backbone "
-          f"{Path(args.backbone).name}, batch {args.batch_size}, lr {args.learning_rate}\n")
+    print(f"\n{args.data} data: {n_corpus} passages, {n_train} train / {n_eval} held-out questions, backbone "
+          f"{Path(args.backbone).name}, batch {args.batch_size}, lr {args.learning_rate}, passage length "
+          f"{args.passage_max_len}, {run_device()}\n")
     print(format_table(rows))
+    print("\ntop-1: " + ("a passage holding an answer ranks first" if data.answers is not None
+                          else "a relevant passage ranks first") +
+          f" (% of the {n_eval} held-out questions). Δ, wins/losses and p (paired randomization test, two-sided) "
+          "compare each row with the dpr row of the same training ('vs').")
+    print("\n".join(describe_systems(rows, args.tag)))
     print(f"\ntotal wall time {time.perf_counter() - total:.0f} s; results in {out / 'results.json'}")
+    print("\n".join(api_hint(out, rows)))
     return 0
 
 

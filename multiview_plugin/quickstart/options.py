@@ -12,6 +12,12 @@ BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
 COSINE = ["--normalize", "--temperature", "0.05"]
 SYSTEMS = {
     "minilm-zero-shot": ("dpr", ["--pooling", "mean", *COSINE], False),
+    # the same untrained model under the name the default run's table gives it: one mean-pooled vector per passage
+    "dpr-zero-shot": ("dpr", ["--pooling", "mean", *COSINE], False),
+    # 8 views per passage, untrained and without viewers: view i = the mean of the passage's i-th of 8 contiguous
+    # token segments (mvr's residual form with segment bases; its gated viewers add 0 at step 0)
+    "segment-means-zero-shot": ("mvr", ["--mvr_views", "residual", "--mvr_view_init", "segments", "--pooling", "mean",
+                                        "--mvr_num_views", "8", "--temperature_schedule", "fixed", *COSINE], False),
     "dpr": ("dpr", ["--pooling", "mean", *COSINE], True),
     "dpr-cls": ("dpr", ["--pooling", "cls", *COSINE], True),
     "mvr": ("mvr", ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03",
@@ -53,7 +59,35 @@ SYSTEMS = {
 }
 # lexical baseline (bm25s), no model
 BM25 = "bm25"
-DEFAULT_SYSTEMS = ["minilm-zero-shot", "dpr", "dcsr-mean", "mvr-residual"]
+
+#: What each system of the default run computes, for the printed table.
+DESCRIPTIONS = {
+    "dpr-zero-shot": "1 vector: the mean of the passage's token states, untrained",
+    "segment-means-zero-shot": "8 views: the means of the passage's 8 contiguous token segments, untrained, no viewers",
+    "dcsr-mean-zero-shot": "1 view per sentence: the mean of its token states in the passage's encoding, untrained",
+    "dpr": "1 vector: the mean of the passage's token states, fine-tuned",
+    "dcsr-mean": "1 view per sentence: the mean of its token states in the passage's encoding, fine-tuned",
+    "minilm-zero-shot": "1 vector: the mean of the passage's token states, untrained",
+    "mvr-residual": "8 views: the passage mean + gated read-only viewer tokens (gates 0 at step 0), fine-tuned",
+}
+
+#: The data sets (--data) and, per data set, the defaults of --systems, --steps and --passage_max_len.
+DATA_DEFAULTS = {
+    # the SQuAD v1.1 dev slice shipped with the package: the untrained model as one vector against the same model
+    # with several vectors per passage (a few minutes on 2 CPU cores); trained systems (--systems dpr dcsr-mean)
+    # get the SQuAD-dev protocol's 100 steps and passage length
+    "squad-slice": {"systems": ["dpr-zero-shot", "segment-means-zero-shot", "dcsr-mean-zero-shot"], "steps": 100,
+                    "passage_max_len": 192},
+    # the generated fictional-entity data (the default before the SQuAD slice)
+    "entities": {"systems": ["minilm-zero-shot", "dpr", "dcsr-mean", "mvr-residual"], "steps": 40,
+                 "passage_max_len": 128},
+    "squad": {"systems": ["minilm-zero-shot", "dpr", "dcsr-mean", "mvr-residual"], "steps": 40,
+              "passage_max_len": 128},
+    "scifact": {"systems": ["minilm-zero-shot", "dpr", "dcsr-mean", "mvr-residual"], "steps": 40,
+                "passage_max_len": 128},
+}
+DEFAULT_DATA = "squad-slice"
+DEFAULT_SYSTEMS = DATA_DEFAULTS[DEFAULT_DATA]["systems"]
 
 
 def train_seed(train_flags: str) -> int:
@@ -64,15 +98,30 @@ def train_seed(train_flags: str) -> int:
     return int(seeds[-1]) if seeds else 42
 
 
+class _Parser(argparse.ArgumentParser):
+    """Fills --systems, --steps and --passage_max_len, where not given, with the chosen data set's defaults
+    (:data:`DATA_DEFAULTS`), so a recorded command's settings read back as the run used them."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, rest = super().parse_known_args(args, namespace)
+        for key, value in DATA_DEFAULTS[parsed.data].items():
+            if getattr(parsed, key, None) is None:
+                setattr(parsed, key, list(value) if isinstance(value, list) else value)
+        return parsed, rest
+
+
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The quickstart's argument parser (``description``: its ``--help`` text)."""
-    p = argparse.ArgumentParser(prog="python -m multiview_plugin.quickstart", description=description,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", choices=["default", "squad", "scifact"], default="default",
-                   help="'default': the embedded dataset; 'squad': the SQuAD-dev protocol; 'scifact': the SciFact "
-                   "protocol (train on qrels/train.tsv minus a carved dev set, report on it); see "
-                   "docs/data-formats.md.")
-    p.add_argument("--num_entities", type=int, default=None, help="--data default: fictional entities to generate "
+    p = _Parser(prog="python -m multiview_plugin.quickstart", description=description,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", choices=list(DATA_DEFAULTS), default=DEFAULT_DATA,
+                   help="'squad-slice' (default): the slice of SQuAD v1.1 dev shipped with the package (6 articles, "
+                   "277 paragraphs; 3 articles' questions train, the other 3 articles' 712 questions are held out; "
+                   "multiview_plugin/quickstart/data/LICENSE-squad-dev-slice.md); 'entities': a generated dataset "
+                   "of fictional entities; 'squad': the SQuAD-dev protocol on the full file (--squad_path); "
+                   "'scifact': the SciFact protocol (train on qrels/train.tsv minus a carved dev set, report on "
+                   "it); see docs/data-formats.md.")
+    p.add_argument("--num_entities", type=int, default=None, help="--data entities: fictional entities to generate "
                    "(default 60: 148 passages, 360 train and 163 held-out questions; 400 gives 996 passages and 1,029 "
                    "held-out questions). Refused with another --data.")
     p.add_argument("--squad_path", help="SQuAD v1.1 dev json for --data squad.")
@@ -81,14 +130,22 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                    "the dev (evaluation) set (default 200).")
     p.add_argument("--dce_max_queries", type=int, default=10, help="dce: pseudo-queries (= views) per passage; "
                    "offline they are the passage's first sentences (default 10, the paper's N).")
-    p.add_argument("--output_dir", default="runs/quickstart", help="Where data, models, indexes and runs go.")
-    p.add_argument("--systems", nargs="+", default=DEFAULT_SYSTEMS, choices=[BM25, *SYSTEMS],
-                   help=f"Which systems to run (default: {' '.join(DEFAULT_SYSTEMS)}).")
+    p.add_argument("--output_dir", default="runs/quickstart", help="Where data, models (<dir>/models/<system>, "
+                   "loadable with multiview_plugin.MultiViewModel.load), indexes, runs and results.json go "
+                   "(default runs/quickstart).")
+    p.add_argument("--systems", nargs="+", choices=[BM25, *SYSTEMS], metavar="SYSTEM",
+                   help=f"Which systems to run, of {', '.join([BM25, *SYSTEMS])} (default, "
+                   f"--data squad-slice: {' '.join(DEFAULT_SYSTEMS)}; other data: "
+                   f"{' '.join(DATA_DEFAULTS['squad']['systems'])}).")
     p.add_argument("--backbone", default=BACKBONE, help="Backbone (default all-MiniLM-L6-v2, offline package).")
-    p.add_argument("--steps", type=int, default=40, help="Training steps per trained system.")
+    p.add_argument("--steps", type=int, help="Training steps per trained system (default: "
+                   f"{DATA_DEFAULTS[DEFAULT_DATA]['steps']} with --data squad-slice, 40 otherwise). The default run "
+                   "trains nothing; e.g. --systems dpr-zero-shot dcsr-mean-zero-shot dpr dcsr-mean adds dpr and "
+                   "dcsr-mean fine-tuned on the slice's training questions (each trained row is tested against dpr).")
     p.add_argument("--batch_size", type=int, default=16, help="Queries per step (each with 1 positive + 1 negative).")
     p.add_argument("--learning_rate", type=float, default=2e-5, help="Learning rate.")
-    p.add_argument("--passage_max_len", type=int, default=128, help="Passage length (positions).")
+    p.add_argument("--passage_max_len", type=int, help="Passage length (positions; default: "
+                   f"{DATA_DEFAULTS[DEFAULT_DATA]['passage_max_len']} with --data squad-slice, 128 otherwise).")
     p.add_argument("--dev_groups", help="--data squad: SQuAD training articles carved out as the model-selection "
                    "dev split, e.g. 28-31 (their questions and paragraphs leave training). Each system is then "
                    "evaluated every --dev_eval_steps on them and the best checkpoint is the one reported.")
@@ -114,5 +171,6 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                    "zero-shot transfer, e.g. SQuAD-trained models on --data scifact. Rows record transfer_from; "
                    "name them apart with --tag (e.g. --tag=-from-squad). --steps should repeat the source run's.")
     p.add_argument("--significance_permutations", type=int, default=10_000, help="Sign flips of the paired "
-                   "randomization test of every row's top-1 hits against dpr of the same run (default 10000, seed 0).")
+                   "randomization test of every row's top-1 hits against the run's dpr row of the same training "
+                   "(untrained rows: dpr-zero-shot where the run has it) (default 10000, seed 0).")
     return p

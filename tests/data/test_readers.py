@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import json
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from multiview_plugin.data.readers import (
     InputFormatError,
@@ -24,6 +28,22 @@ from multiview_plugin.data.readers import (
 )
 from multiview_plugin.driver.encode import main as encode_main
 from tests.conftest import one_line_error, write_train_file
+from tests.strategies import (
+    DAMAGE,
+    FAST,
+    PLAIN,
+    TEXT,
+    bounded,
+    corpora,
+    corpus_lines,
+    damage,
+    nonblank_lines,
+    one_line,
+    qrels_lines,
+    unique_ids,
+    workdir,
+    write_lines,
+)
 
 
 def write(path: Path, text: str, newline: str = "\n") -> Path:
@@ -388,3 +408,309 @@ def test_qrels_first_line_is_a_header_only_when_it_names_columns(tmp_path):
         load_qrels(path)
     path.write_text("q1 0 d1 1\nq1 0 d1 1\n")  # the same judgment twice is harmless
     assert load_qrels(path) == {"q1": {"d1": 1}}
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# Corpus, queries, train groups and qrels: equal to a reference, one line, or no line lost.
+# Strategies and helpers: tests/strategies.py.
+
+
+def corpus_reference(docs, fmt: str) -> dict[str, str]:
+    return {d: format_passage(title or None if fmt == "tsv" else title, text) for d, title, text in docs}
+
+
+
+@bounded(FAST)
+@given(docs=corpora(), fmt=st.sampled_from(["jsonl", "tsv"]), crlf=st.booleans(), bom=st.booleans(),
+       gz=st.booleans(), blank=st.frozensets(st.integers(0, 6), max_size=2),
+       options=st.fixed_dictionaries({"alt_keys": st.booleans(), "extra": st.booleans(),
+                                      "shuffle_keys": st.booleans(), "int_ids": st.booleans()}))
+def test_corpus_well_formed_equals_reference(docs, fmt, crlf, bom, gz, blank, options):
+    with workdir() as tmp:
+        lines = corpus_lines(docs, fmt, **(options if fmt == "jsonl" else {}))
+        path = write_lines(tmp / f"c.{fmt}{'.gz' if gz else ''}", lines, crlf=crlf, bom=bom, blank=blank, gz=gz)
+        assert load_corpus(path) == corpus_reference(docs, fmt)
+
+
+CORPUS_BREAKS = ["drop_id", "null_text", "empty_id", "space_id", "hash_id", "dup_id", "text_list", "bad_json",
+                 "not_object", "surrogate", "bad_utf8"]
+
+
+@bounded(FAST)
+@given(docs=corpora(), fmt=st.sampled_from(["jsonl", "tsv"]), kind=st.sampled_from(CORPUS_BREAKS),
+       pick=st.integers(0, 100))
+def test_corpus_malformed_is_one_line_at_its_line(docs, fmt, kind, pick):
+    if fmt == "tsv":
+        assume(kind in ("empty_id", "space_id", "hash_id", "dup_id", "bad_utf8", "bad_json"))
+    assume(kind != "dup_id" or len(docs) > 1)
+    i = pick % len(docs)
+    if kind == "dup_id":
+        i = max(i, 1)
+    offset = 2 if fmt == "tsv" else 1  # the tsv header is line 1
+    with workdir() as tmp:
+        lines = corpus_lines(docs, fmt)
+        row = i + offset - 1
+        if fmt == "tsv":
+            cells = next(csv.reader([lines[row]], delimiter="\t"))
+            if kind == "bad_json":  # tsv: a wrong number of columns
+                cells = cells[:1]
+            else:
+                cells[0] = {"empty_id": "", "space_id": "a b", "hash_id": "a#1", "dup_id": docs[0][0],
+                            "bad_utf8": cells[0]}[kind]
+            buf = io.StringIO()
+            csv.writer(buf, delimiter="\t", lineterminator="").writerow(cells)
+            lines[row] = buf.getvalue()
+        elif kind in ("bad_json", "not_object"):
+            lines[row] = lines[row][:len(lines[row]) // 2] if kind == "bad_json" else "[1, 2]"
+        elif kind != "bad_utf8":
+            obj = json.loads(lines[row])
+            if kind == "drop_id":
+                del obj["docid"]
+            elif kind == "null_text":
+                obj["text"] = None
+            elif kind == "text_list":
+                obj["text"] = [obj["text"]]
+            elif kind == "surrogate":
+                obj["text"] += "\ud800"
+            else:
+                obj["docid"] = {"empty_id": "", "space_id": "a b", "hash_id": "a#1", "dup_id": docs[0][0]}[kind]
+            lines[row] = json.dumps(obj)  # a lone surrogate is written as the escape \ud800
+        path = write_lines(tmp / f"c.{fmt}", lines)
+        if kind == "bad_utf8":
+            data = path.read_bytes().split(b"\n")
+            data[row] = data[row] + b"\xff"
+            path.write_bytes(b"\n".join(data))
+        with pytest.raises(InputFormatError) as err:
+            load_corpus(path)
+        one_line(err.value, path, i + offset)
+
+
+@bounded(FAST)
+@given(docs=corpora(), fmt=st.sampled_from(["jsonl", "tsv"]), hit=DAMAGE)
+def test_corpus_damaged_never_traceback_never_loses_lines(docs, fmt, hit):
+    with workdir() as tmp:
+        path = write_lines(tmp / f"c.{fmt}", corpus_lines(docs, fmt))
+        original = set(path.read_bytes().split(b"\n"))
+        data = damage(path.read_bytes(), *hit)
+        path.write_bytes(data)
+        try:
+            corpus = load_corpus(path)
+        except InputFormatError as err:
+            one_line(err, path)
+            return
+        reference = corpus_reference(docs, fmt)
+        if fmt == "jsonl":  # every non-blank line is a document: none dropped
+            assert len(corpus) == len(nonblank_lines(data))
+            for line in nonblank_lines(data):
+                if line in original:  # an untouched line reads as before
+                    obj = json.loads(line)
+                    assert corpus[obj["docid"]] == reference[obj["docid"]]
+        else:  # every non-blank line but the header is a document
+            rows = nonblank_lines(data)
+            assert len(corpus) == len(rows) - (rows[0] == b"id\ttext\ttitle")
+
+
+# ----------------------------------------------------------------------------- queries
+
+
+@bounded(FAST)
+@given(ids=unique_ids(), texts=st.lists(TEXT, min_size=6, max_size=6), fmt=st.sampled_from(["jsonl", "beir", "tsv"]),
+       crlf=st.booleans(), bom=st.booleans(), gz=st.booleans(), blank=st.frozensets(st.integers(1, 6), max_size=2))
+def test_queries_well_formed_equal_reference(ids, texts, fmt, crlf, bom, gz, blank):
+    reference = {q: t.replace("\t", " ").strip() if fmt == "tsv" else t for q, t in zip(ids, texts)}
+    if fmt == "tsv":
+        lines = [f"{q}\t{t}" for q, t in reference.items()]
+    else:
+        keys = ("query_id", "query") if fmt == "jsonl" else ("_id", "text")
+        lines = [json.dumps({keys[0]: q, keys[1]: t, **({"metadata": {}} if fmt == "beir" else {})})
+                 for q, t in reference.items()]
+    with workdir() as tmp:
+        path = write_lines(tmp / f"q.{fmt}{'.gz' if gz else ''}", lines, crlf=crlf, bom=bom, blank=blank, gz=gz)
+        assert load_queries(path) == reference
+
+
+@bounded(FAST)
+@given(ids=unique_ids(2), text=TEXT, fmt=st.sampled_from(["jsonl", "tsv"]),
+       kind=st.sampled_from(["no_tab", "empty_text", "dup_id", "space_id", "control_id", "null_id", "surrogate",
+                             "bad_utf8"]),
+       pick=st.integers(1, 100))
+def test_queries_malformed_is_one_line_at_its_line(ids, text, fmt, kind, pick):
+    if fmt == "tsv":
+        assume(kind not in ("null_id", "surrogate"))
+    else:
+        assume(kind != "no_tab")
+    i = 1 + pick % (len(ids) - 1) if kind == "dup_id" else pick % len(ids)
+    with workdir() as tmp:
+        rows = [[q, text] for q in ids]
+        bad_id = {"dup_id": ids[0], "space_id": "a b", "control_id": "a\x07b", "null_id": None}.get(kind)
+        if bad_id is not None or kind == "null_id":
+            rows[i][0] = bad_id
+        if kind == "empty_text":
+            rows[i][1] = "  "
+        if kind == "surrogate":
+            rows[i][1] += "\udc00"
+        if fmt == "tsv":
+            lines = [f"{q}\t{t}" if not (kind == "no_tab" and n == i) else f"{q} {t}" for n, (q, t) in enumerate(rows)]
+        else:
+            lines = [json.dumps({"query_id": q, "query": t}) for q, t in rows]
+        path = write_lines(tmp / f"q.{fmt}", lines)
+        if kind == "bad_utf8":
+            data = path.read_bytes().split(b"\n")
+            data[i] = data[i] + b"\xc3"
+            path.write_bytes(b"\n".join(data))
+        with pytest.raises(InputFormatError) as err:
+            load_queries(path)
+        one_line(err.value, path, i + 1)
+
+
+@bounded(FAST)
+@given(ids=unique_ids(), text=TEXT, fmt=st.sampled_from(["jsonl", "tsv"]), hit=DAMAGE)
+def test_queries_damaged_never_traceback_never_lose_lines(ids, text, fmt, hit):
+    with workdir() as tmp:
+        lines = ([f"{q}\t{text}" for q in ids] if fmt == "tsv"
+                 else [json.dumps({"query_id": q, "query": text}) for q in ids])
+        path = write_lines(tmp / f"q.{fmt}", lines)
+        data = damage(path.read_bytes(), *hit)
+        path.write_bytes(data)
+        try:
+            queries = load_queries(path)
+        except InputFormatError as err:
+            one_line(err, path)
+            return
+        assert len(queries) == len(nonblank_lines(data))
+
+
+# ----------------------------------------------------------------------------- train groups
+
+
+@st.composite
+def train_groups(draw) -> list[dict]:
+    groups = []
+    for qid in draw(unique_ids(1, 4)):
+        pos_ids = draw(unique_ids(1, 2))
+        neg_ids = [d for d in draw(unique_ids(0, 3)) if d not in pos_ids]
+        passage = st.tuples(st.one_of(st.none(), PLAIN), TEXT)
+        pos = [(d, *draw(passage)) for d in pos_ids]
+        neg = [(d, *draw(passage)) for d in neg_ids]
+        neg = [n for n in neg if format_passage(n[1], n[2]) not in {format_passage(p[1], p[2]) for p in pos}]
+        groups.append({"query_id": qid, "query": draw(TEXT), "answers": draw(st.lists(PLAIN, max_size=2)),
+                       "pos": pos, "neg": neg})
+    return groups
+
+
+def train_line(g: dict) -> str:
+    def passages(items):
+        return [{"docid": d, "text": t, **({"title": title} if title is not None else {})} for d, title, t in items]
+    return json.dumps({"query_id": g["query_id"], "query": g["query"], "answers": g["answers"],
+                       "positive_passages": passages(g["pos"]), "negative_passages": passages(g["neg"])})
+
+
+def train_reference(g: dict) -> dict:
+    return {"query_id": g["query_id"], "query": g["query"], "answers": g["answers"],
+            "positive_docids": [d for d, _, _ in g["pos"]], "positives": [format_passage(a, t) for _, a, t in g["pos"]],
+            "negative_docids": [d for d, _, _ in g["neg"]], "negatives": [format_passage(a, t) for _, a, t in g["neg"]]}
+
+
+def _records(path: Path) -> list[dict]:
+    keys = ("query_id", "query", "answers", "positive_docids", "positives", "negative_docids", "negatives")
+    return [{k: r[k] for k in keys} for r in iter_train_records(path)]
+
+
+@bounded(FAST)
+@given(groups=train_groups(), crlf=st.booleans(), gz=st.booleans(), blank=st.frozensets(st.integers(1, 4), max_size=2))
+def test_train_groups_well_formed_equal_reference(groups, crlf, gz, blank):
+    with workdir() as tmp:
+        path = write_lines(tmp / f"t.jsonl{'.gz' if gz else ''}", [train_line(g) for g in groups], crlf=crlf,
+                           blank=blank, gz=gz)
+        assert _records(path) == [train_reference(g) for g in groups]
+
+
+TRAIN_BREAKS = {
+    "no_query": lambda o: o.pop("query"),
+    "empty_query": lambda o: o.update(query=" "),
+    "no_positive": lambda o: o.update(positive_passages=[]),
+    "positive_not_list": lambda o: o.update(positive_passages={"text": "x"}),
+    "passage_not_object": lambda o: o["positive_passages"].append("text"),
+    "passage_without_text": lambda o: o["positive_passages"][0].pop("text"),
+    "text_number": lambda o: o["positive_passages"][0].update(text=3),
+    "answers_not_strings": lambda o: o.update(answers=[1]),
+    "bad_sentence": lambda o: o["negative_passages"].append({"docid": "zz", "text": "other", "sentence": -5}),
+    "new_format_without_corpus": lambda o: o.update(positive_document_ids=["d"]),
+    "surrogate": lambda o: o.update(query=o["query"] + "\udbff"),
+}
+
+
+@bounded(FAST)
+@given(groups=train_groups(), kind=st.sampled_from(sorted(TRAIN_BREAKS)), pick=st.integers(0, 10))
+def test_train_groups_malformed_is_one_line_at_its_line(groups, kind, pick):
+    i = pick % len(groups)
+    with workdir() as tmp:
+        lines = [train_line(g) for g in groups]
+        obj = json.loads(lines[i])
+        TRAIN_BREAKS[kind](obj)
+        lines[i] = json.dumps(obj)
+        path = write_lines(tmp / "t.jsonl", lines)
+        with pytest.raises(InputFormatError) as err:
+            _records(path)
+        one_line(err.value, path, i + 1)
+
+
+@bounded(FAST)
+@given(groups=train_groups(), hit=DAMAGE)
+def test_train_groups_damaged_never_traceback_never_lose_lines(groups, hit):
+    with workdir() as tmp:
+        path = write_lines(tmp / "t.jsonl", [train_line(g) for g in groups])
+        data = damage(path.read_bytes(), *hit)
+        path.write_bytes(data)
+        try:
+            records = _records(path)
+        except InputFormatError as err:
+            one_line(err, path)
+            return
+        assert len(records) == len(nonblank_lines(data))
+
+
+@st.composite
+def qrels_data(draw) -> dict[str, dict[str, int]]:
+    return {q: {d: draw(st.integers(-1, 3)) for d in draw(unique_ids(1, 3))} for q in draw(unique_ids(1, 4))}
+
+
+@bounded(FAST)
+@given(qrels=qrels_data(), fmt=st.sampled_from(["trec", "beir"]), crlf=st.booleans(), gz=st.booleans(),
+       blank=st.frozensets(st.integers(1, 5), max_size=2))
+def test_qrels_well_formed_equal_reference(qrels, fmt, crlf, gz, blank):
+    with workdir() as tmp:
+        path = write_lines(tmp / f"qrels.{fmt}{'.gz' if gz else ''}", qrels_lines(qrels, fmt), crlf=crlf,
+                           blank=blank, gz=gz)
+        assert load_qrels(path) == qrels
+
+
+@bounded(FAST)
+@given(qrels=qrels_data(), fmt=st.sampled_from(["trec", "beir"]), pick=st.integers(0, 100),
+       kind=st.sampled_from(["float_rel", "word_rel", "columns", "conflict", "bad_utf8"]))
+def test_qrels_malformed_is_one_line_at_its_line(qrels, fmt, pick, kind):
+    with workdir() as tmp:
+        lines = qrels_lines(qrels, fmt)
+        first = 1 if fmt == "beir" else 0
+        i = first + pick % (len(lines) - first)
+        sep = " " if fmt == "trec" else "\t"
+        parts = lines[i].split(sep)
+        if kind == "float_rel":
+            parts[-1] = "1.5"
+        elif kind == "word_rel":
+            parts[-1] = "relevant"
+        elif kind == "columns":
+            parts = parts[:2]
+        elif kind == "conflict":  # the same pair judged twice, differently
+            lines.append(sep.join(parts[:-1] + [str(int(parts[-1]) + 1)]))
+            i = len(lines) - 1
+        if kind != "conflict":
+            lines[i] = sep.join(parts)
+        path = write_lines(tmp / f"qrels.{fmt}", lines)
+        if kind == "bad_utf8":
+            data = path.read_bytes().split(b"\n")
+            data[i] += b"\xed\xa0\x80"  # an encoded surrogate: not UTF-8
+            path.write_bytes(b"\n".join(data))
+        with pytest.raises(InputFormatError) as err:
+            load_qrels(path)
+        one_line(err.value, path, i + 1)

@@ -214,3 +214,14 @@ def test_the_readme_end_to_end_block_reads_what_the_converter_writes_and_writes_
     for flag in ("--output_dir", "--output", "--encode_output_path", "--index_dir", "--save_retrieval"):
         for value in re.findall(rf"{flag} (\S+)", block):
             assert "$DATA" not in value, (flag, value)
+
+
+def test_a_gzipped_squad_file_reads_like_the_plain_one(small_squad, tmp_path):
+    """The quickstart's shipped SQuAD slice is gzipped: the converter reads ``.gz`` like the other readers."""
+    import gzip
+
+    packed = tmp_path / "small-v1.1.json.gz"
+    packed.write_bytes(gzip.compress(small_squad.read_bytes()))
+    plain, unpacked = convert_squad(small_squad, range(1), range(1, 3)), convert_squad(packed, range(1), range(1, 3))
+    assert unpacked.corpus == plain.corpus and unpacked.train == plain.train
+    assert unpacked.eval_qrels == plain.eval_qrels

@@ -6,18 +6,34 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
+from multiview_plugin.data.readers import load_corpus
 from multiview_plugin.driver.encode import EncodeArguments, load_model
 from multiview_plugin.driver.encode import main as encode_main
 from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.text_options import OPTION_NAMES
 from tests.conftest import build_tiny_model, one_line_error, without_progress_bars, write_topics_corpus
+from tests.strategies import (
+    DAMAGE,
+    SLOW,
+    bounded,
+    corpora,
+    corpus_lines,
+    damage,
+    nonblank_lines,
+    run_driver,
+    workdir,
+    write_lines,
+)
 from tools.testing import make_tiny_t5
 
 TEXTS = ["paris is the capital of france and was built on the river", "the moon", "a cat is a small animal"]
@@ -154,3 +170,60 @@ def test_encode_refuses_vectors_that_overflow_float16(tiny_bert, tmp_path, capsy
     assert not out.exists()
     assert encode_main(args) == 0  # float32 holds them
     assert np.isfinite(read_shard(out)[0]).all()
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# The encode driver over generated and damaged corpora.
+# Strategies and helpers: tests/strategies.py.
+
+
+@pytest.fixture(scope="module")
+def tiny_dpr(tiny_bert, tmp_path_factory) -> Path:
+    import torch
+
+    from multiview_plugin.arguments import DataArguments, ModelArguments
+    from multiview_plugin.registry import get_encoder_class
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("props_dpr")
+    get_encoder_class("dpr").build(ModelArguments(model_name_or_path=str(tiny_bert), model_name="dpr"),
+                                   DataArguments(pad_to_multiple_of=None, passage_max_len=16,
+                                                 query_max_len=8)).save(folder)
+    return folder
+
+
+@bounded(SLOW)
+@given(docs=corpora(), kind=st.sampled_from(["none", "blank", "crlf", "dup_id", "surrogate", "bad_json", "empty_text",
+                                             "damage"]),
+       hit=DAMAGE)
+def test_encode_driver_over_corpora_equals_reference_or_one_line(tiny_dpr, docs, kind, hit):
+    with workdir() as tmp:
+        lines = corpus_lines(docs, "jsonl")
+        if kind == "dup_id":
+            lines.append(lines[0])
+        elif kind == "surrogate":
+            lines[-1] = lines[-1].replace('"text": "', '"text": "\\udfff', 1)
+        elif kind == "bad_json":
+            lines[0] = lines[0][:-2]
+        elif kind == "empty_text":
+            obj = json.loads(lines[-1])
+            obj["text"], obj["title"] = " ", None
+            lines[-1] = json.dumps(obj)
+        path = write_lines(tmp / "c.jsonl", lines, crlf=kind == "crlf", blank=frozenset({1}) if kind == "blank"
+                           else frozenset())
+        if kind == "damage":
+            path.write_bytes(damage(path.read_bytes(), *hit))
+        out = tmp / "c.pkl"
+        rc, err = run_driver(__import__("multiview_plugin.driver.encode", fromlist=["main"]).main,
+                             ["--model_name_or_path", str(tiny_dpr), "--dataset_path", str(path),
+                              "--encode_output_path", str(out), "--per_device_eval_batch_size", "4"])
+        if rc:
+            assert str(path) in err or str(out) in err, err
+            assert kind not in ("none", "blank", "crlf"), err
+            assert not out.exists()
+            return
+        assert kind in ("none", "blank", "crlf", "damage"), kind
+        reps, lookup, _ = read_shard(out)
+        expected = list(load_corpus(path))  # the reader's output is checked against its reference above
+        assert lookup == expected and len(lookup) == len(nonblank_lines(path.read_bytes()))
+        assert np.isfinite(reps).all() and all(math.isfinite(x) for x in reps[:, 0])

@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from multiview_plugin.driver.evaluate import main as evaluate_main
 from multiview_plugin.evaluation.runs import read_run, write_run
 from tests.conftest import one_line_error
+from tests.strategies import MEDIUM, bounded, qrels_lines, run_driver, run_lines, runs, workdir, write_lines
 
 
 def test_cli_end_to_end(tmp_path, capsys):
@@ -94,3 +97,47 @@ def test_integer_scored_three_column_run_is_not_read_as_ranks(tmp_path, qrels, c
                           "tevatron", "--output_json", str(out)]) == 0
     assert json.loads(out.read_text())["MRR@10"] == pytest.approx(0.5)  # q1: d1 first; q2: nothing retrieved
     assert [d for d, _ in read_run(run, "tevatron")["q1"]] == ["d1", "d2", "d3"]
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# The evaluate driver: MRR@10 equal to a hand computation, or one line.
+# Strategies and helpers: tests/strategies.py.
+
+
+@bounded(MEDIUM)
+@given(run=runs(), fmt=st.sampled_from(["trec", "tevatron", "msmarco"]), pick=st.integers(0, 99),
+       kind=st.sampled_from(["none", "none", "nan", "columns", "dup_doc", "cut_line", "qrels_conflict"]))
+def test_evaluate_driver_equals_reference_or_one_line(run, fmt, kind, pick):
+    """MRR@10 equals a hand computation over the reference ranking, or exit 2 with one line naming the file."""
+    qrels = {q: {d: 1 for j, (d, _) in enumerate(r) if (j + pick) % 3 == 0} or {"unretrieved": 1}
+             for q, r in run.items()}
+    qrels["never_run"] = {"x": 1}
+    lines = run_lines(run, fmt)
+    i = pick % len(lines)
+    if kind == "nan" and fmt != "msmarco":
+        parts = lines[i].split()
+        parts[4 if fmt == "trec" else 2] = "nan"
+        lines[i] = (" " if fmt == "trec" else "\t").join(parts)
+    elif kind == "columns":
+        lines[i] = lines[i].rsplit(" " if fmt == "trec" else "\t", 1)[0]
+    elif kind == "dup_doc":
+        lines.append(lines[i])
+    elif kind == "cut_line":
+        lines[i] = lines[i][:max(1, len(lines[i]) // 3)]
+    qrel_lines = qrels_lines(qrels, "trec")
+    if kind == "qrels_conflict":
+        qrel_lines.append(qrel_lines[0][:-1] + "0")
+    with workdir() as tmp:
+        path = write_lines(tmp / "run.txt", lines)
+        qpath = write_lines(tmp / "qrels.txt", qrel_lines)
+        out = tmp / "m.json"
+        rc, err = run_driver(evaluate_main, ["--run", str(path), "--qrels", str(qpath), "--metrics", "MRR@10",
+                                             "--run_format", fmt, "--output_json", str(out)])
+        if rc:
+            assert str(qpath if kind == "qrels_conflict" else path) in err, err
+            assert kind not in ("none",) and not (kind == "nan" and fmt == "msmarco"), err
+            return
+        assert kind == "none" or (kind == "nan" and fmt == "msmarco"), kind
+        expected = sum(next((1 / r for r, (d, _) in enumerate(ranking[:10], 1) if d in qrels[q]), 0.0)
+                       for q, ranking in run.items()) / len(qrels)
+        assert json.loads(out.read_text())["MRR@10"] == pytest.approx(expected, abs=1e-12)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from multiview_plugin.driver.index import main as index_main
 from multiview_plugin.driver.mine_negatives import main as mine_main
@@ -18,6 +21,17 @@ from multiview_plugin.encoding.shards import NonFiniteVectorsError
 from multiview_plugin.evaluation.runs import read_run
 from multiview_plugin.search import MultiVectorSearcher
 from tests.conftest import TOPICS, one_line_error, poisoned_copy, write_train_file
+from tests.strategies import (
+    DAMAGE,
+    PER_KIND,
+    PLAIN,
+    bounded,
+    build_index_folder,
+    damage,
+    run_driver,
+    workdir,
+    write_lines,
+)
 
 
 def test_search_refuses_non_finite_query_vectors(mvr_index, tmp_path, capsys, monkeypatch):
@@ -200,3 +214,64 @@ def test_search_depth_is_capped_at_the_number_of_documents(mvr_index, tmp_path, 
                             "--depth", hits, "--save_ranking_to", str(tev), "--save_text", *extra]) == 0
         assert len(tev.read_text().splitlines()) == 8 * len(TOPICS)
     assert f"--depth {hits} exceeds the 8 documents searched" in caplog.text
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# Hybrid search: only the indexed BM25 corpus fuses.
+# Strategies and helpers: tests/strategies.py.
+
+
+@pytest.fixture(scope="module")
+def index_folder(tmp_path_factory) -> dict[str, Path]:
+    """A small index (12 documents × 2 views, dim 8) and query vectors; the reference run."""
+    return build_index_folder(tmp_path_factory.mktemp("props_index"))
+
+
+CORPUS_CHANGES = ["none", "copy", "edit_text", "drop_line", "add_line", "rename_id", "damage"]
+
+
+@pytest.mark.parametrize("kind", CORPUS_CHANGES)
+@bounded(PER_KIND)
+@given(texts=st.lists(PLAIN, min_size=12, max_size=12), queries=st.lists(PLAIN, min_size=5, max_size=5),
+       hit=DAMAGE, pick=st.integers(0, 11))
+def test_hybrid_search_uses_only_the_indexed_corpus(index_folder, kind, texts, queries, hit, pick):
+    """``--hybrid bm25 --bm25_corpus``: the corpus the index records (or a byte-identical copy) fuses; any other
+    file (an edited text, a line dropped or added, a renamed id, byte damage) is one line naming it."""
+    from multiview_plugin.encoding.fingerprint import file_identity
+
+    with workdir() as tmp:
+        idx = tmp / "idx"
+        shutil.copytree(index_folder["index"], idx)
+        corpus = write_lines(tmp / "corpus.jsonl", [json.dumps({"docid": f"d{i}", "text": t})
+                                                    for i, t in enumerate(texts)])
+        meta = json.loads((idx / "multiview.json").read_text())
+        meta["extra"]["input"] = {"identity": file_identity(corpus), "separator": " ", "source": str(corpus)}
+        (idx / "multiview.json").write_text(json.dumps(meta))
+        topics = write_lines(tmp / "topics.tsv", [f"q{i}\t{q}" for i, q in enumerate(queries)])
+        given_corpus = tmp / "given.jsonl"
+        lines = corpus.read_text().splitlines()
+        if kind == "edit_text":
+            lines[pick] = json.dumps({"docid": f"d{pick}", "text": texts[pick] + " edited"})
+        elif kind == "drop_line":
+            del lines[pick]
+        elif kind == "add_line":
+            lines.append(json.dumps({"docid": "d99", "text": texts[pick]}))
+        elif kind == "rename_id":
+            lines[pick] = json.dumps({"docid": f"x{pick}", "text": texts[pick]})
+        data = ("\n".join(lines) + "\n").encode()
+        given_corpus.write_bytes(damage(data, *hit) if kind == "damage" else data)
+        assume(kind != "damage" or given_corpus.read_bytes() != corpus.read_bytes())
+        argv = ["--index", str(idx), "--encoded_queries", str(index_folder["queries"]), "--topics", str(topics),
+                "--hits", "5", "--hybrid", "bm25", "--hybrid_alpha", "0.5"]
+        rc, err = run_driver(search_main, [*argv, "--bm25_corpus", str(given_corpus if kind != "none" else corpus),
+                                           "--output", str(tmp / "run.trec")])
+        if rc and "stop words" in err:  # every text is a stop word: BM25 has nothing to index (one line)
+            assert str(given_corpus if kind != "none" else corpus) in err, err
+            return
+        if rc:
+            assert kind not in ("none", "copy") and "--bm25_corpus" in err and str(given_corpus) in err, err
+            assert not (tmp / "run.trec").exists()
+            return
+        assert kind in ("none", "copy"), kind
+        assert run_driver(search_main, [*argv, "--bm25_corpus", str(corpus), "--output", str(tmp / "ref.trec")])[0] == 0
+        assert read_run(tmp / "run.trec") == read_run(tmp / "ref.trec")

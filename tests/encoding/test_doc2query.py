@@ -7,9 +7,11 @@ import hashlib
 import json
 
 import pytest
+from hypothesis import assume, given
 
 from multiview_plugin.driver.generate_queries import main as generate_main
-from tests.conftest import TOPICS, write_topics_corpus
+from tests.conftest import TOPICS, WORDS, write_topics_corpus
+from tests.strategies import DAMAGE, PER_KIND, bounded, damage, run_driver, workdir, write_lines
 
 
 @pytest.fixture
@@ -75,3 +77,90 @@ def test_marker_and_verified_partial(tmp_path):
     assert verified_partial(partial, {"partial": _partial_record(7, head, "line 2\n")}) == 7
     partial.write_text("someone else's file\n")
     assert verified_partial(partial, {"partial": _partial_record(7, head, "line 2\n")}) is None
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# generate_queries' .partial file and marker.
+# Strategies and helpers: tests/strategies.py.
+
+
+@pytest.fixture(scope="module")
+def interrupted_generation(tmp_path_factory) -> dict:
+    """A tiny doc2query model, a 6-document corpus, the complete reference output, and the partial file and marker
+    of a run killed in its second batch."""
+    from multiview_plugin.driver import generate_queries as gq
+    from multiview_plugin.encoding import doc2query
+    from tools.testing import make_tiny_t5
+
+    root = tmp_path_factory.mktemp("props_generate")
+    model = make_tiny_t5(root / "t5", seq2seq=True)
+    corpus = write_lines(root / "corpus.jsonl", [json.dumps({"docid": f"d{i}", "text": " ".join(WORDS[i:i + 5])})
+                                                 for i in range(6)])
+    argv = ["--model_name_or_path", str(model), "--corpus_path", str(corpus), "--num_queries", "2",
+            "--max_query_length", "4", "--batch_size", "2"]
+    assert gq.main([*argv, "--output", str(root / "ref.jsonl")]) == 0
+    calls = []
+
+    def killed(out, text):
+        calls.append(1)
+        if len(calls) == 2:
+            out.write(text[:7])  # torn mid-line
+            raise KeyboardInterrupt
+        out.write(text)
+
+    original, doc2query._append = doc2query._append, killed
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gq.main([*argv, "--output", str(root / "cut.jsonl")])
+    finally:
+        doc2query._append = original
+    return {"argv": argv, "reference": (root / "ref.jsonl").read_bytes(),
+            "partial": (root / "cut.jsonl.partial").read_bytes(), "marker": (root / "cut.jsonl.json").read_bytes()}
+
+
+MARKER_EDITS = {
+    "settings_list": lambda m: m.__setitem__("settings", [1, 2]),
+    "settings_missing": lambda m: m.pop("settings"),
+    "complete_string": lambda m: m.__setitem__("complete", "no"),
+    "partial_null": lambda m: m.__setitem__("partial", None),
+    "partial_bytes_negative": lambda m: m["partial"].__setitem__("bytes", -5),
+    "partial_bytes_larger": lambda m: m["partial"].__setitem__("bytes", m["partial"]["bytes"] + 1),
+    "partial_sha_int": lambda m: m["partial"].__setitem__("sha256", 7),
+    "pending_edited": lambda m: m["partial"].__setitem__("pending", "x" + m["partial"]["pending"]),
+    "written_by_other": lambda m: m.__setitem__("written_by", "someone"),
+    "not_object": None,
+}
+GENERATE_DAMAGE = ["none", "partial_damage", "marker_damage", *(f"marker:{k}" for k in MARKER_EDITS)]
+
+
+@pytest.mark.parametrize("kind", GENERATE_DAMAGE)
+@bounded(PER_KIND)
+@given(hit=DAMAGE)
+def test_generate_queries_resumes_only_what_its_marker_describes(interrupted_generation, kind, hit):
+    """A damaged ``.partial`` or marker is refused in one line and left as it was; an intact pair resumes to
+    exactly the uninterrupted run's output; a change that keeps the marker's meaning resumes the same."""
+    from multiview_plugin.driver.generate_queries import main as generate_main
+
+    state = interrupted_generation
+    with workdir() as tmp:
+        out, partial, marker = tmp / "cut.jsonl", tmp / "cut.jsonl.partial", tmp / "cut.jsonl.json"
+        partial.write_bytes(damage(state["partial"], *hit) if kind == "partial_damage" else state["partial"])
+        marker.write_bytes(damage(state["marker"], *hit) if kind == "marker_damage" else state["marker"])
+        if kind.startswith("marker:"):
+            edit = MARKER_EDITS[kind.split(":", 1)[1]]
+            record = json.loads(state["marker"])
+            if edit is None:
+                record = [record]
+            else:
+                edit(record)
+            marker.write_text(json.dumps(record))
+        before = partial.read_bytes()
+        assume(kind != "partial_damage" or before != state["partial"])
+        rc, err = run_driver(generate_main, [*state["argv"], "--output", str(out)])
+        if rc:
+            assert str(partial) in err or str(marker) in err, err
+            assert kind != "none", err
+            assert partial.read_bytes() == before and not out.exists()
+            return
+        assert kind == "none" or kind == "marker_damage" or kind == "partial_damage", kind
+        assert out.read_bytes() == state["reference"]

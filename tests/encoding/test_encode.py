@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from multiview_plugin import atomic
 from multiview_plugin.arguments import DataArguments, ModelArguments
@@ -32,6 +34,7 @@ from multiview_plugin.encoding.shards import NonFiniteVectorsError, read_shard
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.registry import get_encoder_class
 from tests.conftest import TOPICS
+from tests.strategies import FAST, ID, bounded, workdir
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -214,3 +217,25 @@ def test_a_huge_record_is_read_only_as_far_as_the_model_reads(mvr_index, tmp_pat
     ref, ref_lookup, _ = read_shard(tmp_path / "s.pkl")
     rows = [i for i, d in enumerate(lookup) if d.startswith("long")]
     np.testing.assert_allclose(reps[rows], ref, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# Nothing lost: the shard sidecar's name.
+# Strategies and helpers: tests/strategies.py.
+
+
+@bounded(FAST)
+@given(content=st.one_of(st.binary(max_size=64), st.dictionaries(ID, st.one_of(st.integers(), ID), max_size=4)
+                         .map(lambda d: json.dumps(d).encode())), overwrite=st.booleans())
+def test_encode_never_replaces_a_file_at_its_sidecar_path(content, overwrite):
+    """Any file at ``<output>.json`` that is not a shard sidecar: encode refuses (one line, also with
+    --overwrite) before writing anything."""
+    from multiview_plugin.encoding.encode import refuse_foreign_output
+    from multiview_plugin.errors import ConfigError
+
+    with workdir() as tmp:
+        side = tmp / "c.pkl.json"
+        side.write_bytes(content)
+        with pytest.raises(ConfigError) as err:
+            refuse_foreign_output(tmp / "c.pkl", overwrite)
+        assert "\n" not in str(err.value) and str(side) in str(err.value) and side.read_bytes() == content

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
 
 from multiview_plugin.data.readers import InputFormatError, load_corpus
 from multiview_plugin.driver.encode import main as encode_main
@@ -16,6 +17,7 @@ from multiview_plugin.driver.index import main as index_main
 from multiview_plugin.driver.search import main as search_main
 from multiview_plugin.encoding.shards import ShardFormatError, partial_paths, read_shard
 from tests.conftest import one_line_error
+from tests.strategies import DAMAGE, MEDIUM, bounded, damage, one_line, shard_payloads, workdir
 
 
 class _Exploit:
@@ -143,3 +145,25 @@ def test_sidecar_less_shard_with_ambiguous_ids_is_one_line(mvr_index, tmp_path, 
         assert search_main(["--query_reps", str(mvr_index["qshard"]), "--passage_reps", str(path), "--save_ranking_to",
                             str(tmp_path / "run.txt"), *extra]) == 2
         one_line_error(capsys, str(path), f"row {row}")
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# Byte-level damage to a shard pickle.
+# Strategies and helpers: tests/strategies.py.
+
+
+@bounded(MEDIUM)
+@given(payload=shard_payloads(), hit=DAMAGE)
+def test_damaged_shard_never_traceback(payload, hit):
+    """Byte-level damage to a shard pickle: a one-line error naming it, or what the damaged file holds
+    (a flipped byte inside the float data is still a valid shard)."""
+    reps, ids = payload
+    with workdir() as tmp:
+        shard = tmp / "shard.pkl"
+        shard.write_bytes(damage(pickle.dumps((reps, ids), protocol=5), *hit))
+        try:
+            got, lookup, _ = read_shard(shard)
+        except ShardFormatError as err:
+            one_line(err, shard)
+            return
+        assert got.shape == reps.shape and len(lookup) == len(ids) and np.isfinite(got).all()

@@ -5,10 +5,24 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from multiview_plugin.data.readers import InputFormatError
-from multiview_plugin.errors import ConfigError
+from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.evaluation.runs import detect_run_format, read_run, write_run
+from tests.strategies import (
+    DAMAGE,
+    FAST,
+    bounded,
+    damage,
+    nonblank_text_lines,
+    one_line,
+    run_lines,
+    runs,
+    workdir,
+    write_lines,
+)
 
 
 def sample_run() -> dict[str, list[tuple[str, float]]]:
@@ -96,3 +110,104 @@ def test_run_errors_are_located_not_tracebacks(tmp_path):
     run.write_bytes(b"q1\td1\t1.5\nq1\td2\t\xff1.0\n")  # bad UTF-8: now with its line
     with pytest.raises(InputFormatError, match=r"run.txt line 2: not valid UTF-8"):
         read_run(run, "tevatron")
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# Runs (trec, msmarco, tevatron): equal to a reference, one line, or no line lost.
+# Strategies and helpers: tests/strategies.py.
+
+
+def same_ranking(read, run, fmt: str, shuffled: bool) -> None:
+    """Equal to the reference: docids in order (scores 1/rank for msmarco); lines shuffled in a tevatron file
+    may reorder documents of equal score among themselves (the file has nothing else to order them by)."""
+    assert (set(read) == set(run)) if shuffled else (list(read) == list(run))
+    for q, ranking in run.items():
+        got = read[q]
+        if fmt == "msmarco":
+            assert got == [(d, 1 / r) for r, (d, _) in enumerate(ranking, 1)]
+        elif fmt == "trec" or not shuffled:
+            assert got == ranking
+        else:
+            assert [s for _, s in got] == [s for _, s in ranking] and sorted(got) == sorted(ranking)
+
+
+@bounded(FAST)
+@given(run=runs(), fmt=st.sampled_from(["trec", "tevatron", "msmarco"]), shuffle=st.randoms(use_true_random=False),
+       gz=st.booleans(), crlf=st.booleans(), given_format=st.booleans(), blank=st.frozensets(st.integers(1, 9),
+                                                                                           max_size=2))
+def test_runs_well_formed_equal_reference(run, fmt, shuffle, gz, crlf, given_format, blank):
+    lines = run_lines(run, fmt)
+    shuffled = fmt != "msmarco"
+    if shuffled:
+        shuffle.shuffle(lines)  # scores, not line order, rank
+    with workdir() as tmp:
+        path = write_lines(tmp / f"run.{fmt}{'.gz' if gz else ''}", lines, gz=gz, crlf=crlf, blank=blank)
+        same_ranking(read_run(path, fmt if given_format else None), run, fmt, shuffled)
+
+
+@bounded(FAST)
+@given(run=runs(integer_scores=True))
+def test_integer_scored_runs_are_never_read_as_ranks(run):
+    """A best-first run with integer scores is refused as ambiguous (it needs --run_format), or read as MS MARCO
+    ranks only where both readings agree (one document per query, valued 1): never in reverse."""
+    with workdir() as tmp:
+        path = write_lines(tmp / "run.txt", run_lines(run, "tevatron_int"))
+        try:
+            read = read_run(path)
+        except InputFormatError as err:
+            one_line(err, path)
+            assert "--run_format" in str(err)
+            return
+        assert all(len(r) == 1 and r[0][1] == 1 for r in run.values())
+        assert {q: [d for d, _ in r] for q, r in read.items()} == {q: [d for d, _ in r] for q, r in run.items()}
+
+
+RUN_BREAKS = ["nan", "inf", "word", "columns", "dup_doc", "neg_rank", "bad_utf8"]
+
+
+@bounded(FAST)
+@given(run=runs(), fmt=st.sampled_from(["trec", "tevatron", "msmarco"]), kind=st.sampled_from(RUN_BREAKS),
+       pick=st.integers(0, 100), given_format=st.booleans())
+def test_runs_malformed_is_one_line_at_its_line(run, fmt, kind, pick, given_format):
+    assume(not (kind in ("nan", "inf") and fmt == "msmarco"))
+    assume(not (kind == "neg_rank" and fmt == "tevatron"))
+    lines = run_lines(run, fmt)
+    i = pick % len(lines)
+    sep = " " if fmt == "trec" else "\t"
+    parts = lines[i].split(sep)
+    value = 4 if fmt == "trec" else 2
+    if kind in ("nan", "inf", "word"):
+        parts[value] = {"nan": "nan", "inf": "-inf", "word": "high"}[kind]
+    elif kind == "neg_rank":
+        parts[3 if fmt == "trec" else 2] = "-1" if fmt == "trec" else "0"
+    elif kind == "columns":
+        parts = parts[:-1]
+    if kind == "dup_doc":
+        lines.append(lines[i])
+        i = len(lines) - 1
+    else:
+        lines[i] = sep.join(parts)
+    with workdir() as tmp:
+        path = write_lines(tmp / f"run.{fmt}", lines)
+        if kind == "bad_utf8":
+            data = path.read_bytes().split(b"\n")
+            data[i] = b"\xff" + data[i]
+            path.write_bytes(b"\n".join(data))
+        with pytest.raises(InputFormatError) as err:
+            read_run(path, fmt if given_format else None)
+        one_line(err.value, path, None if kind == "bad_utf8" and not given_format else i + 1)
+
+
+@bounded(FAST)
+@given(run=runs(), fmt=st.sampled_from(["trec", "tevatron", "msmarco"]), hit=DAMAGE, given_format=st.booleans())
+def test_runs_damaged_never_traceback_never_lose_lines(run, fmt, hit, given_format):
+    with workdir() as tmp:
+        path = write_lines(tmp / f"run.{fmt}", run_lines(run, fmt))
+        data = damage(path.read_bytes(), *hit)
+        path.write_bytes(data)
+        try:
+            read = read_run(path, fmt if given_format else None)
+        except (InputFormatError, MultiViewError) as err:
+            one_line(err, path)
+            return
+        assert sum(map(len, read.values())) == len(nonblank_text_lines(data))

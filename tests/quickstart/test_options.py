@@ -6,7 +6,15 @@ import pytest
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.cli import parse_dataclasses
-from multiview_plugin.quickstart.options import BM25, DEFAULT_SYSTEMS, SYSTEMS, build_parser, train_seed
+from multiview_plugin.quickstart.options import (
+    BM25,
+    DATA_DEFAULTS,
+    DEFAULT_SYSTEMS,
+    DESCRIPTIONS,
+    SYSTEMS,
+    build_parser,
+    train_seed,
+)
 from multiview_plugin.registry import get_encoder_class
 
 
@@ -22,12 +30,41 @@ def test_every_system_is_a_registered_method_with_flags_the_train_driver_parses(
         model_args, _ = parse_dataclasses((ModelArguments, DataArguments),
                                           ["--model_name", method, "--model_name_or_path", "unused", *flags])
         assert model_args.model_name == method and isinstance(trained, bool), name
-    assert set(DEFAULT_SYSTEMS) <= set(SYSTEMS)
+    assert set(DEFAULT_SYSTEMS) <= set(SYSTEMS) and set(DESCRIPTIONS) <= set(SYSTEMS)
+    assert all(set(d["systems"]) <= set(SYSTEMS) for d in DATA_DEFAULTS.values())
+    # every system of the default run says what it computes
+    assert set(DEFAULT_SYSTEMS) <= set(DESCRIPTIONS)
+
+
+def test_systems_steps_and_passage_length_default_per_data_set_and_read_back_from_a_recorded_command():
+    """The entity data keeps its old defaults (its records' commands read back as those runs used them); flags
+    given win."""
+    args = build_parser().parse_args(["--data", "entities"])
+    assert (args.systems, args.steps, args.passage_max_len) == \
+        (["minilm-zero-shot", "dpr", "dcsr-mean", "mvr-residual"], 40, 128)
+    args = build_parser().parse_args(["--steps", "7", "--passage_max_len", "64", "--systems", "dpr"])
+    assert (args.data, args.systems, args.steps, args.passage_max_len) == ("squad-slice", ["dpr"], 7, 64)
+    assert build_parser().parse_args(["--data", "squad", "--squad_path", "x"]).passage_max_len == 128
+
+
+def test_the_untrained_segment_views_are_segment_means_with_no_viewer_contribution(tiny_bert):
+    """segment-means-zero-shot is untrained mvr in the residual form with segment bases: view i = the mean of the
+    i-th of 8 token segments + g_i * h(viewer i) with every gate g_i = 0, so exactly the 8 segment means."""
+    import torch
+
+    method, flags, trained = SYSTEMS["segment-means-zero-shot"]
+    margs, dargs = parse_dataclasses((ModelArguments, DataArguments),
+                                     ["--model_name", method, "--model_name_or_path", str(tiny_bert), *flags])
+    model = get_encoder_class(method).build(margs, dargs)
+    assert not trained and (model.options.views, model.options.view_init, model.options.num_views) == \
+        ("residual", "segments", 8)
+    assert torch.equal(model.view_gates.detach(), torch.zeros(8))
 
 
 def test_the_parser_defaults_and_refuses_unknown_systems(capsys):
     args = build_parser().parse_args([])
-    assert args.systems == DEFAULT_SYSTEMS and args.steps == 40 and args.hybrid_alphas[-1] == 1.0
+    assert args.data == "squad-slice" and args.systems == DEFAULT_SYSTEMS and args.hybrid_alphas[-1] == 1.0
+    assert (args.steps, args.passage_max_len) == (DATA_DEFAULTS["squad-slice"]["steps"], 192)
     assert build_parser().parse_args(["--systems", BM25, "dpr"]).systems == [BM25, "dpr"]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--systems", "nonsense"])
@@ -40,7 +77,7 @@ def test_num_entities_sizes_the_generated_data_and_is_refused_elsewhere(tmp_path
     from multiview_plugin.quickstart.__main__ import main, prepare_data
 
     def sizes(*flags):
-        args = build_parser().parse_args(list(flags))
+        args = build_parser().parse_args(["--data", "entities", *flags])
         files = prepare_data(args, tmp_path / f"data{len(flags)}-{'-'.join(flags)}")
         lines = {k: sum(1 for _ in files[k].open(encoding="utf-8")) for k in ("corpus", "eval_queries")}
         return lines["corpus"], lines["eval_queries"]
@@ -51,5 +88,7 @@ def test_num_entities_sizes_the_generated_data_and_is_refused_elsewhere(tmp_path
     with pytest.raises(SystemExit, match="not --data squad"):
         main(["--data", "squad", "--num_entities", "30", "--output_dir", str(tmp_path / "x")])
     with pytest.raises(SystemExit, match=r"^error: --num_entities: num_entities must be at least 18"):
-        main(["--num_entities", "5", "--output_dir", str(tmp_path / "y")])
-    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+        main(["--data", "entities", "--num_entities", "5", "--output_dir", str(tmp_path / "y")])
+    with pytest.raises(SystemExit, match="not --data squad-slice"):  # the default data is the SQuAD slice
+        main(["--num_entities", "30", "--output_dir", str(tmp_path / "z")])
+    assert not any((tmp_path / d).exists() for d in "xyz")

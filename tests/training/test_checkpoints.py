@@ -6,6 +6,10 @@ import json
 from pathlib import Path
 
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.strategies import FAST, bounded, workdir
 
 
 def test_checkpoint_completeness_checks(tmp_path):
@@ -38,3 +42,27 @@ def test_checkpoint_completeness_checks(tmp_path):
     assert checkpoint_problems(only_model, optimizer_expected=False) == []
     assert "optimizer.pt missing" in checkpoint_problems(only_model)
     assert last_complete_checkpoint(tmp_path, optimizer_expected=False) == str(only_model)
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# Nothing lost: checkpoint rotation.
+# Strategies and helpers: tests/strategies.py.
+
+
+@bounded(FAST)
+@given(steps=st.lists(st.tuples(st.integers(1, 60), st.booleans()), min_size=1, max_size=8,
+                      unique_by=lambda s: s[0]), limit=st.integers(1, 4))
+def test_checkpoint_rotation_never_deletes_a_checkpoint_the_run_did_not_write(steps, limit):
+    """``--save_total_limit``: of the ``checkpoint-N`` folders, those not this run's all stay; of the run's own,
+    the newest ``limit`` stay (and the newest always)."""
+    from multiview_plugin.training.checkpoints import rotate_own_checkpoints
+
+    with workdir() as tmp:
+        for step, _ in steps:
+            (tmp / f"checkpoint-{step}").mkdir()
+            (tmp / f"checkpoint-{step}" / "x").write_text(str(step))
+        own = {step for step, mine in steps if mine}
+        rotate_own_checkpoints(tmp, limit, lambda p: int(p.name.split("-")[1]) in own)
+        left = {int(p.name.split("-")[1]) for p in tmp.iterdir()}
+        assert {s for s, mine in steps if not mine} <= left
+        assert left & own == set(sorted(own)[-limit:])

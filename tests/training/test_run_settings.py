@@ -1,5 +1,5 @@
 """Tests of multiview_plugin/training/run_settings.py: a rerun resumes only the same run on the same data
-(the property-based round trips are in tests/reliability/test_properties.py)."""
+(the property-based round trips are at the end of this file)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import hashlib
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.training.run_settings import (
@@ -21,6 +23,7 @@ from multiview_plugin.training.run_settings import (
     run_settings,
     save_run_settings,
 )
+from tests.strategies import DAMAGE, MEDIUM, bounded, damage, workdir
 
 
 @dataclasses.dataclass
@@ -71,3 +74,65 @@ def test_unreadable_settings_are_one_line(tmp_path):
         load_run_settings(tmp_path)
     assert "\n" not in str(err.value)
     assert previous_run_files(tmp_path) == [RUN_SETTINGS_FILE]
+
+
+# ----------------------------------------------------------------------------- property-based tests (hypothesis)
+# Run-settings files (multiview_run.json) on resume.
+# Strategies and helpers: tests/strategies.py.
+
+
+@pytest.fixture(scope="module")
+def run_settings_file(tmp_path_factory) -> dict:
+    from multiview_plugin.training.run_settings import INPUTS_KEY, save_run_settings
+
+    folder = tmp_path_factory.mktemp("props_run")
+    settings = {"learning_rate": 1e-4, "model_name": "mvr", "seed": 7, "output_dir": str(folder),
+                INPUTS_KEY: {"--dataset_path train.jsonl": "10 bytes, sha256 0123456789abcdef"}}
+    save_run_settings(folder, settings)
+    return {"folder": folder, "settings": settings, "bytes": (folder / "multiview_run.json").read_bytes()}
+
+
+RUN_EDITS = {
+    "settings_list": lambda r: r.__setitem__("settings", [["seed", 7]]),
+    "settings_string": lambda r: r.__setitem__("settings", "seed=7"),
+    "inputs_list": lambda r: r["settings"].__setitem__("input_files", ["train.jsonl"]),
+    "inputs_number": lambda r: r["settings"]["input_files"].__setitem__("--dataset_path train.jsonl", 10),
+    "data_changed": lambda r: r["settings"]["input_files"].__setitem__("--dataset_path train.jsonl", "11 bytes"),
+    "option_changed": lambda r: r["settings"].__setitem__("seed", 8),
+    "may_differ": lambda r: r["settings"].__setitem__("output_dir", "elsewhere"),
+    "no_settings": lambda r: r.pop("settings"),
+    "not_object": None,
+}
+
+
+@bounded(MEDIUM)
+@given(kind=st.sampled_from(["none", "damage", *RUN_EDITS]), hit=DAMAGE)
+def test_run_settings_files_resume_the_same_run_or_one_line(run_settings_file, kind, hit):
+    """``multiview_run.json`` as the train driver reads it on resume: the same run resumes, anything else (other
+    options or data, damage, wrong types) is one ConfigError line naming the file; never a traceback."""
+    from multiview_plugin.errors import ConfigError
+    from multiview_plugin.training.run_settings import check_resume
+
+    with workdir() as tmp:
+        path = tmp / "multiview_run.json"
+        if kind == "damage":
+            path.write_bytes(damage(run_settings_file["bytes"], *hit))
+        else:
+            record = json.loads(run_settings_file["bytes"])
+            if kind != "none":
+                edit = RUN_EDITS[kind]
+                record = [record] if edit is None else record
+                if edit is not None:
+                    edit(record)
+            path.write_text(json.dumps(record))
+        try:
+            check_resume(tmp, run_settings_file["settings"])
+        except ConfigError as err:
+            assert "\n" not in str(err) and str(tmp) in str(err), str(err)
+            assert kind not in ("none", "may_differ"), str(err)
+            if kind == "data_changed":
+                assert "--dataset_path train.jsonl" in str(err) and "the data changed" in str(err)
+            return
+        assert kind in ("none", "may_differ", "damage"), kind
+        if kind == "damage":  # still parses to the same run: only whitespace-level damage
+            assert json.loads(path.read_text())["settings"] == run_settings_file["settings"]

@@ -266,7 +266,8 @@ def view_ablation_table(data: str = "squad", family: str = "mvr") -> str | None:
 
 
 def quickstart_table(record: dict) -> str:
-    """The README's quickstart table, from the quickstart's record (or a fresh run's rows in the same form)."""
+    """The quickstart's table, from the quickstart's record (or a fresh run's rows in the same form); a p at its
+    test's floor is written as the bound it is (``< 0.0001``, :func:`p_cell`)."""
     def fmt(key: str, value, row: dict) -> str:
         if value is None or value == "":
             return ""

@@ -164,3 +164,14 @@ def test_no_generated_table_prints_a_floor_p_value_as_a_value():
     for page in ("README.md", "docs/results.md"):
         text = (records.ROOT / page).read_text(encoding="utf-8")
         assert "| 0.0001 |" not in text and ", 0.0001 |" not in text and "| 0.0001, " not in text, page
+
+
+def test_the_quickstart_table_writes_a_p_at_the_randomization_tests_floor_as_a_bound():
+    """Issue 37: 1 / (N + 1) is the floor of an N-sign-flip Monte Carlo test, not a measured p ("< 0.0001")."""
+    flips = "paired randomization (two-sided, top-1 hits, 10000 sign flips, seed 0)"
+    rows = [{"system": "a", "p_value": 1 / 10001, "p_test": flips}, {"system": "b", "p_value": 2 / 10001,
+                                                                      "p_test": flips},
+            {"system": "c", "p_value": 0.0625, "p_test": "paired randomization (exact over 32 sign patterns)"}]
+    cells = [line.split(" | ") for line in tables.quickstart_table({"rows": rows}).splitlines()[2:]]
+    column = [h for _, h in tables.P.quickstart_columns].index("p vs dpr")
+    assert [c[column] for c in cells] == ["< 0.0001", "0.0002", "0.062"]
