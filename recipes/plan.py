@@ -9,15 +9,18 @@ calibration, search). Every figure names the committed log or record it comes fr
   ``--ivf_training two_level``, and an HNSW coarse quantiser, ``IVF<n>_HNSW32``), whose build time and held-out
   recall come from ``bench/ivf_build.py`` (``bench/ivf_build.json``: measured at 1.25M-5M vectors, extrapolated
   with the fitted exponents of N and dim);
-- training and encoding on a GPU: the committed H100 runs (``results/logs/squad-gpu20-*.log``, records
-  ``results/squad/squad-gpu20-*.json``: all-MiniLM-L6-v2), times the bert-base / MiniLM cost ratio per example
-  measured on CPU by ``bench/pipeline_costs.py`` (``bench/pipeline_costs.json``); on CPU cores: that bench's own
-  per-core rates; pseudo-query generation: that bench's T5-base rate (CPU; no GPU measurement);
+- training, encoding and pseudo-query generation: ``bench/throughput.py``'s rates (``bench/throughput.json``),
+  measured at each recipe's shapes with randomly initialised bert-base / T5-base on the hardware that JSON names
+  (CPU, one torch thread); a device it did not measure (a GPU, where none was lent to the session that ran it)
+  is printed as "not measured", with the stage's FLOPs (6 x params x tokens for training, 2 x for a forward
+  pass) for the reader's own device, never a rate carried across models or devices by a ratio;
 - calibration: the exact scan over the corpus (``calibrate.DEFAULT_QUERIES`` queries) at ``bench/ann.json``'s
   measured Flat rate.
 
-Machine: ``cores`` per node (CPU stages and the index build divide by it: assumed linear, Faiss and torch
-parallelise over cores; not measured here with more than 1), ``gpus`` (training and encoding divide by it),
+Machine: ``cores`` per node (CPU stages divide by it: one thread's measured rate x cores, data-parallel, not
+measured beyond one thread; the index build by the speed-up ``bench/build_scaling.py`` measured at the most
+threads <= cores, never extrapolated past the largest thread count measured), ``gpus`` (the commands run
+training and encoding under torchrun),
 ``nodes`` (the corpus is split into one shard index per node, built and searched in parallel: each node holds
 1/nodes of the vectors), ``budget_gb`` of RAM per node. The index is chosen among the measured index types whose
 recall reached ``MIN_RECALL``: exact ``Flat`` when it fits the budget, else the fastest approximate one that fits
@@ -28,7 +31,6 @@ nodes.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import math
@@ -40,9 +42,8 @@ from sources import BEIR_URL, TEVATRON_CORPUS, TEVATRON_HUB, beir_names, eval_fi
 ROOT = Path(__file__).resolve().parent.parent
 COSTS = ROOT / "bench" / "ann.json"
 IVF_BUILD = ROOT / "bench" / "ivf_build.json"
-PIPELINE = ROOT / "bench" / "pipeline_costs.json"
-GPU_LOGS = ROOT / "results" / "logs"
-GPU_RECORDS = ROOT / "results" / "squad"
+THROUGHPUT = ROOT / "bench" / "throughput.json"
+BUILD_SCALING = ROOT / "bench" / "build_scaling.json"
 MIN_RECALL = 0.98
 DEFAULT_BUDGET_GB = 256.0
 DIM = 768  # bert-base-uncased, every full-scale recipe's backbone
@@ -66,9 +67,8 @@ MIN_TRAIN_PER_LIST = 39
 # bench/docid_map_memory.log (2M rows, 8-digit docids, 8 views per document)
 DOCID_MAP_BYTES_PER_ROW = 168.5
 MAX_NODES = 256  # the most nodes a plan considers
+MAX_CORES, MAX_GPUS = 1024, 64  # the most cores per node and GPUs a plan divides over (run.py refuses more)
 CALIBRATION_QUERIES = 200  # multiview_plugin.search.calibrate.DEFAULT_QUERIES: exact scan of the corpus for each
-MEASURED_GPU = "NVIDIA H100 80GB HBM3"  # the device of every committed GPU record
-GPU_RUN_BATCH, GPU_RUN_TRAIN_QUESTIONS = 64, 6577  # the squad-gpu20 runs: batch 64, 6,577 training questions
 
 
 class PlanRefused(SystemExit):
@@ -268,7 +268,7 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     return {"index": pick["index"], "index_factory": main, "doc_index_factory": doc or None,
             "ivf_training": pick["ivf_training"], "rescore_store": store, "store_gb": store_bytes / 1e9,
             "ram_gb": pick["ram"] / 1e9, "disk_gb": (pick["disk"] + store_bytes) / 1e9,
-            "build_h_1core": pick["build"] / 3600, "build_h": pick["build"] / 3600 / cores,
+            "build_h_1core": pick["build"] / 3600, "build_h": pick["build"] / 3600 / build_speedup(cores)[0],
             "build_source": pick["build_source"], "cores": cores, "nodes": nodes,
             "ms_per_query": pick["latency_ms"], "recall": pick["recall"], "recall_k": pick["recall_k"],
             "recall_source": pick["recall_source"],
@@ -321,40 +321,35 @@ def plan_line(plan: dict | None) -> str:
 # ----------------------------------------------------------------------------- the other stages
 
 
-def gpu_runs(logs: Path = GPU_LOGS, records: Path = GPU_RECORDS) -> dict[str, dict]:
-    """The committed H100 runs, per system (dpr, mvr): seconds per training example (runtime / (epochs run ×
-    steps per epoch × batch): early stopping ends them before their 20 epochs; per-epoch dev evaluations are
-    included, so an upper bound) and passages encoded per second (encode_s of the record, model loading
-    included: an upper bound on time)."""
-    steps_per_epoch = math.ceil(GPU_RUN_TRAIN_QUESTIONS / GPU_RUN_BATCH)
-    out: dict[str, dict] = {}
-    for log in sorted(Path(logs).glob("squad-gpu20-*.log")):
-        system = "mvr" if "mvr" in log.stem else "dpr"
-        final = [ast.literal_eval(x) for x in log.read_text(encoding="utf-8").splitlines()
-                 if x.startswith("{'train_runtime'")]
-        record = Path(records) / f"{log.stem}.json"
-        if not final or not record.is_file():
-            continue
-        row = _json(record)["rows"][0]
-        if row.get("device") != MEASURED_GPU:
-            continue
-        epochs = float(final[-1]["epoch"])
-        per_example = float(final[-1]["train_runtime"]) / (epochs * steps_per_epoch * GPU_RUN_BATCH)
-        entry = out.setdefault(system, {"s_per_example": [], "passages_per_s": [], "logs": []})
-        entry["s_per_example"].append(per_example)
-        entry["passages_per_s"].append(row["corpus"] / row["encode_s"])
-        entry["logs"].append(log.name)
-    for entry in out.values():
-        entry["s_per_example"] = sum(entry["s_per_example"]) / len(entry["s_per_example"])
-        entry["passages_per_s"] = sum(entry["passages_per_s"]) / len(entry["passages_per_s"])
-    return out
+def throughput(path: Path = THROUGHPUT) -> dict:
+    """bench/throughput.json: the measured rates per stage and shape, and the hardware they were measured on."""
+    return _json(path)
 
 
-def _gpus(gpu_h: float, gpus: int) -> str:
-    """Wall time of ``gpu_h`` GPU-hours on ``gpus`` GPUs (divided evenly: assumed, not measured)."""
+def _rate(bench: dict, stage: str, **shape) -> dict:
+    """The measured row of ``stage`` at ``shape``; a shape the bench did not measure is an error naming it."""
+    for row in bench["rows"]:
+        if row["stage"] == stage and all(row.get(k) == v for k, v in shape.items()):
+            return row
+    raise SystemExit(f"plan: bench/throughput.json has no {stage} rate at {shape}: rerun bench/throughput.py "
+                     "(it measures every recipe's shapes)")
+
+
+def build_speedup(cores: int, path: Path = BUILD_SCALING) -> tuple[float, int, int]:
+    """(speed-up of the index build over one thread, the thread count it was measured at, the largest measured):
+    the best measured at <= ``cores`` threads (``bench/build_scaling.json``); past the largest count measured
+    nothing is extrapolated."""
+    curve = _json(path)["curve"]
+    usable = [c for c in curve if c["threads"] <= cores] or [min(curve, key=lambda c: c["threads"])]
+    best = max(usable, key=lambda c: c["speedup"])
+    return max(1.0, best["speedup"]), best["threads"], max(c["threads"] for c in curve)
+
+
+def _not_on_gpu(gpus: int, gpu_name: str, bench: dict, flops: float) -> str:
+    """The GPU side of a stage: not measured (with the bench's reason) and the stage's FLOPs."""
     if gpus == 0:
-        return "no GPU stated (--gpus 0): the CPU figure applies"
-    return f"{_hours(gpu_h / gpus)} on {gpus} GPU{'s' if gpus > 1 else ''}"
+        return "no GPU stated (--gpus 0)"
+    return f"on {gpus} GPU{'s' if gpus > 1 else ''} ({gpu_name}): {bench['gpu']}; the stage is {flops:.2g} FLOPs"
 
 
 def _hours(h: float) -> str:
@@ -399,78 +394,73 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     search), each with the measurement it comes from. ``plans``: the index plan per corpus."""
     cores, gpus = args.cores, args.gpus
     nodes = max((p["nodes"] for p in plans.values() if p), default=1)
-    gpu_name = args.gpu_name
-    costs = _json(PIPELINE)
-    runs = gpu_runs()
+    bench = throughput()
+    hw = bench["hardware"]
+    cpu = f"{hw['name']}, {hw['torch_threads']} torch thread"
+    per_core = f"x {cores} core{'s' if cores > 1 else ''} (data-parallel, not measured beyond 1 thread)"
+
+    def on_gpu(flops: float) -> str:
+        return _not_on_gpu(gpus, args.gpu_name, bench, flops)
+
     lines = []
     dl = downloads(benchmark, method, recipe, args)
     lines.append("downloads: " + ("; ".join(dl) if dl else "none (everything given locally)"))
     train = recipe.get("train", {})
-    length = int(train.get("passage_max_len", 256))
-    key = f"bert-base@{length}"
-    ratio_t = costs["ratio_train_per_example"].get(key)
-    ratio_e = costs["ratio_encode_per_passage"].get(key)
-    system = "mvr" if method == "mvr" else "dpr"
-    run = runs.get(system) or runs.get("dpr")
-    on_gpu = gpus > 0 and gpu_name.lower() in MEASURED_GPU.lower()
-    gpu_note = "" if gpus == 0 or on_gpu else (f" (no committed run on {gpu_name}: figures are for "
-                                               f"{MEASURED_GPU})")
-    gpu_src = (f"GPU s/example: results/logs/{', '.join(run['logs'])} (all-MiniLM-L6-v2 on {MEASURED_GPU}) x "
-               f"{{ratio:.2f}} (bert-base@{length} / MiniLM@192 per example, bench/pipeline_costs.log, CPU)")
-    cpu_train = costs["train_s_per_example"].get(key)
+    length, q_len = int(train.get("passage_max_len", 256)), int(train.get("query_max_len", 32))
     if getattr(args, "checkpoint", None):
         lines.append("training: none (--checkpoint given)")
     else:
         examples = []
+        group = int(train.get("train_group_size", 2))
         if benchmark in TRAIN_QUESTIONS:
             examples.append(("fine-tune", TRAIN_QUESTIONS[benchmark] * float(train.get("num_train_epochs", 1)),
                              f"{TRAIN_QUESTIONS[benchmark]:,} questions (papers/mlr) x "
-                             f"{float(train.get('num_train_epochs', 1)):g} epochs"))
+                             f"{float(train.get('num_train_epochs', 1)):g} epochs", group))
         elif benchmark == "beir":
             docs = corpus_docs("beir", recipe, [beir_names(recipe, args)[0]]) or {}
             n_train = sum(docs.values())  # upper bound: a BEIR train split has at most one question per document
             examples.append(("fine-tune", n_train * float(train.get("num_train_epochs", 1)),
                              f"<= {n_train:,} questions (the training corpus's documents) x "
-                             f"{float(train.get('num_train_epochs', 1)):g} epochs"))
+                             f"{float(train.get('num_train_epochs', 1)):g} epochs", group))
         if "warmup" in recipe:
             n_pseudo = CORPUS_DOCS.get(benchmark, 0) * views_per_doc(method, recipe)
             ep = float(recipe["warmup"].get("num_train_epochs", 1))
-            examples.append(("warm-up", n_pseudo * ep, f"{n_pseudo:,.0f} pseudo-queries x {ep:g} epochs"))
+            examples.append(("warm-up", n_pseudo * ep, f"{n_pseudo:,.0f} pseudo-queries x {ep:g} epochs",
+                             int(recipe["warmup"].get("train_group_size", group))))
         parts = []
-        for name, n, what in examples:
-            gpu_h = n * run["s_per_example"] * ratio_t / 3600
-            cpu_h = n * cpu_train / 3600
-            parts.append(f"{name} {what}: {gpu_h:,.1f} GPU-h on {MEASURED_GPU} ({_gpus(gpu_h, gpus)}){gpu_note}; "
-                         "on CPU "
-                         f"{_hours(cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''}")
-        lines.append("training: " + "; ".join(parts) + f" [{gpu_src.format(ratio=ratio_t)}; CPU: bench/pipeline_costs"
-                     f".log {cpu_train:.2f} s/example on 1 core, divided by cores]")
+        for name, n, what, g in examples:
+            row = _rate(bench, "train", query_len=q_len, passage_len=length, group=g)
+            cpu_h = n / row["examples_per_s"] / 3600
+            parts.append(f"{name} {what}: on CPU {_hours(cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''} "
+                         f"({row['examples_per_s']:.3f} examples/s per thread {per_core}); "
+                         f"{on_gpu(n * row['flops_per_example'])} [bench/throughput.log: bert-base "
+                         f"{row['shape']} on {cpu}, {row['gflops_per_s']:.0f} GFLOP/s achieved]")
+        lines.append("training: " + "; ".join(parts))
     all_docs = sum(p["docs"] for p in plans.values() if p) if any(plans.values()) else 0
     if "generate" in recipe:
         if getattr(args, "pseudo_queries", None):
             lines.append("generation: none (--pseudo_queries given)")
         else:
-            g = costs["generate_s_per_passage"] * all_docs / 3600
-            lines.append(f"generation ({recipe['generate'].get('num_queries', 10)} pseudo-queries per passage, "
-                         f"{recipe['generate'].get('model_name_or_path')}): {all_docs:,} passages x "
-                         f"{costs['generate_s_per_passage']:.1f} s on 1 CPU core = {g:,.0f} core-hours, "
-                         f"{_hours(g / cores)} on {cores} cores; GPU: not measured here [bench/pipeline_costs.log, "
-                         f"T5-base with random weights, {costs['generate']['gen_len']} tokens per query: upper bound]")
+            gen = recipe["generate"]
+            n_q, gen_len = int(gen.get("num_queries", 10)), int(gen.get("max_query_length", 64))
+            row = _rate(bench, "generate", num_queries=n_q, gen_len=gen_len)
+            queries = all_docs * n_q
+            g = queries / row["queries_per_s"] / 3600
+            lines.append(f"generation ({n_q} pseudo-queries per passage, {gen.get('model_name_or_path')}): "
+                         f"{queries:,} queries: on CPU {g:,.0f} core-hours, {_hours(g / cores)} on {cores} "
+                         f"core{'s' if cores > 1 else ''} ({row['queries_per_s']:.2f} queries/s per thread); "
+                         f"{on_gpu(queries * row['flops_per_query'])} [bench/throughput.log: "
+                         f"T5-base {row['shape']} on {cpu}, every query at its full length: an upper bound]")
     passes = views_per_doc(method, recipe) if method == "dce" else 1.0  # dce encodes (pseudo-query, passage) pairs
     vectors = sum(p["vectors"] for p in plans.values() if p)
-    gpu_rate = run["passages_per_s"] / ratio_e / passes  # bert-base passages per second on one GPU
-    cpu_rate = 1.0 / costs["encode_s_per_passage"][key] / passes
-    enc_gpu_h = all_docs / gpu_rate / 3600
-    enc_cpu_h = all_docs / cpu_rate / 3600
-    vps = gpu_rate * vectors / max(all_docs, 1)
+    row = _rate(bench, "encode", passage_len=length)
+    enc_cpu_h = all_docs * passes / row["passages_per_s"] / 3600
     lines.append(f"encoding: {all_docs:,} passages -> {vectors:,} vectors"
                  + (f" ({passes:g} encoder passes per passage)" if passes > 1 else "")
-                 + f": {vps:,.0f} vectors/s per GPU = {_gpus(enc_gpu_h, gpus)}{gpu_note}; on CPU "
-                 f"{_hours(enc_cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''} [GPU: "
-                 f"results/squad/squad-gpu20-*.json encode_s ({run['passages_per_s']:.0f} MiniLM "
-                 f"passages/s, model load and a 2,067-passage corpus included: an upper bound on time) / "
-                 f"{ratio_e:.2f} (bert-base@{length} / MiniLM@192, bench/pipeline_costs.log); CPU: "
-                 f"bench/pipeline_costs.log {1 / costs['encode_s_per_passage'][key]:.2f} passages/s per core]")
+                 + f": on CPU {_hours(enc_cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''} "
+                 f"({row['passages_per_s']:.2f} passages/s per thread {per_core}); "
+                 f"{on_gpu(all_docs * passes * row['flops_per_passage'])} [bench/throughput.log: "
+                 f"bert-base {row['shape']} on {cpu}, {row['gflops_per_s']:.0f} GFLOP/s achieved]")
     shard_gb = vectors * DIM * 2 / 1e9
     lines.append(f"shard disk: {shard_gb:,.0f} GB of fp16 shards (encode --fp16: {vectors:,} vectors x {DIM} dims x "
                  "2 bytes, plus docids) read by the index build and by calibration"
@@ -480,10 +470,13 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     detail = "; ".join(f"{name}: {p['index']}" + (" --ivf_training two_level" if p.get("ivf_training") else "")
                        + f" {p['build_h_1core']:,.1f} h on 1 core" for name, p in builds)
     src = sorted({p["build_source"] for _, p in builds})
+    speedup, at, most = build_speedup(cores)
+    scaling = _json(BUILD_SCALING)
     lines.append(f"index build: {_hours(total_build)} on {cores} core{'s' if cores > 1 else ''}"
                  + (f" per node ({nodes} nodes build their shards at once)" if nodes > 1 else "")
-                 + f" ({detail}) [{'; '.join(src)}; divided by cores: linear scaling assumed, not measured here; "
-                 "shard reading not counted]")
+                 + f" ({detail}) [{'; '.join(src)}; {cores} cores: the one-core time / {speedup:.2f}, the speed-up "
+                 f"bench/build_scaling.log measured at {at} thread{'s' if at > 1 else ''} on {scaling['hardware']} "
+                 f"(measured up to {most} threads: more cores are not credited); shard reading not counted]")
     calib_h = 0.0
     measured = _json(COSTS)
     flat = next(r for r in measured["rows"] if r["system"] == "mvr" and r["index"] == "Flat")
@@ -494,7 +487,8 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     lines.append(f"calibration: {_hours(calib_h / cores)} on {cores} core{'s' if cores > 1 else ''}"
                  + (" per node" if nodes > 1 else "") + f" ({CALIBRATION_QUERIES} sampled queries scanned exactly "
                  f"over every vector, at bench/ann.json's measured Flat rate {flat['batched_ms']:.1f} ms/query per "
-                 f"{flat['vectors']:,} x {measured['args']['dim']}; nothing for a Flat index)")
+                 f"{flat['vectors']:,} x {measured['args']['dim']} on one thread, x cores: not measured beyond one "
+                 "thread; nothing for a Flat index)")
     lat = max((p["ms_per_query"] for _, p in builds), default=0.0)
     lines.append(f"search: {lat:.1f} ms/query on 1 core" + (f" per node ({nodes} shard indexes searched at once, "
                                                             "top-k merged)" if nodes > 1 else "")
@@ -502,9 +496,10 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     ram = max((p["ram_gb"] for _, p in builds), default=0.0)
     disk = sum(p["disk_gb"] for _, p in builds)
     if nodes > 1:
-        lines.append(f"nodes: {nodes}, one shard index each: run the index step on each node over its 1/{nodes} of "
-                     "the encoded shards (the commands below build one index over all of them) and merge the nodes' "
-                     "top-k at search time (docs/scaling.md, plans for the whole pipeline)")
+        lines.append(f"nodes: {nodes}, one shard index each: node k encodes its 1/{nodes} of the shards into "
+                     "emb/<corpus>/node<k>/ and builds index/<corpus>/node<k> from them (the commands below, one "
+                     "index command per node); the search is one sharded search over every node's index on a Ray "
+                     "cluster (driver.search --index node0,node1,... --ray_address), merging the nodes' top-k")
     lines.append(f"totals: RAM {ram:.0f} GB per node (budget {args.ram_budget_gb:g}), disk "
                  f"{disk + shard_gb / nodes:,.0f} GB per node (index {disk:,.0f} + shards {shard_gb / nodes:,.0f}), "
                  f"index build {_hours(total_build)} on {cores} core{'s' if cores > 1 else ''}"

@@ -81,19 +81,29 @@ def flags(options: dict[str, Any]) -> list[str]:
 
 
 class Runner:
-    """Runs driver ``main(argv)`` functions in this process, printing each as a shell command."""
+    """Runs driver ``main(argv)`` functions in this process, printing each as a shell command; a step given
+    ``procs`` > 1 is printed as ``torchrun --nproc_per_node <procs> -m <module> ...`` and run so, in a child
+    process (``python -m torch.distributed.run``, the module behind the ``torchrun`` command)."""
 
     def __init__(self, dry_run: bool = False):
         self.dry_run = dry_run
         self.commands: list[str] = []
 
-    def __call__(self, module: str, argv: list[str]) -> None:
-        command = f"python -m {module} " + " ".join(shlex.quote(a) for a in argv)
+    def __call__(self, module: str, argv: list[str], procs: int = 1) -> None:
+        quoted = " ".join(shlex.quote(a) for a in argv)
+        command = (f"torchrun --nproc_per_node {procs} -m {module} {quoted}" if procs > 1
+                   else f"python -m {module} {quoted}")
         self.commands.append(command)
         print(f"$ {command}", flush=True)
         if self.dry_run:
             return
-        rc = importlib.import_module(module).main(argv)
+        if procs > 1:
+            import subprocess
+
+            rc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(procs),
+                                 "-m", module, *argv], check=False).returncode
+        else:
+            rc = importlib.import_module(module).main(argv)
         if rc not in (0, None):
             raise SystemExit(f"step failed (exit {rc}): {command}")
 
@@ -378,6 +388,29 @@ def smoke_options(stage: str, options: dict, work: Path) -> dict:
     return options
 
 
+def multi_gpu(options: dict, args: argparse.Namespace) -> dict:
+    """Training options for ``--gpus`` processes under torchrun: the recipe's batch stays the global batch (each
+    process takes 1/gpus of it, in-batch negatives gathered across processes: ``--negatives_x_device``); a batch
+    that does not split evenly is refused. One GPU: the options as they are."""
+    if args.gpus <= 1:
+        return options
+    batch = int(options.get("per_device_train_batch_size", 8))
+    if batch % args.gpus:
+        raise SystemExit(f"error: --gpus {args.gpus}: the recipe's batch of {batch} does not split evenly over "
+                         f"{args.gpus} processes; use a --gpus that divides {batch}")
+    out = {**options, "per_device_train_batch_size": batch // args.gpus, "negatives_x_device": True}
+    if args.smoke:
+        out["ddp_backend"] = "gloo"  # --smoke trains on the CPU
+    return out
+
+
+def node_shards(shards: int, nodes: int) -> list[list[int]]:
+    """The encoded shards of each node: ``shards`` raised to a multiple of ``nodes`` so every node holds as many
+    (its 1/nodes of the vectors, as the plan prices it), consecutive shard numbers per node."""
+    per_node = -(-shards // nodes)
+    return [list(range(k * per_node, (k + 1) * per_node)) for k in range(nodes)]
+
+
 def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
     recipe = load_recipe(benchmark, method)
     out = Path(args.output_dir or f"runs/recipes/{benchmark}-{method}{'-smoke' if args.smoke else ''}")
@@ -426,13 +459,13 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
                     "corpus_path": str(main_corpus), "output_dir": str(models / f"{method}-warmup")}
             if args.smoke:
                 warm.update(max_steps=2, num_train_epochs=None)
-            run("multiview_plugin.driver.train", flags(warm))
+            run("multiview_plugin.driver.train", flags(multi_gpu(warm, args)), procs=args.gpus)
             train_opts["model_name_or_path"] = str(models / f"{method}-warmup")
         if "train_hub" in prepared:
             train_opts.update(dataset_name=prepared["train_hub"], output_dir=str(model_dir))
         else:
             train_opts.update(dataset_path=str(prepared["train"]), output_dir=str(model_dir))
-        run("multiview_plugin.driver.train", flags(train_opts))
+        run("multiview_plugin.driver.train", flags(multi_gpu(train_opts, args)), procs=args.gpus)
 
     shards = 2 if args.smoke else recipe.get("shards", 1)
     corpora = {str(prepared["corpus"])} if "corpus" in prepared else set()
@@ -440,20 +473,20 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
     results: dict[str, dict] = {}
     for corpus in sorted(corpora):
         key = Path(corpus).parent.name if len(corpora) > 1 else "corpus"
-        shard_paths = []
-        for i in range(shards):
-            shard = emb / key / f"corpus.{i}.pkl"
-            shard_paths.append(shard)
-            enc = {**opts("encode"), "model_name_or_path": str(model_dir), "dataset_path": corpus,
-                   "encode_output_path": str(shard), "dataset_number_of_shards": shards, "dataset_shard_index": i}
-            pseudo = pseudo_for(corpus)
-            if pseudo is not None:
-                enc["pseudo_queries"] = str(pseudo)
-            run("multiview_plugin.driver.encode", flags(enc))
-        index = out / "index" / key
         plan = (plans or {}).get(Path(corpus).parent.name) or (plans or {}).get("corpus")
-        if not (index / "multiview.json").is_file():
-            index_flags = ["--passage_reps", str(emb / key / "corpus.*.pkl"), "--index_dir", str(index)]
+        # --smoke: one node unless --nodes asks for more (its slice split over them, searched in this process)
+        nodes = (args.nodes or 1) if args.smoke else plan["nodes"] if plan is not None else 1
+        groups = node_shards(shards, nodes)
+        folders = [emb / key] if nodes == 1 else [emb / key / f"node{k}" for k in range(nodes)]
+        encode_corpus(run, args, {**opts("encode"), "model_name_or_path": str(model_dir), "dataset_path": corpus},
+                      pseudo_for(corpus), folders, groups)
+        indexes = [out / "index" / key] if nodes == 1 else [out / "index" / key / f"node{k}" for k in range(nodes)]
+        for folder, index in zip(folders, indexes):
+            if (index / "multiview.json").is_file():
+                continue
+            index_flags = ["--passage_reps", str(folder / "corpus.*.pkl"), "--index_dir", str(index)]
+            if nodes > 1:  # each node's index holds its share of the encoded shards (checked at search time)
+                index_flags.append("--allow_partial")
             if plan is not None and not args.smoke and plan["index_factory"] != "Flat":
                 index_flags += ["--index_factory", plan["index_factory"]]
                 if plan["doc_index_factory"]:
@@ -465,12 +498,22 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
                 if plan.get("rescore_store"):  # lossy codes: re-score candidates from views on disk
                     index_flags += ["--rescore_store", plan["rescore_store"]]
             run("multiview_plugin.driver.index", index_flags)
+        # several nodes: one sharded search over every node's index, each served by a Ray actor on its node
+        searched = ["--index", ",".join(map(str, indexes))]
+        if nodes > 1 and (args.ray_address or not args.smoke):
+            searched += ["--ray_address", args.ray_address or "auto"]
+        from multiview_plugin.search._index import DEFAULT_AGGREGATION  # noqa: PLC0415 (loads Faiss)
+
+        if nodes > 1 and DEFAULT_AGGREGATION.get(method, "max") != "max":
+            print(f"# {method} on {nodes} nodes: its {DEFAULT_AGGREGATION[method]} aggregation does not decompose "
+                  "over shard indexes; the sharded search ranks by max over views", flush=True)
+            searched += ["--aggregation", "max"]
         for ev in prepared["evals"]:
             if str(ev.get("corpus", prepared.get("corpus"))) != corpus:
                 continue
             run_file = runs / f"{ev['name']}.trec"
             hits = 10 if args.smoke else recipe.get("search", {}).get("hits", 1000)
-            run("multiview_plugin.driver.search", ["--index", str(index), "--topics", str(ev["topics"]),
+            run("multiview_plugin.driver.search", [*searched, "--topics", str(ev["topics"]),
                                                    "--encoder", str(model_dir), "--output", str(run_file),
                                                    "--hits", str(hits)])
             metrics = runs / f"{ev['name']}.metrics.json"
@@ -497,6 +540,25 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
         if beir:
             print(f"{benchmark}/{method} BEIR average nDCG@10: {summary['beir_average_nDCG@10']:.4f}")
     return summary
+
+
+def encode_corpus(run: Runner, args: argparse.Namespace, options: dict, pseudo: Path | None, folders: list[Path],
+                  groups: list[list[int]]) -> None:
+    """Encode a corpus into ``sum(len(g) for g in groups)`` shards, node k's shards ``groups[k]`` into
+    ``folders[k]``. One node with several GPUs: one torchrun command, a process per GPU taking shards r, r+W, ...
+    (``encoding/parallel.py``); otherwise one command per shard (on several nodes, each node runs its own)."""
+    total = sum(len(g) for g in groups)
+    if pseudo is not None:
+        options = {**options, "pseudo_queries": str(pseudo)}
+    if len(groups) == 1 and args.gpus > 1:
+        run("multiview_plugin.driver.encode", flags({**options, "encode_output_path": str(folders[0] / "corpus.pkl"),
+                                                     "dataset_number_of_shards": total}), procs=args.gpus)
+        return
+    for folder, group in zip(folders, groups):
+        for i in group:
+            shard = {"encode_output_path": str(folder / f"corpus.{i}.pkl"), "dataset_number_of_shards": total,
+                     "dataset_shard_index": i}
+            run("multiview_plugin.driver.encode", flags({**options, **shard}))
 
 
 def check_plan(benchmark: str, method: str, recipe: dict, args: argparse.Namespace) -> dict[str, dict | None]:
@@ -558,15 +620,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "index (exact Flat if it fits, else the fastest measured to keep >= 0.98 of exact recall: SQ8 or "
                    "PQ codes with an fp16 re-scoring store on disk, HNSW, a document index) that fits it, or refuse "
                    "naming what would fit (more --nodes, or the smallest index's RAM). Default 256.")
-    p.add_argument("--cores", type=int, default=1, help="CPU cores per node the plan counts (CPU stages and the index "
-                   "build divide by it; default 1).")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs the plan counts for training and encoding (0: CPU "
-                   "only; default 1).")
-    p.add_argument("--gpu_name", default="H100", help="The GPU the plan is for; the committed GPU runs are on an "
-                   "NVIDIA H100 (another name is printed as not measured). Default H100.")
+    p.add_argument("--cores", type=int, default=1, help="CPU cores per node the plan counts (CPU stages: the "
+                   "measured one-thread rate x cores; the index build: the speed-up bench/build_scaling.log measured, "
+                   "never past its largest thread count; default 1).")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs per node: training and encoding run under torchrun "
+                   "--nproc_per_node GPUS (0: CPU only; default 1). The plan prices a GPU stage only from a rate "
+                   "measured on a GPU (bench/throughput.json), else prints it as not measured with its FLOPs.")
+    p.add_argument("--gpu_name", default="H100", help="The GPU the plan is for (default H100); printed beside GPU "
+                   "stages, which bench/throughput.json has not measured on any GPU.")
     p.add_argument("--nodes", type=int, help="Machines the corpus is split over (one shard index per node, built "
                    "and searched at once: RAM, disk and build per node are 1/nodes). Default: the fewest on which an "
                    "index fits --ram_budget_gb (1 when it fits one).")
+    p.add_argument("--ray_address", help="With a plan over several nodes: the Ray cluster the sharded search "
+                   "runs on (one actor per node's index; default auto, this machine's cluster). The runner builds the "
+                   "nodes' indexes here one after another; on a cluster, run each node's printed index command on "
+                   "that node.")
     p.add_argument("--force_plan", action="store_true", help="Run even when the plan needs more RAM than this "
                    "machine has (default: refuse before training or encoding).")
     return p
@@ -578,6 +646,12 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("cores", "nodes"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             parser.error(f"--{flag} must be >= 1")
+    sys.path.insert(0, str(RECIPES))
+    from plan import MAX_CORES, MAX_GPUS, MAX_NODES
+
+    for flag, most in (("nodes", MAX_NODES), ("cores", MAX_CORES), ("gpus", MAX_GPUS)):
+        if (getattr(args, flag) or 0) > most:  # a plan divided over more would print zeros, not figures
+            parser.error(f"--{flag} {getattr(args, flag)}: plans consider at most {most}")
     if args.gpus < 0 or args.ram_budget_gb <= 0:
         parser.error("--gpus must be >= 0 and --ram_budget_gb > 0")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

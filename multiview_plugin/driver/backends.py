@@ -47,7 +47,8 @@ def add_qdrant_timeout_flag(g: argparse._ArgumentGroup) -> None:
 
 
 def build_from_args(args: argparse.Namespace, shards: list[str]):
-    """Build the index folder with the backend the flags name; returns its IndexMeta."""
+    """Build the index folder with the backend the flags name, calibrated as the flags say (a Faiss index before
+    it is swapped in, so one refused below target leaves ``--index_dir`` as it was); returns its IndexMeta."""
     from multiview_plugin.search import build_index
     from multiview_plugin.search._index import DEFAULT_INDEX_FACTORY
 
@@ -62,7 +63,8 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                            train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite,
                            allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
                            doc_index_factory=args.doc_index_factory, rescore_store=args.rescore_store,
-                           ivf_training=args.ivf_training)
+                           ivf_training=args.ivf_training,
+                           before_swap=lambda folder: calibrate_from_args(args, str(folder), args.index_dir))
     if (args.index_factory != DEFAULT_INDEX_FACTORY or args.doc_index_factory or args.use_gpu
             or args.rescore_store != "none" or args.ivf_training != "flat"):
         raise ConfigError("--index_factory, --doc_index_factory, --rescore_store, --ivf_training and --use_gpu are "
@@ -77,13 +79,21 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
         raise ConfigError("--qdrant_timeout applies to a server (--qdrant_url); embedded storage has no requests")
     from multiview_plugin.search._qdrant import build_qdrant_index
 
-    return build_qdrant_index(shards, args.index_dir, qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url,
+    meta = build_qdrant_index(shards, args.index_dir, qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url,
                               collection=args.qdrant_collection, shard_number=args.qdrant_shards,
                               replication_factor=args.qdrant_replication, on_disk=args.qdrant_on_disk,
                               aggregation=args.aggregation, overwrite=args.overwrite,
                               allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
                               batch_size=args.qdrant_batch_size, engine=args.qdrant_engine,
                               timeout=args.qdrant_timeout)
+    from multiview_plugin.search.calibrate import BelowTargetError
+
+    try:
+        calibrate_from_args(args, args.index_dir)
+    except BelowTargetError as err:  # the collection is built (Qdrant writes in place): say what is left
+        raise BelowTargetError(f"{err}; the Qdrant collection was built and {args.index_dir} holds no search "
+                               "defaults: recalibrate it with --calibrate and --allow_below_target") from None
+    return meta
 
 
 def add_search_backend_flags(p: argparse.ArgumentParser) -> None:
@@ -119,6 +129,10 @@ def add_calibration_flags(p: argparse.ArgumentParser) -> None:
                    "sampled document, that document left out), 'midpoints' (the midpoint of that view and a view of "
                    "another random document: between documents, as real queries are), 'mixed' (half each; "
                    f"default {DEFAULT_SAMPLER}).")
+    g.add_argument("--allow_below_target", action="store_true", help="Keep an index whose best calibrated setting "
+                   "stays below --target_recall (its 95%% lower bound; e.g. IVF...,SQ8 without a re-scoring store, "
+                   "whose 8-bit codes bound its recall). Without it such an index is refused, with one line naming "
+                   "what reaches the target, and --index_dir is left as it was.")
     g.add_argument("--calibrate", metavar="DIR", help="Only calibrate the existing index folder DIR (its shards "
                    "must still be where they were) and exit.")
 
@@ -152,8 +166,9 @@ def check_calibration_flags(args: argparse.Namespace, shards: list[str] | None =
     load_query_reps(args.calibration_query_reps, args.allow_unsafe_pickle, reference, dim)
 
 
-def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
-    """Calibrate ``index_dir`` as the flags say and print the chosen settings."""
+def calibrate_from_args(args: argparse.Namespace, index_dir: str, shown: str | None = None) -> None:
+    """Calibrate ``index_dir`` as the flags say and print the chosen settings (``shown``: the folder's name
+    in what is printed, when ``index_dir`` is the build's temporary folder)."""
     from multiview_plugin.search.calibrate import calibrate_index
 
     if args.target_recall == 0:
@@ -172,7 +187,9 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str) -> None:
                                   (str(Path(index_dir) / "multiview.json"), meta.model_fingerprint), meta.dim)[0]
     record = calibrate_index(index_dir, args.target_recall, args.calibration_queries, args.calibration_k,
                              unsafe_pickle=args.allow_unsafe_pickle, queries=queries,
-                             queries_from=args.calibration_query_reps, sampler=args.calibration_sampler)
+                             queries_from=args.calibration_query_reps, sampler=args.calibration_sampler,
+                             refuse_below_target=not args.allow_below_target)
+    index_dir = shown or index_dir
     if record is None:
         print(f"calibration: {index_dir} searches exactly (or aggregates other than max); nothing to calibrate")
         return

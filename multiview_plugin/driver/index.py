@@ -90,8 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not shards:
         raise ShardFormatError(f"no passage shards match {args.passage_reps!r}")
     check_calibration_flags(args, shards)  # before the build: a bad flag must not leave an uncalibrated index
-    build_from_args(args, shards)
-    calibrate_from_args(args, args.index_dir)
+    build_from_args(args, shards)  # calibrated as part of the build
     return 0
 
 

@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -252,7 +252,50 @@ def train_faiss_index(index: faiss.Index, sample: np.ndarray, factory: str, flag
 IVF_TRAININGS = ("flat", "two_level")  # --ivf_training: how an IVF index's coarse centroids are trained
 
 
-def train_ivf_two_level(index: faiss.Index, sample: np.ndarray, factory: str, seed: int = 42) -> None:
+def _split_cluster(members: np.ndarray, share: int, cp, seed: int) -> np.ndarray:
+    """``share`` centroids of one first-level cluster's ``members`` (their mean, or the members themselves when
+    there are no more of them than centroids, else k-means)."""
+    if share == 1 or len(members) <= share:
+        sub = members[:share] if len(members) >= share else members
+        return sub.mean(axis=0, keepdims=True) if share == 1 else sub
+    km = faiss.Kmeans(members.shape[1], share, niter=cp.niter, spherical=cp.spherical, seed=seed,
+                      max_points_per_centroid=cp.max_points_per_centroid, min_points_per_centroid=1)
+    km.train(members)
+    return km.centroids
+
+
+def second_level_centroids(x: np.ndarray, assign: np.ndarray, share: np.ndarray, cp, seed: int,
+                           threads: int | None = None) -> list[np.ndarray]:
+    """Each first-level cluster ``c`` split into ``share[c]`` centroids (cluster ``c``'s k-means seeded
+    ``seed + 1 + c``), in cluster order. The clusters are independent: with ``threads`` > 1 (default: Faiss's
+    OpenMP threads) they are split by that many threads at once (Faiss releases the GIL), each k-means on one
+    OpenMP thread, the many small k-means' own loops being too short to spread; the centroids are the ones the
+    serial loop gives (each k-means is seeded by its cluster, not by its order; test:
+    ``tests/search/test_ivf_training.py``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads = faiss.omp_get_max_threads() if threads is None else max(1, threads)
+    order = np.argsort(assign, kind="stable")
+    bounds = np.searchsorted(assign[order], np.arange(len(share) + 1))
+    todo = [c for c in range(len(share)) if share[c] > 0]
+
+    def split(c: int) -> np.ndarray:
+        return _split_cluster(x[order[bounds[c]:bounds[c + 1]]], int(share[c]), cp, seed + 1 + c)
+
+    if threads == 1 or len(todo) < 2:
+        return [split(c) for c in tqdm(todo, desc="two-level k-means", unit="cluster", leave=False)]
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            return list(tqdm(pool.map(split, todo), total=len(todo), desc=f"two-level k-means ({threads} threads)",
+                             unit="cluster", leave=False))
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def train_ivf_two_level(index: faiss.Index, sample: np.ndarray, factory: str, seed: int = 42,
+                        threads: int | None = None) -> None:
     """Train an IVF index's ``nlist`` coarse centroids by two-level k-means, then the rest of the index.
 
     Flat k-means costs sample × nlist distance computations per iteration (467 h on one core for the nq mvr
@@ -262,8 +305,9 @@ def train_ivf_two_level(index: faiss.Index, sample: np.ndarray, factory: str, se
     centroids are then added to the index's quantiser (a flat or an HNSW one, ``IVF<n>_HNSW32``) and Faiss trains
     what remains (the SQ / PQ codes on the residuals). The idea and the rebalancing are Faiss's
     ``faiss.contrib.clustering.two_level_clustering``; this version also serves inner-product (spherical)
-    indexes and never gives a first-level cluster zero centroids. Refused for an IVF behind a pre-transform
-    (``PCA64,IVF...``), whose sample would have to be transformed first."""
+    indexes and never gives a first-level cluster zero centroids. The second level's k-means run ``threads`` at a
+    time (:func:`second_level_centroids`). Refused for an IVF behind a pre-transform (``PCA64,IVF...``), whose
+    sample would have to be transformed first."""
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is None or isinstance(faiss.downcast_index(index), faiss.IndexPreTransform):
         raise ConfigError(f"--ivf_training two_level: {factory!r} is not a plain IVF index (IVF<n>,... or "
@@ -292,19 +336,7 @@ def train_ivf_two_level(index: faiss.Index, sample: np.ndarray, factory: str, se
     while share.sum() > nlist:  # only when many tiny clusters each got their one list
         c = int(np.argmax(share))
         share[c] -= 1
-    centroids = []
-    for c in tqdm(range(nc1), desc="two-level k-means", unit="cluster", leave=False):
-        members = x[assign == c]
-        if share[c] == 0:
-            continue
-        if share[c] == 1 or len(members) <= share[c]:
-            sub = members[:share[c]] if len(members) >= share[c] else members
-            centroids.append(sub.mean(axis=0, keepdims=True) if share[c] == 1 else sub)
-            continue
-        sub = faiss.Kmeans(dim, int(share[c]), niter=cp.niter, spherical=cp.spherical, seed=seed + 1 + c,
-                           max_points_per_centroid=cp.max_points_per_centroid, min_points_per_centroid=1)
-        sub.train(members)
-        centroids.append(sub.centroids)
+    centroids = second_level_centroids(x, assign, share, cp, seed, threads)
     cent = np.ascontiguousarray(np.concatenate(centroids)[:nlist], dtype=np.float32)
     if cp.spherical:
         faiss.normalize_L2(cent)
@@ -387,6 +419,7 @@ def build_index(
     doc_index_factory: str | None = None,
     rescore_store: str = "none",
     ivf_training: str = "flat",
+    before_swap: Callable[[Path], None] | None = None,
 ) -> IndexMeta:
     """Write an index folder from encoded shards (see module docstring).
 
@@ -406,6 +439,8 @@ def build_index(
     :func:`train_ivf_two_level`, for 10⁴–10⁶ lists, where flat k-means dominates the build) says how an IVF
     index's coarse centroids are trained; pair it with an HNSW quantiser (``IVF131072_HNSW32,SQ8``) so the adds
     do not scan every centroid either (``bench/ivf_build.py``).
+    ``before_swap`` is called with the finished folder while it is still beside ``index_dir`` (the build's
+    temporary folder): an error it raises (a calibration below target) leaves ``index_dir`` as it was.
     """
     if ivf_training not in IVF_TRAININGS:
         raise ConfigError(f"--ivf_training {ivf_training!r}: expected one of {', '.join(IVF_TRAININGS)}")
@@ -533,6 +568,9 @@ def build_index(
         meta.files = {name: sampled_identity(tmp_dir / name) for name in FINGERPRINTED_FILES
                       if (tmp_dir / name).is_file()}
         (tmp_dir / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+        if before_swap is not None:
+            before_swap(tmp_dir)
+            meta = IndexMeta.load(tmp_dir)  # what it recorded (a calibration's search defaults)
         # checked again: the folder may have changed while the index was built
         check_index_folder(index_dir, overwrite)
         swap_in_folder(tmp_dir, index_dir)  # the old index stays until the new one is complete

@@ -31,6 +31,12 @@ documents at small k). The result is written to ``multiview.json`` (``search_def
 searchers use it unless a setting is given explicitly. Failure mode: the sample's queries are corpus views, not
 queries of the query encoder; real queries farther from every view may need more (``bench/calibration.py``
 checks held-out synthetic queries).
+
+**Below target:** where even the best setting's lower bound stays below the target (lossy SQ8 / PQ codes bound
+the recall whatever is probed: ``IVF64,SQ8`` on an anisotropic set keeps ~0.977), ``refuse_below_target``
+(``driver.index``'s default; ``--allow_below_target`` opts out) refuses the index with one line naming what
+reaches the target: a re-scoring store where one measured on the same queries does (:func:`store_trial`), and
+``Flat`` (exact) always.
 """
 
 from __future__ import annotations
@@ -62,6 +68,12 @@ CHUNK_ROWS = 65_536
 # what the sampled views missed (bench/calibration.log, before this margin: SciFact's real questions on
 # IVF16,SQfp16 missed 0.023 where the views missed 0.014, and fell below 0.98)
 MISS_SHARE = 0.5
+# the re-scoring store is tried in memory (fp16, rows x dim x 2 bytes) to name it as a remedy only up to this size
+STORE_TRIAL_BYTES = 1 << 30
+
+
+class BelowTargetError(ConfigError):
+    """An index whose calibrated recall stays below ``--target_recall`` (refused unless the user opts out)."""
 
 
 def calibration_aim(target: float, views_as_queries: bool = True) -> float:
@@ -266,15 +278,63 @@ def _product(lists: list[Sequence]) -> list[tuple]:
     return out
 
 
+def store_trial(store: SearchBackend, meta: IndexMeta, q: np.ndarray, src: np.ndarray, exact: np.ndarray,
+                target: float, k: int, aim: float, unsafe_pickle: bool = False) -> dict | None:
+    """The calibration of the same index with an fp16 re-scoring store (``--rescore_store fp16``), held in
+    memory for the trial, on the same queries; None where it cannot be tried (not a Faiss index, a store already
+    there, or larger than :data:`STORE_TRIAL_BYTES`)."""
+    from multiview_plugin.search._searcher import ApproximateSearch, FaissStore
+
+    if not isinstance(store, FaissStore) or store.rescore_views is not None or store.doc_index is not None:
+        return None
+    rows, dim = int(store.index.ntotal), int(store.index.d)
+    if rows * dim * 2 > STORE_TRIAL_BYTES:
+        logger.info("calibration: a re-scoring store (%d x %d fp16) is too large to try in memory", rows, dim)
+        return None
+    views = np.empty((rows, dim), dtype=np.float16)
+    at = 0
+    for path in _shards(meta):
+        reps = read_shard(path, unsafe_pickle)[0]
+        if at + len(reps) > rows:
+            return None  # the shards changed since the build: no trial
+        views[at:at + len(reps)] = reps
+        at += len(reps)
+    if at != rows:
+        return None
+    trial = FaissStore(store.index, store.docids, store.row_doc, store.mean_views, ApproximateSearch(),
+                       rescore_views=views)
+    return calibrate_store(trial, q, src, exact, target, k, aim)
+
+
+def below_target_line(meta: IndexMeta, record: dict, trial: dict | None) -> str:
+    """The one line refusing an index below target, naming what reaches it (measured, or exact search)."""
+    settings = ", ".join(f"{n}={v}" for n, v in record["settings"].items())
+    reach = []
+    if trial is not None and trial["reached"]:
+        reach.append(f"--rescore_store fp16 (recall@{record['k']} {trial['recall']:.4f}, lower bound "
+                     f"{trial['recall_lower95']:.4f}, measured on the same queries)")
+    reach.append("search with --qdrant_exact (exact)" if meta.backend == "qdrant" else
+                 "--index_factory Flat (exact search)")
+    what = "--backend qdrant" if meta.backend == "qdrant" else f"--index_factory {meta.index_factory}"
+    return (f"{what}: its best setting ({settings}) keeps recall@{record['k']} "
+            f"{record['recall']:.4f} of exact (95% lower bound {record['recall_lower95']:.4f}, {record['queries']} "
+            f"queries from {record['queries_from']}), below --target_recall {record['target_recall']}; reaches it: "
+            f"{' or '.join(reach)}; or pass --allow_below_target to keep this index")
+
+
 def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT_TARGET,
                     n_queries: int = DEFAULT_QUERIES, k: int = DEFAULT_K, seed: int = 0,
                     unsafe_pickle: bool = False, queries: np.ndarray | None = None,
-                    queries_from: str | None = None, sampler: str = DEFAULT_SAMPLER) -> dict | None:
+                    queries_from: str | None = None, sampler: str = DEFAULT_SAMPLER,
+                    refuse_below_target: bool = False) -> dict | None:
     """Calibrate an index folder's search settings (module docstring) and record them in its ``multiview.json``.
 
     ``queries``: real query vectors (e.g. encoded dev queries, ``queries_from`` names them) to calibrate on
     instead of sampled corpus views (``n_queries`` of them, sampled); nothing is then left out of the rankings.
     ``sampler``: how queries are drawn from the corpus without them (:func:`sample_calibration_queries`).
+    ``refuse_below_target``: raise :class:`BelowTargetError` (one line naming what reaches the target, module
+    docstring) instead of recording settings whose lower bound stays below ``target_recall``; ``multiview.json``
+    is then left as it was.
     Returns the calibration record (None for exact indexes, which need none)."""
     from multiview_plugin.search._searcher import MultiVectorSearcher
 
@@ -307,17 +367,20 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
                            "cosine %.4f > %.2f), so queries drawn from the corpus may calibrate too optimistically; "
                            "pass encoded real queries with --calibration_query_reps", cosine, NEAR_DUPLICATE_COSINE)
     exact, tied = exact_top_docs(meta, q, src, k, unsafe_pickle)
-    record = calibrate_store(searcher.store, q, src, exact, target_recall, k,
-                             calibration_aim(target_recall, views_as_queries=queries is None))
+    aim = calibration_aim(target_recall, views_as_queries=queries is None)
+    record = calibrate_store(searcher.store, q, src, exact, target_recall, k, aim)
     if record is None:
         return None
     record["tied_queries"] = int(tied.sum())  # exact top-k ties at its cut-off: recall there is not measurable
+    record["queries_from"] = queries_from or ("given query vectors" if queries is not None else f"corpus {sampler}")
+    if refuse_below_target and not record["reached"] and not tied.all():
+        trial = store_trial(searcher.store, meta, q, src, exact, target_recall, k, aim, unsafe_pickle)
+        raise BelowTargetError(below_target_line(meta, record, trial))
     if tied.any():
         logger.warning("calibration: %d of %d queries' exact scores tie at the top-%d cut-off (equal scores: "
                        "constant or duplicate vectors?), so which documents are their top %d is arbitrary and "
                        "recall by document cannot reach the target there", int(tied.sum()), len(q), k, k)
     record["seed"] = seed
-    record["queries_from"] = queries_from or ("given query vectors" if queries is not None else f"corpus {sampler}")
     if queries is None:
         record["within_doc_cosine"] = None if cosine is None else round(cosine, 4)
     defaults = {n: v for n, v in record["settings"].items() if v is not None}

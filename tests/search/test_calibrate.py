@@ -305,3 +305,61 @@ def test_all_tied_scores_say_recall_cannot_be_measured(tmp_path, capsys):
         "reaches target 0.98, but not its margin"
     assert calibration_verdict({**base, "reached": True, "aim_reached": True, "tied_queries": 3}) == \
         "reaches target 0.98 and its margin; 3 of 30 queries tie at the cut-off"
+
+
+def anisotropic(tmp_path, n=3000, views=6, dim=32, seed=5, decay=3.0):
+    """Clustered views whose per-dimension spread decays e^-3 across the dims (SQ8's codes lose most there):
+    IVF64,SQ8 without a store keeps 0.977 of exact top-10 on held-out queries."""
+    docs = clustered_documents(n, views, dim, clusters=150, seed=seed, doc_spread=1.0, view_spread=1.0)
+    docs *= np.exp(-decay * np.arange(dim) / dim).astype(np.float32)
+    docs /= np.linalg.norm(docs, axis=-1, keepdims=True)
+    mask = np.ones((n, views), bool)
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0)
+    w = ShardWriter(tmp_path / "c.0.pkl", info, multi_vector=True)
+    w.add([f"d{i}" for i in range(n)], docs, mask)
+    w.close()
+    return docs, mask, str(tmp_path / "c.0.pkl")
+
+
+def test_below_target_is_refused_at_build_time_naming_what_reaches_it(tmp_path, capsys):
+    """issue 38: IVF,SQ8 without a re-scoring store, calibrated "BELOW target 0.98", was written and searched at
+    0.977 of exact top-10 on held-out anisotropic queries. Now the build is refused with one line naming what
+    reaches the target (the fp16 store, measured on the same queries), --index_dir is not written; the store
+    reaches it on held-out queries too; --allow_below_target keeps the index."""
+    docs, mask, shard = anisotropic(tmp_path)
+    base = ["--passage_reps", shard, "--index_factory", "IVF64,SQ8"]
+    assert index_driver.main([*base, "--index_dir", str(tmp_path / "sq8")]) == 2
+    err = capsys.readouterr().err  # after the progress bars
+    assert err.count("error: ") == 1 and "\n" not in err[err.index("error: "):].rstrip("\n"), err
+    err = err[err.index("error: "):]
+    assert err.startswith("error: --index_factory IVF64,SQ8: ") and err.endswith("\n"), err
+    assert "below --target_recall 0.98" in err and "--rescore_store fp16 (recall@10" in err
+    assert "--allow_below_target" in err
+    assert not (tmp_path / "sq8").exists() and not list(tmp_path.glob(".sq8.*"))
+    assert index_driver.main([*base, "--index_dir", str(tmp_path / "st"), "--rescore_store", "fp16"]) == 0
+    assert held_out_recall(MultiVectorSearcher(tmp_path / "st"), docs, mask, 5) >= 0.98
+    assert index_driver.main([*base, "--index_dir", str(tmp_path / "kept"), "--allow_below_target"]) == 0
+    assert "BELOW target 0.98" in capsys.readouterr().out
+    kept = json.loads((tmp_path / "kept" / "multiview.json").read_text())["calibration"]
+    assert not kept["reached"]
+    # an existing index re-calibrated to a target it cannot reach is refused and its record left as it was
+    assert index_driver.main(["--calibrate", str(tmp_path / "kept"), "--target_recall", "0.99"]) == 2
+    assert "below --target_recall 0.99" in capsys.readouterr().err
+    assert json.loads((tmp_path / "kept" / "multiview.json").read_text())["calibration"] == kept
+
+
+def test_below_target_line_names_each_backends_exact_search():
+    """The refusal names a measured store only where it reached the target, and each backend's exact search."""
+    from multiview_plugin.search.calibrate import below_target_line
+
+    record = {"settings": {"nprobe": 8}, "k": 10, "recall": 0.97, "recall_lower95": 0.96, "queries": 200,
+              "queries_from": "corpus mixed", "target_recall": 0.98}
+    faiss_meta = IndexMeta(dim=4, num_docs=1, num_vectors=1, max_views=1, mean_views=1.0, views_per_doc=1,
+                           index_factory="IVF8,SQ8")
+    line = below_target_line(faiss_meta, record, {"reached": False, "recall": 0.975, "recall_lower95": 0.97})
+    assert line.startswith("--index_factory IVF8,SQ8: its best setting (nprobe=8) keeps recall@10 0.9700")
+    assert "--rescore_store" not in line and "reaches it: --index_factory Flat (exact search)" in line
+    qdrant = IndexMeta(dim=4, num_docs=1, num_vectors=1, max_views=1, mean_views=1.0, views_per_doc=1,
+                       backend="qdrant")
+    line = below_target_line(qdrant, record, None)
+    assert line.startswith("--backend qdrant: ") and "search with --qdrant_exact (exact)" in line

@@ -93,3 +93,24 @@ def test_driver_flag_reaches_the_builder(data, tmp_path, monkeypatch):
                               "--index_factory", "IVF16,SQ8", "--ivf_training", "two_level", "--train_size", "2000",
                               "--target_recall", "0"]) == 0
     assert seen["ivf_training"] == "two_level"
+
+
+def test_second_level_runs_in_parallel_with_the_serial_centroids(monkeypatch):
+    """issue 38: the second level of two-level k-means was a serial Python loop (one small k-means per first-level
+    cluster). Now the clusters are split by several threads at once (Faiss releases the GIL), and the trained
+    quantiser is the serial loop's, bit for bit."""
+    import concurrent.futures
+
+    x = clustered_documents(6000, 1, 24, clusters=40, seed=4)[:, 0].copy()
+    quantisers = {}
+    pools = []
+    omp = faiss.omp_get_max_threads()
+    real_pool = concurrent.futures.ThreadPoolExecutor
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", lambda n: pools.append(n) or real_pool(n))
+    for threads in (1, 2, 3):
+        index = faiss.index_factory(24, "IVF256,Flat", faiss.METRIC_INNER_PRODUCT)
+        train_ivf_two_level(index, x, "IVF256,Flat", seed=3, threads=threads)
+        quantisers[threads] = faiss.downcast_index(index.quantizer).reconstruct_n(0, 256)
+    assert pools == [2, 3]  # the serial run made no pool
+    assert np.array_equal(quantisers[1], quantisers[2]) and np.array_equal(quantisers[1], quantisers[3])
+    assert faiss.omp_get_max_threads() == omp  # each k-means ran on one OpenMP thread in the pool, then restored
