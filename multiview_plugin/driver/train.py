@@ -214,6 +214,30 @@ def checkpoint_to_resume(training_args: MultiViewTrainingArguments, settings: di
     return resume
 
 
+def refuse_checkpoints_in_the_way(training_args: MultiViewTrainingArguments, settings: dict[str, Any],
+                                  resume: str | None) -> None:
+    """Refuse, before training, a ``checkpoint-N`` folder in ``--output_dir`` that this run would save into (N
+    after the resumed step, up to ``--max_steps``) and that is not its own: a user's folder, or another run's
+    (with ``--overwrite_output_dir``, any folder the train driver wrote is this run's to replace). The Trainer
+    would write into it, count it as the run's, and ``--save_total_limit`` would delete it."""
+    from multiview_plugin.training.checkpoints import checkpoint_step, checkpoints_in_the_way
+    from multiview_plugin.training.run_settings import first_difference, load_run_settings, written_by_train
+
+    def is_this_runs(folder: Path) -> bool:
+        if not written_by_train(folder):
+            return False
+        return training_args.overwrite_output_dir or first_difference(load_run_settings(folder), settings) is None
+
+    after = (checkpoint_step(resume) or 0) if resume else 0
+    until = training_args.max_steps if training_args.max_steps > 0 else None
+    found = checkpoints_in_the_way(training_args.output_dir, after, until, is_this_runs)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise ConfigError(f"--output_dir {training_args.output_dir} holds {found[0].name}{more}, not written by this "
+                          "run: training would save a checkpoint into it (and --save_total_limit could delete it); "
+                          "move it away, or choose another --output_dir")
+
+
 def run_is_finished(training_args: MultiViewTrainingArguments, settings: dict[str, Any]) -> bool:
     """Whether ``--output_dir`` holds the final model of a run with these very settings and the same length
     (its ``multiview_run.json`` is written after the final save). The Trainer, resumed from a run's last
@@ -294,6 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.info("%s already holds this run, finished (same settings): nothing to train (--overwrite_output_dir "
                     "retrains it; a larger --max_steps or --num_train_epochs continues it)", training_args.output_dir)
         return 0
+    refuse_checkpoints_in_the_way(training_args, settings, resume)
     model = build_model(model_args, data_args, given_flags(argv))
     dataset, collator = load_training_data(data_args, training_args, model)
     logger.info("training %s (%s loss, temperature schedule %s) on %d queries",

@@ -38,7 +38,7 @@ from multiview_plugin.data.readers import iter_corpus
 from multiview_plugin.encoding.encode import shard_bounds
 from multiview_plugin.encoding.fingerprint import describe_differences, file_identity
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.paths import refuse_output_over_input
+from multiview_plugin.paths import OutputLock, refuse_output_over_input
 from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger("multiview_plugin.generate_queries")
@@ -230,7 +230,14 @@ def _append(out, text: str) -> None:
 
 
 def generate_queries(args: GenerateArguments) -> Path:
-    """Generate one shard (see the module docstring); returns the output path."""
+    """Generate one shard (see the module docstring); returns the output path. One writer per output
+    (``<output>.lock``): a second run of the same output is refused in one line while the first runs."""
+    with OutputLock(Path(args.output)):
+        return _generate_queries(args)
+
+
+def _generate_queries(args: GenerateArguments) -> Path:
+    """:func:`generate_queries`' work, under its output lock."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from multiview_plugin.modeling.persistence import from_pretrained
