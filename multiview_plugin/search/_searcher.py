@@ -431,6 +431,15 @@ class FaissStore(SearchBackend):
         return out
 
 
+def check_depth(k: object) -> int:
+    """``k`` (documents per query) when it is a whole number >= 1; ``TypeError`` / ``ValueError`` otherwise."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k: expected an int >= 1 (documents per query), got {type(k).__name__} ({k!r})")
+    if k < 1:  # ConfigError is a ValueError: a driver reports it in one line
+        raise ConfigError(f"k: expected an int >= 1 (documents per query), got {k}")
+    return int(k)
+
+
 class MultiVectorSearcher:
     """Search an index folder written by :func:`multiview_plugin.search.build_index`.
 
@@ -557,15 +566,23 @@ class MultiVectorSearcher:
         """Query vectors (Q, D) from the query encoder."""
         if self.encoder is None:
             raise ConfigError("this searcher has no query encoder: pass query_encoder= or search with vectors")
-        return self.encoder.encode_queries(list(queries), self.query_batch_size)
+        queries = list(queries)
+        for i, text in enumerate(queries):
+            if not isinstance(text, str):
+                raise TypeError(f"queries[{i}]: expected a str, got {type(text).__name__} ({text!r:.40})")
+        return self.encoder.encode_queries(queries, self.query_batch_size)
 
     def search_vectors(self, q_reps: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
-        """Vectorised core: (docids (Q, k) object array with None padding, scores (Q, k))."""
-        return self.store.search_docids(q_reps, k, self.aggregator)
+        """Vectorised core: (docids (Q, k) object array with None padding, scores (Q, k)). ``k``: a whole number
+        >= 1 (``ValueError`` otherwise: ``k=0`` used to return one hit)."""
+        return self.store.search_docids(q_reps, check_depth(k), self.aggregator)
 
     def search(self, query: str | np.ndarray, k: int = 10, explain: bool = False) -> list[Hit]:
         """Top-k documents; ``explain=True`` fills each hit's :class:`Explanation` (its best view and what
         that view is)."""
+        check_depth(k)
+        if not isinstance(query, (str, np.ndarray, list, tuple)):
+            raise TypeError(f"query: expected a str or a vector, got {type(query).__name__}")
         q = self.encode([query]) if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
         return self._hits(q, *self.search_vectors(q, k), explain)[0]
 
@@ -573,6 +590,9 @@ class MultiVectorSearcher:
         self, queries: Sequence[str] | np.ndarray, q_ids: Sequence[str], k: int = 10, threads: int = 1,
         explain: bool = False,
     ) -> dict[str, list[Hit]]:
+        check_depth(k)
+        if isinstance(queries, str):
+            raise TypeError("queries: expected a list of query strings (or a (Q, dim) array), got one str")
         if len(queries) != len(q_ids):
             raise ConfigError(f"{len(queries)} queries but {len(q_ids)} query ids")
         if threads > 0:
