@@ -48,7 +48,7 @@ from multiview_plugin.encoding.shards import (
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.progress import progress_bar
-from multiview_plugin.search._backend import SearchBackend, capped_depth
+from multiview_plugin.search._backend import SearchBackend, capped_depth, order_ties
 from multiview_plugin.search._index import (
     DOC_INDEX_FILE,
     DOCID_FILE,
@@ -673,18 +673,16 @@ def search_batched(store: SearchBackend, q_reps: np.ndarray, k: int, aggregator:
 
 
 def merge_topk(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Merge per-shard (docids (Q, k) None-padded, scores (Q, k) -inf-padded), given in shard order, into the
-    top-k: by score, ties to the later shard, so the ranking is that of one exact index over the shards in this
-    order, ties included (a Faiss Flat index puts the higher row, i.e. the later shard's, first among equal
-    scores). Within a shard its own order is kept. Used by :func:`search_shards` and
-    :class:`~multiview_plugin.search.sharded.ShardedSearcher`."""
+    """Merge per-shard (docids (Q, k) None-padded, scores (Q, k) -inf-padded) into the top-k, in the one ranking
+    order of every search path (:func:`~multiview_plugin.search._backend.order_ties`: score descending, then docid
+    ascending), so the ranking is that of one exact index over all the shards, ties included, whatever the shards'
+    order. Used by :func:`search_shards` and :class:`~multiview_plugin.search.sharded.ShardedSearcher`."""
     if not parts:
         raise ConfigError("no shards to merge")
-    ids = np.concatenate([p[0] for p in reversed(parts)], axis=1)
-    scores = np.concatenate([p[1] for p in reversed(parts)], axis=1).astype(np.float32, copy=False)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    out_ids = np.take_along_axis(ids, order, axis=1)
-    out_scores = np.take_along_axis(scores, order, axis=1)
+    ids = np.concatenate([p[0] for p in parts], axis=1)
+    scores = np.concatenate([p[1] for p in parts], axis=1).astype(np.float32, copy=False)
+    ids, scores = order_ties(ids, scores)
+    out_ids, out_scores = ids[:, :k], scores[:, :k]
     if out_ids.shape[1] < k:  # fewer than k columns in all (k larger than every shard's answer width)
         pad = k - out_ids.shape[1]
         out_ids = np.concatenate([out_ids, np.full((len(out_ids), pad), None, dtype=object)], axis=1)
@@ -700,8 +698,7 @@ def search_shards(
 
     Each shard is loaded once (memory: one shard) and searched for all queries, ``batch_size`` at a time.
     Exact for max aggregation because a document's vectors never span shards: the ranking is that of one index over
-    the shards in the order given, ties included (equal scores: the later shard's document first, as one Flat index
-    puts the higher row first; :func:`merge_topk`). Returns (docids, scores).
+    the shards, ties included (equal scores: by docid, :func:`merge_topk`). Returns (docids, scores).
     ``queries_from``: the query file, named when the queries' dim differs from a shard's.
     """
     aggregator = get_aggregator(aggregation)

@@ -6,8 +6,8 @@ to all shards, each returns its top-k documents, and the per-shard lists are mer
 
 Exactness. A document's views never span shards, so for max aggregation the merge of the per-shard top-k is the
 top-k of one index over all shards. For exact (Flat) shards the ranking is that of one Flat index built from the
-shards in the order given, rank for rank and score for score, ties included: Faiss puts the higher row first
-among equal scores, so the merge does the same (a later shard's document before an earlier shard's).
+shards, rank for rank and score for score, ties included: every search path orders equal scores by docid
+(:func:`~multiview_plugin.search._backend.order_ties`), the shards and the merge alike.
 Approximate shards (HNSW, IVF, PQ/SQ) are each searched with their own calibrated settings
 (``multiview.json`` ``search_defaults``); each shard keeps its calibrated recall, and a document of the merged
 top-k is missed only where its own shard missed it. Aggregations that normalise over the whole collection's top
