@@ -173,3 +173,33 @@ def test_two_encodes_started_at_once_one_writes_the_other_is_refused_or_skips(en
     reps, lookup, _ = read_shard(out)
     assert len(lookup) == len(reps) > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pkl", "c.pkl.json"]
+
+
+def test_second_train_into_the_output_dir_of_a_running_one_is_refused(tiny_bert, tmp_path, monkeypatch):
+    """train: two runs into one --output_dir saved checkpoints into the same folder and rotated each other's."""
+    from multiview_plugin.driver.train import main as train_main
+    from multiview_plugin.training.trainer import MultiViewTrainer
+    from tests.conftest import write_train_file
+
+    out = tmp_path / "run"
+    argv = ["--model_name_or_path", str(tiny_bert), "--dataset_path", str(write_train_file(tmp_path / "t.jsonl")),
+            "--output_dir", str(out), "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1",
+            "--train_group_size", "2", "--per_device_train_batch_size", "4", "--report_to", "none",
+            "--query_max_len", "16", "--passage_max_len", "32", "--dataloader_num_workers", "0",
+            "--model_name", "mvr", "--mvr_num_views", "2"]
+    second: list[tuple[int, str]] = []
+    real = MultiViewTrainer._save_checkpoint
+
+    def run_second_first(self, *args, **kwargs):
+        if not second:  # the first run is training: its step-1 checkpoint is being saved
+            second.append(finish(start("train", *argv)))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MultiViewTrainer, "_save_checkpoint", run_second_first)
+    assert train_main(argv) == 0
+    (rc, err), = second
+    assert rc == 2 and "another writer" in refusal(err)
+    assert (out / "model.safetensors").is_file() and (out / "multiview_run.json").is_file()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-1",
+                                                                                          "checkpoint-2"]
+    assert not tmp_path.joinpath("run.lock").exists()
