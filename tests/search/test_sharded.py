@@ -71,13 +71,15 @@ def test_in_process_merge_equals_one_flat_index_ties_included(built, k):
     got_ids, got_scores = ShardedSearcher(dirs).search_vectors(q, k)
     np.testing.assert_array_equal(got_scores, scores)
     assert got_ids.tolist() == ids.tolist()
-    # the tie-break matters: merging with ties to the earlier shard gives another order than the single index
-    parts = [MultiVectorSearcher(d).search_vectors(q, k) for d in dirs]
-    ids_fwd = np.concatenate([p[0] for p in parts], axis=1)
-    sc_fwd = np.concatenate([p[1] for p in parts], axis=1)
-    order = np.argsort(-sc_fwd, axis=1, kind="stable")[:, :k]
-    assert np.take_along_axis(ids_fwd, order, axis=1).tolist() != ids.tolist()
+    # the tie-break matters: a merge by score alone, ties to the later shard (the old rule), gives another order
+    # than the single index; the rule (score, then docid) does not depend on the order the shards are given in
+    parts = [MultiVectorSearcher(d).search_vectors(q, k) for d in reversed(dirs)]
+    ids_rev = np.concatenate([p[0] for p in parts], axis=1)
+    sc_rev = np.concatenate([p[1] for p in parts], axis=1)
+    order = np.argsort(-sc_rev, axis=1, kind="stable")[:, :k]
+    assert np.take_along_axis(ids_rev, order, axis=1).tolist() != ids.tolist()
     assert merge_topk(parts, k)[0].tolist() == ids.tolist()
+    assert ShardedSearcher(dirs[::-1]).search_vectors(q, k)[0].tolist() == ids.tolist()
 
 
 def test_python_api_hits_equal_the_single_searcher(built):
