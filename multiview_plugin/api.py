@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,19 +69,32 @@ class MultiViewModel:
         """The method's registered name (``dpr``, ``mvr``, ...)."""
         return self.encoder.config.model_name
 
-    def encode_queries(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """Query strings → float32 ``(len(texts), dim)``, one vector each (with the model's query prefix)."""
-        return self.encoder.encode_queries(list(texts), batch_size)
+    def encode_queries(self, texts: str | Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Query strings → float32 ``(len(texts), dim)``, one vector each (with the model's query prefix). One
+        ``str`` is one query: its vector, ``(dim,)``, as sentence-transformers' ``encode`` returns. Items that are
+        not strings are a ``TypeError``; ``batch_size`` < 1 a ``ValueError``."""
+        one = isinstance(texts, str)
+        vectors = self.encoder.encode_queries(check_texts(texts, "texts"), check_batch_size(batch_size))
+        return vectors[0] if one else vectors
 
     def encode_documents(self, texts: Sequence[str], batch_size: int = 64, ids: Sequence[str] | None = None,
                          pseudo_queries: Mapping[str, Sequence[str]] | None = None) -> list[np.ndarray]:
         """Document texts → one float32 ``(views, dim)`` array per document: the vectors its index entry holds
         (``views`` may differ between documents, e.g. dcsr's sentences; a single-vector model gives one row).
-        dce needs each document's ``pseudo_queries`` (``{id: [query, ...]}``, with ``ids``)."""
+        dce needs each document's ``pseudo_queries`` (``{id: [query, ...]}``, with ``ids``). One ``str`` is one
+        document: its ``(views, dim)`` array. Items that are not strings are a ``TypeError``; ``batch_size`` < 1,
+        or ``ids`` of another length, a ``ValueError``."""
         from multiview_plugin.encoding.encode import encode_documents
 
-        return encode_documents(self.encoder, texts, ids, batch_size,
-                                dict(pseudo_queries) if pseudo_queries is not None else None)
+        one = isinstance(texts, str)
+        texts = check_texts(texts, "texts")
+        if ids is not None:
+            ids = check_texts([ids] if isinstance(ids, str) else ids, "ids")
+            if len(ids) != len(texts):
+                raise ValueError(f"ids: {len(ids)} ids for {len(texts)} texts; give one id per text")
+        arrays = encode_documents(self.encoder, texts, ids, check_batch_size(batch_size),
+                                  dict(pseudo_queries) if pseudo_queries is not None else None)
+        return arrays[0] if one else arrays
 
     def index(self, documents: Sequence[str] | Mapping[str, str], index_dir: str | os.PathLike,
               index_factory: str | None = None, batch_size: int = 64, overwrite: bool = False,
@@ -94,7 +107,12 @@ class MultiViewModel:
         from multiview_plugin.encoding.encode import encode_to_shard
         from multiview_plugin.search import build_index
 
-        corpus = dict(documents) if isinstance(documents, Mapping) else {str(i): t for i, t in enumerate(documents)}
+        check_batch_size(batch_size)
+        if isinstance(documents, Mapping):
+            corpus = dict(zip(check_texts(list(documents), "documents' ids"),
+                              check_texts(list(documents.values()), "documents")))
+        else:
+            corpus = {str(i): t for i, t in enumerate(check_texts(documents, "documents", one=False))}
         index_dir = Path(index_dir)
         index_dir.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".encode-", dir=index_dir.parent) as work:
@@ -117,3 +135,32 @@ class MultiViewModel:
 
         device = str(next(self.encoder.parameters()).device)
         return MultiVectorSearcher(index_dir, self.encoder, device=options.pop("device", device), **options)
+
+
+def check_texts(texts: Any, what: str, one: bool = True) -> list[str]:
+    """``texts`` as a list of strings: one ``str`` is one text (``one``; else refused: a ``str`` is not a list of
+    documents, and iterating it would give one per character); any item that is not a ``str`` is a ``TypeError``
+    naming its position and type."""
+    if isinstance(texts, str):
+        if one:
+            return [texts]
+        raise TypeError(f"{what}: expected a list of strings (or a dict docid -> text), got one str; wrap it in a "
+                        "list")
+    if isinstance(texts, (bytes, Mapping)) or not isinstance(texts, Sequence | Iterable):
+        raise TypeError(f"{what}: expected a str or a list of strings, got {type(texts).__name__}")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}]: expected a str, got {type(text).__name__} ({text!r:.40})")
+    return out
+
+
+def check_batch_size(batch_size: Any) -> int:
+    """``batch_size`` when it is a whole number >= 1: a ``TypeError`` for another type, a ``ValueError`` below 1
+    (a batch size of -1 used to encode nothing and return no vectors)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size: expected an int >= 1, got {type(batch_size).__name__} ({batch_size!r})")
+    if batch_size < 1:
+        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size}")
+    return batch_size
+

@@ -186,6 +186,8 @@ def cli(main: Callable[..., int | None]) -> Callable[..., int]:
 def cap_depth(depth: int, num_docs: int, flag: str) -> int:
     """``depth`` (``--hits``, ``--depth``) capped at the ``num_docs`` documents searched, saying so in a log line:
     a depth past the collection returns no more documents, and would only allocate wider result arrays."""
+    if depth < 1:
+        raise ConfigError(f"{flag} {depth}: expected a number of documents >= 1")
     if depth > num_docs:
         logging.getLogger("multiview_plugin").info("%s %d exceeds the %d documents searched: at most %d per query",
                                                    flag, depth, num_docs, num_docs)

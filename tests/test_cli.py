@@ -56,3 +56,14 @@ def test_parse_dataclasses_reads_flags_and_refuses_unknown_ones():
     assert options == _Options(size=7, name="a")
     with pytest.raises(ConfigError, match=r"^unrecognised arguments: --nonsense 1 \(see --help\)$"):
         parse_dataclasses((_Options,), ["--nonsense", "1"])
+
+
+def test_cap_depth_refuses_a_depth_below_one():
+    """search --hits 0 / -1 gave one hit per query (the depth was raised to 1 without a word)."""
+    from multiview_plugin.cli import cap_depth
+    from multiview_plugin.errors import ConfigError
+
+    for bad in (0, -1):
+        with pytest.raises(ConfigError, match=f"--hits {bad}: expected a number of documents >= 1"):
+            cap_depth(bad, 10, "--hits")
+    assert cap_depth(20, 10, "--hits") == 10 and cap_depth(3, 10, "--hits") == 3

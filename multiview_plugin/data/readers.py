@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from multiview_plugin.data.seen_ids import SeenIds
-from multiview_plugin.errors import MultiViewError
+from multiview_plugin.errors import ConfigError, MultiViewError
 from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger(__name__)
@@ -99,11 +99,39 @@ def open_text(path: PathLike) -> TextIO:
     return open(path, encoding="utf-8-sig")
 
 
+MAX_LINE_BYTES_ENV = "MULTIVIEW_MAX_LINE_BYTES"
+DEFAULT_MAX_LINE_BYTES = 64 * 2**20  # 64 MiB: thousands of times what any model reads of a record
+
+
+def max_line_bytes() -> int:
+    """The longest line (bytes, line end included) the line readers accept: ``$MULTIVIEW_MAX_LINE_BYTES``, default
+    64 MiB. A longer line is refused before it is held whole, so a small gzip of one huge line cannot exhaust
+    memory."""
+    raw = os.environ.get(MAX_LINE_BYTES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_LINE_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"${MAX_LINE_BYTES_ENV} {raw!r}: expected a whole number of bytes >= 1")
+    return value
+
+
 def _iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
-    """Yield ``(line number, line without its line end)``; bad UTF-8 is an InputFormatError at its line."""
+    """Yield ``(line number, line without its line end)``; bad UTF-8 is an InputFormatError at its line, and so is
+    a line longer than :func:`max_line_bytes` (read in bounded pieces: never held whole)."""
     opener = gzip.open if str(path).endswith(".gz") else open
+    cap = max_line_bytes()
     with opener(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
+        lineno = 0
+        while raw := f.readline(cap + 1):
+            lineno += 1
+            if len(raw) > cap and not raw.endswith(b"\n"):
+                raise InputFormatError(str(path), lineno, None,
+                                       f"a line longer than {cap:,} bytes (${MAX_LINE_BYTES_ENV}): far beyond what "
+                                       "a model reads of one record; split or drop it, or raise the cap")
             try:
                 line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as err:

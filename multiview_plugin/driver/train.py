@@ -17,17 +17,18 @@ ignored.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from multiview_plugin.cli import build_parser as build_dataclass_parser
 from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.paths import refuse_output_over_input
+from multiview_plugin.paths import OutputLock, refuse_output_over_input
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.tevatron_parity import ENCODE_ONLY
 
@@ -242,6 +243,42 @@ def checkpoint_to_resume(training_args: MultiViewTrainingArguments, settings: di
     return resume
 
 
+def refuse_checkpoints_in_the_way(training_args: MultiViewTrainingArguments, settings: dict[str, Any],
+                                  resume: str | None) -> None:
+    """Refuse, before training, a ``checkpoint-N`` folder in ``--output_dir`` that this run would save into (N
+    after the resumed step, up to ``--max_steps``) and that is not its own: a user's folder, or another run's
+    (with ``--overwrite_output_dir``, any folder the train driver wrote is this run's to replace). The Trainer
+    would write into it, count it as the run's, and ``--save_total_limit`` would delete it."""
+    from multiview_plugin.training.checkpoints import checkpoint_step, checkpoints_in_the_way
+    from multiview_plugin.training.run_settings import first_difference, load_run_settings, written_by_train
+
+    def is_this_runs(folder: Path) -> bool:
+        if not written_by_train(folder):
+            return False
+        return training_args.overwrite_output_dir or first_difference(load_run_settings(folder), settings) is None
+
+    after = (checkpoint_step(resume) or 0) if resume else 0
+    until = training_args.max_steps if training_args.max_steps > 0 else None
+    found = checkpoints_in_the_way(training_args.output_dir, after, until, is_this_runs)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise ConfigError(f"--output_dir {training_args.output_dir} holds {found[0].name}{more}, not written by this "
+                          "run: training would save a checkpoint into it (and --save_total_limit could delete it); "
+                          "move it away, or choose another --output_dir")
+
+
+@contextlib.contextmanager
+def one_trainer(training_args: MultiViewTrainingArguments) -> Iterator[None]:
+    """``<output_dir>.lock`` held by the run's main process while it trains: a second train of the same
+    ``--output_dir`` started meanwhile is refused in one line (two runs would save checkpoints into one folder and
+    each rotate the other's); the other processes of a distributed run write nothing there and take no lock."""
+    if training_args.process_index != 0:
+        yield
+        return
+    with OutputLock(Path(training_args.output_dir).resolve()):
+        yield
+
+
 def run_is_finished(training_args: MultiViewTrainingArguments, settings: dict[str, Any]) -> bool:
     """Whether ``--output_dir`` holds the final model of a run with these very settings and the same length
     (its ``multiview_run.json`` is written after the final save). The Trainer, resumed from a run's last
@@ -316,35 +353,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pseudo_queries_path": data_args.pseudo_queries_path, "--dev_queries": dev_args.dev_queries,
         "--dev_qrels": dev_args.dev_qrels, "--dev_corpus": dev_args.dev_corpus,
         "--dev_pseudo_queries": dev_args.dev_pseudo_queries})
-    resume = checkpoint_to_resume(training_args, settings)  # before the model: a mismatch is one line
-    if run_is_finished(training_args, settings):
-        logger.info("%s already holds this run, finished (same settings): nothing to train (--overwrite_output_dir "
-                    "retrains it; a larger --max_steps or --num_train_epochs continues it)", training_args.output_dir)
-        return 0
-    model = build_model(model_args, data_args, given_flags(argv))
-    dataset, collator = load_training_data(data_args, training_args, model)
-    logger.info("training %s (%s loss, temperature schedule %s) on %d queries",
-                model.config.model_name, model.config.loss_name or model.default_loss,
-                model.config.temperature_schedule, len(dataset))
+    with one_trainer(training_args):  # one run per --output_dir at a time (its main process holds the lock)
+        resume = checkpoint_to_resume(training_args, settings)  # before the model: a mismatch is one line
+        if run_is_finished(training_args, settings):
+            logger.info("%s already holds this run, finished (same settings): nothing to train "
+                        "(--overwrite_output_dir retrains it; a larger --max_steps or --num_train_epochs continues "
+                        "it)", training_args.output_dir)
+            return 0
+        refuse_checkpoints_in_the_way(training_args, settings, resume)
+        model = build_model(model_args, data_args, given_flags(argv))
+        dataset, collator = load_training_data(data_args, training_args, model)
+        logger.info("training %s (%s loss, temperature schedule %s) on %d queries",
+                    model.config.model_name, model.config.loss_name or model.default_loss,
+                    model.config.temperature_schedule, len(dataset))
 
-    callbacks: list[Any] = [EpochCallback(dataset), RunSettingsCallback(settings)]
-    if dev_args.dev_queries or dev_args.dev_qrels or dev_args.dev_corpus or dev_args.dev_pseudo_queries:
-        callbacks.append(dev_callback(dev_args, data_args, training_args, model))
-    trainer = MultiViewTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=dataset,
-        data_collator=collator,
-        callbacks=callbacks,
-        run_settings=settings,
-    )
-    trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model()
-    trainer.save_state()  # trainer_state.json: the loss / temperature history
-    if trainer.is_world_process_zero():
-        save_run_settings(training_args.output_dir, settings)
-        logger.info("saved %s model to %s", model.config.model_name, training_args.output_dir)
-    return 0
+        callbacks: list[Any] = [EpochCallback(dataset), RunSettingsCallback(settings)]
+        if dev_args.dev_queries or dev_args.dev_qrels or dev_args.dev_corpus or dev_args.dev_pseudo_queries:
+            callbacks.append(dev_callback(dev_args, data_args, training_args, model))
+        trainer = MultiViewTrainer(
+            model=model,
+            args=training_args,
+            train_dataset=dataset,
+            data_collator=collator,
+            callbacks=callbacks,
+            run_settings=settings,
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model()
+        trainer.save_state()  # trainer_state.json: the loss / temperature history
+        if trainer.is_world_process_zero():
+            save_run_settings(training_args.output_dir, settings)
+            logger.info("saved %s model to %s", model.config.model_name, training_args.output_dir)
+        return 0
 
 
 if __name__ == "__main__":

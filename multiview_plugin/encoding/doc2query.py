@@ -36,7 +36,7 @@ from multiview_plugin.data.pseudo_queries import format_query_record
 from multiview_plugin.data.readers import iter_corpus
 from multiview_plugin.encoding.fingerprint import describe_differences, file_identity
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.paths import refuse_output_over_input
+from multiview_plugin.paths import OutputLock, refuse_output_over_input
 from multiview_plugin.text_options import PASSAGE_FIELD_SEPARATOR
 
 logger = logging.getLogger("multiview_plugin.generate_queries")
@@ -228,7 +228,14 @@ def _append(out, text: str) -> None:
 
 
 def generate_queries(args: GenerateArguments) -> Path:
-    """Generate one shard (see the module docstring); returns the output path."""
+    """Generate one shard (see the module docstring); returns the output path. One writer per output
+    (``<output>.lock``): a second run of the same output is refused in one line while the first runs."""
+    with OutputLock(Path(args.output)):
+        return _generate_queries(args)
+
+
+def _generate_queries(args: GenerateArguments) -> Path:
+    """:func:`generate_queries`' work, under its output lock."""
     import torch  # here, as the rest: the driver's --help reads GenerateArguments only
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 

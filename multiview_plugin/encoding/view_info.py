@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.encoding.shards import ShardFormatError
 
 VIEW_INFO_VERSION = 1
@@ -79,10 +80,9 @@ class ViewRowWriter:
             raise ShardFormatError(f"{self.partial}: {self.rows} view rows for {expected_rows} vectors")
         raw = np.memmap(self.partial, dtype=ROW_DTYPE, mode="r", shape=(self.rows, len(ROW_COLUMNS))) \
             if self.rows else np.zeros((0, len(ROW_COLUMNS)), ROW_DTYPE)
-        tmp = self.final.with_name(self.final.name + ".tmp.npy")
-        np.save(tmp, np.asarray(raw))
+        with atomic_open(self.final, "wb") as f:  # a temporary file of this run's, renamed into place
+            np.save(f, np.asarray(raw))
         del raw
-        os.replace(tmp, self.final)
         self.partial.unlink(missing_ok=True)
         return self.final
 

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import pickle
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,8 +39,9 @@ from transformers import (
 )
 
 from multiview_plugin.backbones import resolve_backbone
-from multiview_plugin.errors import ConfigError, unsafe_weights_message
+from multiview_plugin.errors import ConfigError, MultiViewError, unsafe_weights_message
 from multiview_plugin.modeling.config import (  # the folder's file names live with its config
+    CONFIG_NAME,
     EXTRA_WEIGHTS_NAME,
     PASSAGE_SUBDIR,
     QUERY_SUBDIR,
@@ -243,6 +245,7 @@ def load_encoder(folder: str | os.PathLike, checkpoint_options: dict[str, Any] |
     >>> model = load_encoder("runs/mvr")           # doctest: +SKIP
     >>> q = model.encode_query(model.formatter.queries(["who wrote hamlet"]))  # doctest: +SKIP
     """
+    check_model_path(folder)
     if checkpoint_options is not None and not is_multiview_model(folder):
         config = EncoderConfig(model_name="dpr", backbone=str(folder), **checkpoint_options)
         cls = get_encoder_class("dpr")
@@ -252,7 +255,39 @@ def load_encoder(folder: str | os.PathLike, checkpoint_options: dict[str, Any] |
     else:
         config = EncoderConfig.load(folder)
         cls = get_encoder_class(config.model_name)
-    return cls.from_saved(folder, config, **hf_kwargs)
+    try:
+        return cls.from_saved(folder, config, **hf_kwargs)
+    except (OSError, ValueError) as err:
+        if Path(folder).exists() or isinstance(err, MultiViewError):
+            raise
+        reason = " ".join(str(err).split())[:160]  # a hub id that cannot be loaded here: one line, not the hub's
+        raise ConfigError(f"{folder}: no such model folder, and no Hugging Face hub model of that name could be "
+                          f"loaded ({reason}); {EXPECTED_MODEL}") from None
+
+
+EXPECTED_MODEL = ("expected a folder written by multiview_plugin's train driver (multiview_config.json) or a Hugging "
+                  "Face checkpoint folder (config.json and its weights)")
+
+
+def check_model_path(folder: str | os.PathLike) -> None:
+    """One line naming ``folder`` and what a model folder holds, for a path that cannot be one: a file, a folder
+    with neither ``multiview_config.json`` nor ``config.json`` (e.g. empty), or a missing path that is not a hub
+    id (absolute, relative with ``.``, or of more than two parts). A missing path of hub-id form is left to the
+    hub (its failure is one line too, :func:`load_encoder`)."""
+    path = Path(folder)
+    if path.is_file():
+        raise ConfigError(f"{folder} is a file; {EXPECTED_MODEL}")
+    if path.is_dir():
+        if not (path / CONFIG_NAME).is_file() and not (path / "config.json").is_file():
+            what = "an empty folder" if not any(path.iterdir()) else f"holds neither {CONFIG_NAME} nor config.json"
+            raise ConfigError(f"{folder}: {what}; {EXPECTED_MODEL}")
+        return
+    text = str(folder)
+    if not _HUB_ID.fullmatch(text):
+        raise ConfigError(f"{folder}: no such folder; {EXPECTED_MODEL}")
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # 'name' or 'namespace/name'
 
 
 def load_adapter_model(folder: str | os.PathLike, is_trainable: bool = False, **hf_kwargs: Any) -> Any:

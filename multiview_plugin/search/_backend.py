@@ -8,7 +8,7 @@ never a backend's own attributes probed with ``getattr``:
 * the documents: ``docids`` in the order of the index folder's ``docid`` file, each one's first row ``doc_start``
   and view count ``doc_views``, the row → document map ``row_doc`` and ``mean_views``; the vector ``dim``;
 * ``search``: top-k document indices and scores for a batch of query vectors under an aggregator
-  (``search_docids``: with docids);
+  (``search_docids``: with docids, ranked by score, then docid: :func:`order_ties`);
 * ``doc_vectors``: one document's view vectors as the backend scores them (explanations, view usage);
 * calibration (:mod:`multiview_plugin.search.calibrate`): ``calibration_grid`` says what approximate search the
   backend does and which knob values to try (None: it searches exactly), ``set_search_knob`` sets one.
@@ -38,6 +38,20 @@ def capped_depth(k: int, num_docs: int) -> int:
     """A search depth capped at the number of documents: no result array is wider than the collection (a depth of
     10**12 on a 60-document index allocates 60 columns, not 10**12)."""
     return max(1, min(int(k), int(num_docs)))
+
+
+TIE_MARGIN = 16  # documents fetched past k, so that up to this many ties at the cut-off are ordered by docid
+
+
+def order_ties(docids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of (docids (Q, n) object array, None padded; scores (Q, n)) in the one ranking order of every search
+    path (one index, ``--shard_search``, sharded indexes, Qdrant): score descending, then docid ascending (exact
+    ties are ordered by docid, not by where a backend or shard found them); padding (-inf) last."""
+    if docids.size == 0:
+        return docids, scores
+    keys = np.where(docids == None, "", docids).astype(str)  # noqa: E711 (element-wise)
+    order = np.lexsort((keys, -scores.astype(np.float64)), axis=-1)
+    return np.take_along_axis(docids, order, axis=1), np.take_along_axis(scores, order, axis=1)
 
 
 class SearchBackend(ABC):
@@ -73,6 +87,14 @@ class SearchBackend(ABC):
 
     def search_docids(self, q_reps: np.ndarray, k: int, aggregator: Aggregator) -> tuple[np.ndarray, np.ndarray]:
         """Like :meth:`search`, with docids: (object array (Q, k'), None padded; scores (Q, k')), ``k'`` = ``k``
-        capped at the number of documents (:func:`capped_depth`)."""
-        doc, score = self.search(q_reps, capped_depth(k, len(self.docids)), aggregator)
-        return np.where(doc >= 0, self.docids[np.maximum(doc, 0)], None), score
+        capped at the number of documents (:func:`capped_depth`). Ranked by :func:`order_ties` (score descending,
+        then docid ascending). An exact search (nothing to calibrate) with an aggregation exact at any depth fetches
+        :data:`TIE_MARGIN` more documents, so that documents tied at the cut-off are chosen by docid too, whatever
+        order the backend found them in (an approximate search keeps its calibrated depth)."""
+        n_docs = len(self.docids)
+        k = capped_depth(k, n_docs)
+        exact = aggregator.exact_with_distinct_k and self.calibration_grid() is None
+        wide = min(n_docs, k + TIE_MARGIN) if exact else k
+        doc, score = self.search(q_reps, wide, aggregator)
+        ids, score = order_ties(np.where(doc >= 0, self.docids[np.maximum(doc, 0)], None), score)
+        return ids[:, :k], score[:, :k]

@@ -13,6 +13,7 @@ candidate documents exactly where the index's own codes are lossy (SQ8, PQ).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -34,7 +35,7 @@ from multiview_plugin.encoding.shard_sets import check_shard_set, model_identity
 from multiview_plugin.encoding.shards import ShardFormatError, read_info, read_shard, shard_view_ids, split_lookup
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows, merge_descriptions
 from multiview_plugin.errors import ConfigError, MultiViewError
-from multiview_plugin.paths import check_output_folder, refuse_output_over_input, swap_in_folder
+from multiview_plugin.paths import OutputLock, check_output_folder, refuse_output_over_input, swap_in_folder
 
 logger = logging.getLogger(__name__)
 
@@ -405,6 +406,20 @@ def passage_shard_infos(paths: Sequence[str | os.PathLike], allow_partial: bool 
     return infos, (models.pop() if len(models) == 1 else "")
 
 
+def one_writer(build: Callable[..., IndexMeta]) -> Callable[..., IndexMeta]:
+    """Run an index build (``build(shards, index_dir, ...)``) under ``<index_dir>.lock`` (:class:`OutputLock`):
+    a second build of the same folder, by any backend, is refused in one line while the first runs, and touches
+    nothing of it (its checks, temporary files and clean-up all happen inside the lock)."""
+
+    @functools.wraps(build)
+    def locked(shards, index_dir, *args, **kwargs) -> IndexMeta:
+        with OutputLock(Path(index_dir).resolve()):
+            return build(shards, index_dir, *args, **kwargs)
+
+    return locked
+
+
+@one_writer
 def build_index(
     shards: list[str | os.PathLike],
     index_dir: str | os.PathLike,

@@ -31,6 +31,8 @@ import json
 import logging
 import math
 import os
+import re
+import secrets
 import uuid
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -39,6 +41,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.data.seen_ids import SeenIds
 from multiview_plugin.encoding.fingerprint import file_identity
 from multiview_plugin.encoding.shard_sets import check_same_model, model_identity
@@ -51,7 +54,7 @@ from multiview_plugin.encoding.shards import (
 )
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows
 from multiview_plugin.errors import ConfigError, MultiViewError
-from multiview_plugin.paths import refuse_output_over_input
+from multiview_plugin.paths import OutputLock, refuse_output_over_input
 from multiview_plugin.search._backend import MIN_DOC_CANDIDATES, SearchBackend
 from multiview_plugin.search._index import (
     DEFAULT_AGGREGATION,
@@ -65,6 +68,7 @@ from multiview_plugin.search._index import (
     check_index_folder,
     contiguous_docs,
     document_means,
+    one_writer,
     passage_shard_infos,
 )
 from multiview_plugin.search._qdrant_engines import (
@@ -91,6 +95,30 @@ POINT_NAMESPACE = uuid.UUID("6f2d1c9e-3b0a-5c1e-9a55-6d7669657721")  # uuid5 nam
 INGEST_BATCH = 256  # documents per upsert
 QUERY_BATCH = 64  # queries per query_batch call
 PROBES = 32  # documents whose vectors' digests the collection record keeps, checked when a folder is opened
+
+
+# a collection name is one plain name: it becomes a folder under the storage path (edge engine, local mode) and a
+# URL path segment on a server; Qdrant itself refuses <>:"/\|?* and names over 255 characters
+_COLLECTION_NAME = re.compile(r"[^<>:\"/\\|?*\x00-\x1f\x7f]{1,255}")
+# temporary files of interrupted ingests of this tool (their run ids differ): an index folder holding only these and
+# the storage folder is an interrupted build that resumes
+_OWN_TEMPORARY = re.compile(r"\.(docid|multiview\.json)(\.\d+\.[0-9a-f]+)?\.tmp")
+
+
+def check_collection_name(name: object, where: str = "--qdrant_collection") -> str:
+    """``name`` when it is a plain collection name (no path separator, not ``.`` / ``..``, none of the characters
+    Qdrant refuses); else one line naming ``where``. A name such as ``../escaped`` would put an embedded collection
+    outside its storage folder."""
+    if (not isinstance(name, str) or name.strip(".") == "" or name != name.strip()
+            or not _COLLECTION_NAME.fullmatch(name)):
+        raise ConfigError(f"{where} {name!r}: expected a plain collection name (1-255 characters, no path separator, "
+                          'not "." or "..", none of <>:"/\\|?* or control characters)')
+    return name
+
+
+def run_temporary(folder: Path, name: str) -> Path:
+    """A temporary file for ``name`` in ``folder`` that only this run uses (pid and a random part)."""
+    return folder / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
 def point_id(docid: str) -> str:
@@ -133,6 +161,7 @@ class QdrantSettings:
         for name in ("path", "url"):
             if record.get(name) is not None and not isinstance(record[name], str):
                 raise ConfigError(f"{where}: field 'qdrant.{name}': expected a string, got {record[name]!r}")
+        check_collection_name(record["collection"], f"{where}: field 'qdrant.collection'")
         if record.get("engine", "client") not in ENGINES:
             raise ConfigError(f"{where}: field 'qdrant.engine': expected one of {', '.join(ENGINES)}, got "
                               f"{record.get('engine')!r}")
@@ -252,6 +281,7 @@ def _relative_path(path: str | os.PathLike, index_dir: Path) -> str:
         return str(p)
 
 
+@one_writer
 def build_qdrant_index(
     shards: list[str | os.PathLike],
     index_dir: str | os.PathLike,
@@ -296,10 +326,14 @@ def build_qdrant_index(
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
         raise ConfigError(f"--qdrant_timeout must be a whole number of seconds >= 1, got {timeout!r}")
     index_dir = Path(index_dir)
+    name = check_collection_name(collection if collection is not None else index_dir.resolve().name,
+                                 "--qdrant_collection" if collection is not None else
+                                 "the collection name (default: the --index_dir folder name; pass --qdrant_collection)")
     refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])
-    # the Faiss backend's rule: resuming an interrupted build is fine, someone's folder (e.g. a Pyserini index) is not
-    check_index_folder(index_dir, overwrite, resumable=(QDRANT_DIR, INDEX_VIEWS_FILE, f".{DOCID_FILE}.tmp",
-                                                            f".{META_FILE}.tmp"))
+    # the Faiss backend's rule: resuming an interrupted build is fine, someone's folder (e.g. a Pyserini index) is not;
+    # this runs under the index folder's lock (one_writer), so temporary files found here are of killed runs
+    stale = [p.name for p in index_dir.iterdir() if _OWN_TEMPORARY.fullmatch(p.name)] if index_dir.is_dir() else []
+    check_index_folder(index_dir, overwrite, resumable=(QDRANT_DIR, INDEX_VIEWS_FILE, *stale))
     infos, model_name = passage_shard_infos(paths, allow_partial)
     aggregation = aggregation or DEFAULT_AGGREGATION.get(model_name, "max")
     if aggregation != "max":
@@ -314,7 +348,7 @@ def build_qdrant_index(
         if engine == "edge":
             raise ConfigError("--qdrant_engine edge runs Qdrant's engine in this process on a storage folder; it "
                               "does not take --qdrant_url")
-        settings = QdrantSettings(collection or index_dir.name, None, qdrant_url, shard_number, replication_factor,
+        settings = QdrantSettings(name, None, qdrant_url, shard_number, replication_factor,
                                   on_disk, hnsw_m, ef_construct, engine)
     else:
         if shard_number or replication_factor:
@@ -322,16 +356,18 @@ def build_qdrant_index(
                            "embedded storage has one shard")
         path = MEMORY if str(qdrant_path) == MEMORY else _relative_path(qdrant_path or index_dir / QDRANT_DIR,
                                                                        index_dir)
-        settings = QdrantSettings(collection or index_dir.name, path, None, None, None, on_disk, hnsw_m, ef_construct,
+        settings = QdrantSettings(name, path, None, None, None, on_disk, hnsw_m, ef_construct,
                                   engine)
     created_dir = not index_dir.exists()
     if settings.url:  # a server that is unreachable or not Qdrant: one line, and no folder made
         coll = settings.connect(index_dir, timeout)
         coll.exists()
     index_dir.mkdir(parents=True, exist_ok=True)
-    tmp_docids = index_dir / f".{DOCID_FILE}.tmp"
+    tmp_docids = run_temporary(index_dir, DOCID_FILE)  # this run's own: cleaned up below, nobody else's
+    storage_lock = None
     try:
         if not settings.url:
+            storage_lock = _lock_outside_storage(settings, index_dir)
             coll = settings.connect(index_dir, timeout)
         if overwrite:  # files an earlier build of either backend wrote here; nothing else is removed
             for name in (META_FILE, INDEX_FILE, DOC_INDEX_FILE, DOCID_FILE, INDEX_VIEWS_FILE):
@@ -343,8 +379,23 @@ def build_qdrant_index(
         if created_dir and index_dir.is_dir() and not any(index_dir.iterdir()):
             index_dir.rmdir()  # this run made it, and left nothing in it
         raise
+    finally:
+        if storage_lock is not None:
+            storage_lock.release()
     tmp_docids.unlink(missing_ok=True)
     return meta
+
+
+def _lock_outside_storage(settings: QdrantSettings, index_dir: Path) -> OutputLock | None:
+    """Embedded storage outside the index folder may be shared by several index folders: one writer of a
+    collection at a time (``STORAGE/<collection>.lock``). Storage inside the index folder is covered by its lock."""
+    storage = settings.storage(index_dir)
+    if storage == MEMORY:
+        return None
+    storage_path = Path(storage).resolve()
+    if storage_path.is_relative_to(index_dir.resolve()):
+        return None
+    return OutputLock(storage_path / settings.collection).acquire()
 
 
 def _ingest(paths: list[Path], index_dir: Path, coll: Collection, settings: QdrantSettings, infos: list,
@@ -423,9 +474,8 @@ def _ingest(paths: list[Path], index_dir: Path, coll: Collection, settings: Qdra
         backend=BACKEND, qdrant=asdict(settings))
     if not multi and meta.max_views > 1:
         raise ShardFormatError("single-vector shards hold several rows for one docid")
-    tmp_meta = index_dir / f".{META_FILE}.tmp"
-    tmp_meta.write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp_meta, index_dir / META_FILE)  # last: the folder is complete
+    with atomic_open(index_dir / META_FILE) as f:  # last: the folder is complete (a temporary file of this run's)
+        f.write(json.dumps(asdict(meta), indent=2) + "\n")
     logger.info("qdrant index %s: %d documents, %d vectors (max %d views) in %s; %d already present (resumed)",
                 index_dir, num_docs, num_vectors, meta.max_views, where, skipped)
     return meta

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.errors import ConfigError, MultiViewError
 
 logger = logging.getLogger(__name__)
@@ -521,9 +522,8 @@ class EdgeCollection(Collection):
         self._call("write points", self.shard.update, edge.UpdateOperation.upsert_points(structs))
 
     def set_marker(self, marker: dict) -> None:
-        tmp = self.folder / f".{EDGE_MARKER_FILE}.tmp"
-        tmp.write_text(json.dumps({MARKER: marker}, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.marker_file)
+        with atomic_open(self.marker_file) as f:  # a temporary file named for this run, renamed into place
+            f.write(json.dumps({MARKER: marker}, indent=2) + "\n")
 
     def finish(self) -> None:
         self._call("optimise it", self.shard.optimize)  # builds the HNSW of segments past the indexing threshold

@@ -55,6 +55,7 @@ from multiview_plugin.search._backend import (
     OVERFETCH,
     SearchBackend,
     capped_depth,
+    order_ties,
 )
 from multiview_plugin.search._index import (
     DOC_INDEX_FILE,
@@ -437,6 +438,15 @@ class FaissStore(SearchBackend):
         return out
 
 
+def check_depth(k: object) -> int:
+    """``k`` (documents per query) when it is a whole number >= 1; ``TypeError`` / ``ValueError`` otherwise."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k: expected an int >= 1 (documents per query), got {type(k).__name__} ({k!r})")
+    if k < 1:  # ConfigError is a ValueError: a driver reports it in one line
+        raise ConfigError(f"k: expected an int >= 1 (documents per query), got {k}")
+    return int(k)
+
+
 class MultiVectorSearcher:
     """Search an index folder written by :func:`multiview_plugin.search.build_index`.
 
@@ -563,15 +573,23 @@ class MultiVectorSearcher:
         """Query vectors (Q, D) from the query encoder."""
         if self.encoder is None:
             raise ConfigError("this searcher has no query encoder: pass query_encoder= or search with vectors")
-        return self.encoder.encode_queries(list(queries), self.query_batch_size)
+        queries = list(queries)
+        for i, text in enumerate(queries):
+            if not isinstance(text, str):
+                raise TypeError(f"queries[{i}]: expected a str, got {type(text).__name__} ({text!r:.40})")
+        return self.encoder.encode_queries(queries, self.query_batch_size)
 
     def search_vectors(self, q_reps: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
-        """Vectorised core: (docids (Q, k) object array with None padding, scores (Q, k))."""
-        return self.store.search_docids(q_reps, k, self.aggregator)
+        """Vectorised core: (docids (Q, k) object array with None padding, scores (Q, k)). ``k``: a whole number
+        >= 1 (``ValueError`` otherwise: ``k=0`` used to return one hit)."""
+        return self.store.search_docids(q_reps, check_depth(k), self.aggregator)
 
     def search(self, query: str | np.ndarray, k: int = 10, explain: bool = False) -> list[Hit]:
         """Top-k documents; ``explain=True`` fills each hit's :class:`Explanation` (its best view and what
         that view is)."""
+        check_depth(k)
+        if not isinstance(query, (str, np.ndarray, list, tuple)):
+            raise TypeError(f"query: expected a str or a vector, got {type(query).__name__}")
         q = self.encode([query]) if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
         return self._hits(q, *self.search_vectors(q, k), explain)[0]
 
@@ -579,6 +597,9 @@ class MultiVectorSearcher:
         self, queries: Sequence[str] | np.ndarray, q_ids: Sequence[str], k: int = 10, threads: int = 1,
         explain: bool = False,
     ) -> dict[str, list[Hit]]:
+        check_depth(k)
+        if isinstance(queries, str):
+            raise TypeError("queries: expected a list of query strings (or a (Q, dim) array), got one str")
         if len(queries) != len(q_ids):
             raise ConfigError(f"{len(queries)} queries but {len(q_ids)} query ids")
         if threads > 0:
@@ -659,18 +680,16 @@ def search_batched(store: SearchBackend, q_reps: np.ndarray, k: int, aggregator:
 
 
 def merge_topk(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Merge per-shard (docids (Q, k) None-padded, scores (Q, k) -inf-padded), given in shard order, into the
-    top-k: by score, ties to the later shard, so the ranking is that of one exact index over the shards in this
-    order, ties included (a Faiss Flat index puts the higher row, i.e. the later shard's, first among equal
-    scores). Within a shard its own order is kept. Used by :func:`search_shards` and
-    :class:`~multiview_plugin.search.sharded.ShardedSearcher`."""
+    """Merge per-shard (docids (Q, k) None-padded, scores (Q, k) -inf-padded) into the top-k, in the one ranking
+    order of every search path (:func:`~multiview_plugin.search._backend.order_ties`: score descending, then docid
+    ascending), so the ranking is that of one exact index over all the shards, ties included, whatever the shards'
+    order. Used by :func:`search_shards` and :class:`~multiview_plugin.search.sharded.ShardedSearcher`."""
     if not parts:
         raise ConfigError("no shards to merge")
-    ids = np.concatenate([p[0] for p in reversed(parts)], axis=1)
-    scores = np.concatenate([p[1] for p in reversed(parts)], axis=1).astype(np.float32, copy=False)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    out_ids = np.take_along_axis(ids, order, axis=1)
-    out_scores = np.take_along_axis(scores, order, axis=1)
+    ids = np.concatenate([p[0] for p in parts], axis=1)
+    scores = np.concatenate([p[1] for p in parts], axis=1).astype(np.float32, copy=False)
+    ids, scores = order_ties(ids, scores)
+    out_ids, out_scores = ids[:, :k], scores[:, :k]
     if out_ids.shape[1] < k:  # fewer than k columns in all (k larger than every shard's answer width)
         pad = k - out_ids.shape[1]
         out_ids = np.concatenate([out_ids, np.full((len(out_ids), pad), None, dtype=object)], axis=1)
@@ -686,8 +705,7 @@ def search_shards(
 
     Each shard is loaded once (memory: one shard) and searched for all queries, ``batch_size`` at a time.
     Exact for max aggregation because a document's vectors never span shards: the ranking is that of one index over
-    the shards in the order given, ties included (equal scores: the later shard's document first, as one Flat index
-    puts the higher row first; :func:`merge_topk`). Returns (docids, scores).
+    the shards, ties included (equal scores: by docid, :func:`merge_topk`). Returns (docids, scores).
     ``queries_from``: the query file, named when the queries' dim differs from a shard's.
     """
     aggregator = get_aggregator(aggregation)

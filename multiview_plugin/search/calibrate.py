@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from multiview_plugin.atomic import atomic_open
 from multiview_plugin.encoding.shards import read_shard, split_lookup
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search._backend import SearchBackend
@@ -385,9 +386,8 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
         record["within_doc_cosine"] = None if cosine is None else round(cosine, 4)
     defaults = {n: v for n, v in record["settings"].items() if v is not None}
     meta.search_defaults, meta.calibration = defaults, record
-    tmp = index_dir / f".{META_FILE}.tmp"
-    tmp.write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, index_dir / META_FILE)
+    with atomic_open(index_dir / META_FILE) as f:  # a temporary file of this run's, renamed into place
+        f.write(json.dumps(asdict(meta), indent=2) + "\n")
     logger.info("calibrated %s: %s → recall@%d %.4f of exact (target %.3f, aim %.4f, %d queries), %.3f ms/query",
                 index_dir, defaults, k, record["recall"], target_recall, record["aim"], len(q), record["ms_per_query"])
     return record

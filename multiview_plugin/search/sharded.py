@@ -6,8 +6,8 @@ to all shards, each returns its top-k documents, and the per-shard lists are mer
 
 Exactness. A document's views never span shards, so for max aggregation the merge of the per-shard top-k is the
 top-k of one index over all shards. For exact (Flat) shards the ranking is that of one Flat index built from the
-shards in the order given, rank for rank and score for score, ties included: Faiss puts the higher row first
-among equal scores, so the merge does the same (a later shard's document before an earlier shard's).
+shards, rank for rank and score for score, ties included: every search path orders equal scores by docid
+(:func:`~multiview_plugin.search._backend.order_ties`), the shards and the merge alike.
 Approximate shards (HNSW, IVF, PQ/SQ) are each searched with their own calibrated settings
 (``multiview.json`` ``search_defaults``); each shard keeps its calibrated recall, and a document of the merged
 top-k is missed only where its own shard missed it. Aggregations that normalise over the whole collection's top
@@ -24,11 +24,14 @@ returning fewer hits.
 
 Also the shard set is checked: every index was made by the same model (fingerprint), with the same dim, and the
 encoded shards they were built from (``multiview.json`` ``shards``, where their sidecars are still readable)
-form complete sets without duplicates (:func:`~multiview_plugin.encoding.shard_sets.check_shard_set`).
+form complete sets without duplicates (:func:`~multiview_plugin.encoding.shard_sets.check_shard_set`); where
+they cannot be read, the indexes' own ``docid`` files must name every document once. One index listed twice (the
+same folder, or a copy: the same recorded ``docid`` file) is refused either way.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Sequence
@@ -38,12 +41,14 @@ from typing import Any
 
 import numpy as np
 
+from multiview_plugin.data.seen_ids import SeenIds
 from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set
+from multiview_plugin.encoding.shards import split_lookup
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.progress import progress_bar
 from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT, WorkerActor, check_ray_number
-from multiview_plugin.search._index import META_FILE, IndexMeta
+from multiview_plugin.search._index import DOCID_FILE, META_FILE, IndexMeta
 from multiview_plugin.search._searcher import DEFAULT_QUERY_BATCH_SIZE, Hit, MultiVectorSearcher, merge_topk
 from multiview_plugin.search.aggregators import AGGREGATORS, get_aggregator
 
@@ -72,6 +77,62 @@ def parse_index_list(value: str | os.PathLike | Sequence[str | os.PathLike]) -> 
     if duplicates:
         raise ConfigError(f"--index: {duplicates[0]} is given twice (its documents would be counted twice)")
     return dirs
+
+
+def check_distinct_folders(index_dirs: Sequence[str], metas: Sequence[IndexMeta]) -> None:
+    """Refuse one index listed twice under two names: the same folder (through links), or a copy (its recorded
+    ``docid`` file identity, size and sampled SHA-256, is another listed index's)."""
+    seen: dict[str, str] = {}
+    for folder, meta in zip(index_dirs, metas):
+        keys = [f"path {os.path.realpath(folder)}"]
+        recorded = (meta.files or {}).get(DOCID_FILE)
+        if recorded is not None:
+            keys.append(f"docid file {recorded}")
+        for key in keys:
+            if key in seen:
+                raise ConfigError(f"--index: {folder} and {seen[key]} are the same index (same {key.split(' ')[0]}"
+                                  f"{' identity' if key.startswith('docid') else ''}): its documents would be "
+                                  "counted twice; list each shard index once")
+            seen[key] = folder
+
+
+def check_documents_once(index_dirs: Sequence[str], metas: Sequence[IndexMeta], chunk: int = 65_536) -> None:
+    """Refuse a document in two shard indexes, read from the indexes' own ``docid`` files (streamed; memory ~28
+    bytes per document, :class:`~multiview_plugin.data.seen_ids.SeenIds`): the check for when the encoded shards
+    the indexes were built from cannot be read."""
+    seen = SeenIds()
+    for i, (folder, meta) in enumerate(zip(index_dirs, metas)):
+        path = Path(folder) / DOCID_FILE
+        for n, doc in _documents(path, meta.multi_vector, chunk):
+            first = seen.check_add(doc, i * _LINES + n)
+            if first is None:
+                continue
+            j, line = divmod(first, _LINES)  # a hash match: confirm it against the document first seen there
+            earlier = next(d for m, d in _documents(Path(index_dirs[j]) / DOCID_FILE, metas[j].multi_vector, chunk)
+                           if m == line)
+            if earlier == doc:
+                raise ConfigError(f"--index: document {doc!r} is in {index_dirs[j]} and in {folder} (their docid "
+                                  "files): the shard indexes overlap, so its hits would be counted twice; list "
+                                  "shard indexes built from disjoint encoded shards")
+
+
+_LINES = 1 << 40  # docid-file lines per index in SeenIds' "where" (index number x _LINES + line)
+
+
+def _documents(path: Path, multi: bool, chunk: int):
+    """(line number, docid) of the first line of every document of an index's ``docid`` file."""
+    previous = None
+    try:
+        with path.open(encoding="utf-8") as f:
+            n = 0
+            while lines := [line.rstrip("\n") for line in itertools.islice(f, chunk)]:
+                for k, doc in enumerate(split_lookup(lines, multi).tolist() if multi else lines):
+                    if doc != previous:
+                        yield n + k, doc
+                    previous = doc
+                n += len(lines)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the index's docid file ({err.strerror})") from None
 
 
 class ShardServer(WorkerActor):
@@ -176,14 +237,16 @@ class ShardedSearcher:
         if unknown:
             logger.warning("%d shard indexes record no model fingerprint (e.g. %s): cannot check that one model made "
                            "them all", len(unknown), unknown[0])
+        check_distinct_folders(self.index_dirs, self.metas)
         encoded = [s for meta in self.metas for s in meta.shards]
         missing = [s for s in encoded if not Path(s).is_file()]
         if encoded and not missing:
             check_shard_set(encoded, allow_partial)  # foreign, duplicate or missing encoded shards
-        else:
-            logger.warning("cannot check that the shard indexes cover their corpus exactly once: %s",
-                           f"{missing[0]} (recorded in an index's {META_FILE}) is not readable from here" if missing
-                           else f"no encoded shards are recorded in {META_FILE}")
+        else:  # the indexes' own records: every docid in one index only
+            logger.info("checking the shard indexes' docid files for documents in two of them (%s)",
+                        f"{missing[0]}, recorded in an index's {META_FILE}, is not readable from here" if missing
+                        else f"no encoded shards are recorded in {META_FILE}")
+            check_documents_once(self.index_dirs, self.metas)
         return aggregation or self.meta.aggregation
 
     def _start_actors(self, address: str, shards_per_actor: int, cpus_per_actor: float, threads: int) -> None:

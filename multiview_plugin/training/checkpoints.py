@@ -148,3 +148,26 @@ def rotate_own_checkpoints(output_dir: str | os.PathLike, limit: int | None, own
             shutil.rmtree(folder, ignore_errors=True)
             deleted.append(folder)
     return deleted
+
+
+def checkpoint_step(folder: str | os.PathLike) -> int | None:
+    """N of a ``checkpoint-N`` folder name; None for any other name."""
+    match = _CHECKPOINT_RE.match(Path(folder).name)
+    return int(match.group(1)) if match else None
+
+
+def checkpoints_in_the_way(output_dir: str | os.PathLike, after_step: int, until_step: int | None,
+                           is_this_runs: Callable[[Path], bool]) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``output_dir`` that a run saving steps ``after_step < N <= until_step``
+    (``until_step`` None: no known end) would write into although ``is_this_runs`` says they are not its own.
+    The Trainer saves into an existing folder without a word, and the run would then count it as its own."""
+    if not Path(output_dir).is_dir():
+        return []
+    found = []
+    for folder in sorted(Path(output_dir).iterdir()):
+        step = checkpoint_step(folder) if folder.is_dir() else None
+        if step is None or step <= after_step or (until_step is not None and step > until_step):
+            continue
+        if not is_this_runs(folder):
+            found.append(folder)
+    return found

@@ -164,6 +164,15 @@ def _show(value: Any) -> str:
     return "(unset)" if value is None else str(value)
 
 
+def written_by_train(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds a readable ``multiview_run.json`` (the train driver wrote it, whatever its
+    settings); a folder without one, or with an edited one, is someone else's."""
+    try:
+        return load_run_settings(folder) is not None
+    except ConfigError:
+        return False
+
+
 def previous_run_files(output_dir: str | os.PathLike) -> list[str]:
     """What in ``output_dir`` a previous training run wrote (config, run settings, trainer state)."""
     folder = Path(output_dir)
@@ -186,4 +195,4 @@ class RunSettingsCallback(TrainerCallback):
 
 __all__ = ["INPUTS_KEY", "MAY_DIFFER_ON_RESUME", "RUN_SETTINGS_FILE", "RunSettingsCallback", "check_resume",
            "first_difference", "input_fingerprints", "load_run_settings", "previous_run_files", "run_settings",
-           "save_run_settings"]
+           "save_run_settings", "written_by_train"]

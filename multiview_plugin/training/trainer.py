@@ -13,6 +13,7 @@ from transformers.trainer import TRAINING_ARGS_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from multiview_plugin.modeling.base import MultiViewEncoder
+from multiview_plugin.training.run_settings import written_by_train
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,12 @@ class MultiViewTrainer(Trainer):
     def _save_checkpoint(self, model, trial) -> None:
         from multiview_plugin.training.checkpoints import rotate_own_checkpoints
 
+        target = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if target.exists() and not self.may_write_checkpoint(target):
+            from multiview_plugin.errors import ConfigError
+
+            raise ConfigError(f"{target} exists and was not written by this run: refusing to save a checkpoint into "
+                              "it (move it away, or choose another --output_dir)")
         limit = self.args.save_total_limit
         self.args.save_total_limit = None  # transformers' rotation would delete every checkpoint-* folder
         try:
@@ -140,6 +147,13 @@ class MultiViewTrainer(Trainer):
         self.saved_checkpoints.add((Path(run_dir) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}").resolve())
         if self.args.should_save:
             rotate_own_checkpoints(run_dir, limit, self.owns_checkpoint, keep=(self.state.best_model_checkpoint,))
+
+    def may_write_checkpoint(self, folder: Path) -> bool:
+        """Whether saving into the existing ``folder`` is allowed: one of this run's, or, with
+        ``--overwrite_output_dir``, one an earlier run of the train driver wrote (it records its settings)."""
+        if self.owns_checkpoint(folder):
+            return True
+        return bool(self.args.overwrite_output_dir) and written_by_train(folder)
 
     def owns_checkpoint(self, folder: Path) -> bool:
         """Whether this run wrote ``folder`` (see the class docstring)."""

@@ -714,3 +714,54 @@ def test_qrels_malformed_is_one_line_at_its_line(qrels, fmt, pick, kind):
         with pytest.raises(InputFormatError) as err:
             load_qrels(path)
         one_line(err.value, path, i + 1)
+
+
+def test_a_huge_line_in_a_small_gzip_is_refused_without_holding_it(tmp_path, monkeypatch):
+    """encode: a small gzip holding one 4 GiB line ended in a MemoryError under a 3 GB limit. Lines are read in
+    pieces of at most $MULTIVIEW_MAX_LINE_BYTES (here 1 MB for speed; 64 MiB by default): a longer one is one
+    line naming the file and the line, and memory stays within a few caps."""
+    import gzip
+    import tracemalloc
+
+    from multiview_plugin.data.readers import DEFAULT_MAX_LINE_BYTES, InputFormatError, iter_corpus, max_line_bytes
+    from multiview_plugin.errors import MultiViewError
+
+    cap = 1_000_000
+    monkeypatch.setenv("MULTIVIEW_MAX_LINE_BYTES", str(cap))
+    path = tmp_path / "corpus.jsonl.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(b'{"docid": "d0", "text": "fine"}\n')
+        f.write(b'{"docid": "d1", "text": "' + b"a" * (cap - 30) + b'"}\n')  # within the cap: read
+        f.write(b'{"docid": "d2", "text": "')
+        for _ in range(40):  # a 40 MB line, 40 KB compressed
+            f.write(b"a" * 1_000_000)
+        f.write(b'"}\n')
+    assert path.stat().st_size < 200_000
+    read = []
+    tracemalloc.start()
+    with pytest.raises(InputFormatError, match=r"corpus.jsonl.gz line 3: a line longer than 1,000,000 bytes "
+                                               r"\(\$MULTIVIEW_MAX_LINE_BYTES\)"):
+        for docid, _ in iter_corpus(path):
+            read.append(docid)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert read == ["d0", "d1"] and peak < 8 * cap, peak
+    monkeypatch.setenv("MULTIVIEW_MAX_LINE_BYTES", "0")
+    with pytest.raises(MultiViewError, match="MULTIVIEW_MAX_LINE_BYTES '0': expected a whole number"):
+        max_line_bytes()
+    monkeypatch.delenv("MULTIVIEW_MAX_LINE_BYTES")
+    assert max_line_bytes() == DEFAULT_MAX_LINE_BYTES == 64 * 2**20
+
+
+def test_encode_of_a_huge_line_is_one_error_line(mvr_index, tmp_path, capsys, monkeypatch):
+    import gzip
+
+    monkeypatch.setenv("MULTIVIEW_MAX_LINE_BYTES", "100000")
+    corpus = tmp_path / "corpus.jsonl.gz"
+    with gzip.open(corpus, "wb") as f:
+        f.write(b'{"docid": "d0", "text": "' + b"a" * 3_000_000 + b'"}\n')
+    out = tmp_path / "c.pkl"
+    assert encode_main(["--model_name_or_path", str(mvr_index["model"]), "--dataset_path", str(corpus),
+                        "--encode_output_path", str(out)]) == 2
+    one_line_error(capsys, f"{corpus} line 1", "longer than 100,000 bytes")
+    assert not out.exists()

@@ -49,6 +49,36 @@ def test_shard_bounds_are_contiguous_and_cover():
         shard_bounds(10, 3, 3)
 
 
+def same_ranking_modulo_ties(a: list[tuple[str, str, float]], b: list[tuple[str, str, float]], tol: float = 1e-4):
+    """Two runs ((qid, docid, score) in rank order) rank alike: the same queries and scores within ``tol``, rank for
+    rank; documents whose scores are within ``tol`` of each other (a tie up to float noise) may come in either
+    order, and at the cut-off a tied document may be another one."""
+    assert [r[0] for r in a] == [r[0] for r in b]
+    np.testing.assert_allclose([r[2] for r in a], [r[2] for r in b], atol=tol, rtol=0)
+    for qid in dict.fromkeys(r[0] for r in a):
+        rows_a = [r for r in a if r[0] == qid]
+        rows_b = [r for r in b if r[0] == qid]
+        start = 0
+        for end in range(1, len(rows_a) + 1):  # blocks of consecutive near-equal scores
+            if end < len(rows_a) and rows_a[end - 1][2] - rows_a[end][2] <= tol:
+                continue
+            if end < len(rows_a):  # a block inside the list: the same documents
+                assert {r[1] for r in rows_a[start:end]} == {r[1] for r in rows_b[start:end]}, (qid, start, end)
+            start = end
+
+
+def test_runs_compare_modulo_float_noise_ties_only():
+    """The round trip below failed on faiss-cpu 1.15.1 / numpy 2.4.6: --shard_search ordered two documents with
+    equal printed scores (float-noise apart) otherwise than one index. Noise-level swaps pass; a real swap does not."""
+    base = [("q0", "d1", 32.0), ("q0", "d2", 31.9995), ("q0", "d3", 31.99950004), ("q0", "d4", 30.0)]
+    same_ranking_modulo_ties(base, [base[0], base[2], base[1], base[3]])
+    same_ranking_modulo_ties(base, [*base[:3], ("q0", "d9", 30.00001)])  # a near-tie at the cut-off
+    with pytest.raises(AssertionError):
+        same_ranking_modulo_ties(base, [base[1], base[0], *base[2:]])
+    with pytest.raises(AssertionError):
+        same_ranking_modulo_ties(base, [base[0], ("q0", "d7", 31.9995), *base[2:]])
+
+
 @pytest.mark.parametrize("name", ["mvr", "dpr"])
 def test_encode_index_search_round_trip(saved_models, corpus, tmp_path, name):
     corpus_path, queries = corpus
@@ -89,10 +119,12 @@ def test_encode_index_search_round_trip(saved_models, corpus, tmp_path, name):
                         "--shard_search"]) == 0
     trec = [line.split() for line in (tmp_path / "run.trec").read_text().splitlines()]
     tev = [line.split("\t") for line in (tmp_path / "run.txt").read_text().splitlines()]
-    assert len(trec) == len(tev) == 8 * 5
-    assert [(t[0], t[2]) for t in trec] == [(t[0], t[1]) for t in tev]
-    np.testing.assert_allclose([float(t[4]) for t in trec], [float(t[2]) for t in tev], atol=1e-5)
-    assert (tmp_path / "run.txt").read_text() == (tmp_path / "run_sharded.txt").read_text()
+    sharded = [line.split("\t") for line in (tmp_path / "run_sharded.txt").read_text().splitlines()]
+    assert len(trec) == len(tev) == len(sharded) == 8 * 5
+    # the same ranking modulo ties: two paths may compute one score with different float noise (another BLAS
+    # blocking), so documents whose scores differ by less than 1e-4 may swap; exact ties are ordered by docid
+    same_ranking_modulo_ties([(t[0], t[2], float(t[4])) for t in trec], [(t[0], t[1], float(t[2])) for t in tev])
+    same_ranking_modulo_ties([(t[0], t[1], float(t[2])) for t in tev], [(t[0], t[1], float(t[2])) for t in sharded])
 
     searcher = MultiVectorSearcher(tmp_path / "idx", model_dir)
     hits = searcher.search("what is paris", k=3)

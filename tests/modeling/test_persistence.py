@@ -84,3 +84,16 @@ def test_every_from_pretrained_call_passes_trust_remote_code_false():
                        for k in node.keywords):
                 missing.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not missing, missing
+
+
+@pytest.mark.parametrize("options", [None, {}])
+def test_load_encoder_names_the_path_and_what_a_model_folder_holds(tmp_path, options):
+    """load_encoder on a missing path, a file, an empty folder: hub, JSON or tokenizer errors before."""
+    from multiview_plugin.errors import ConfigError
+    from multiview_plugin.modeling.persistence import load_encoder
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    for name, why in (("missing", "no such folder"), ("file", "is a file"), ("empty", "an empty folder")):
+        with pytest.raises(ConfigError, match=f"^{tmp_path / name}(: | ){why}.*multiview_config.json"):
+            load_encoder(tmp_path / name, checkpoint_options=options)

@@ -320,6 +320,60 @@ def test_train_rotation_deletes_only_this_runs_checkpoints(tiny_bert, train_file
                                                                                           "checkpoint-5"]
 
 
+def test_train_never_saves_into_a_checkpoint_folder_it_did_not_write(tiny_bert, train_file, tmp_path, capsys):
+    """main: D/checkpoint-1/ holding a user's file: the run saved its step-1 checkpoint into it, counted it as its
+    own, and --save_total_limit 1 deleted the folder with the user's file."""
+    from multiview_plugin.driver.train import main as train_main
+
+    out = tmp_path / "run"
+    theirs = out / "checkpoint-1"
+    before = unrelated(theirs)
+    argv = ["--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file), "--output_dir", str(out),
+            "--max_steps", "3", "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "1",
+            *TRAIN_COMMON]
+    capsys.readouterr()
+    assert train_main(argv) == 2
+    err = _one_line_error(capsys)
+    assert "checkpoint-1" in err and "not written by this run" in err
+    assert_untouched(theirs, before)
+    assert sorted(p.name for p in theirs.iterdir()) == ["data.bin", "notes.txt", "sub"]
+    # with --overwrite_output_dir too: overwriting is for what the train driver wrote, not a user's folder
+    assert train_main([*argv, "--overwrite_output_dir"]) == 2
+    assert "not written by this run" in _one_line_error(capsys)
+    assert_untouched(theirs, before)
+
+
+def test_trainer_refuses_to_save_into_a_foreign_checkpoint_folder(tiny_bert, train_file, tmp_path, capsys):
+    """The trainer's own guard (a folder appearing after the start check): the save stops with one line."""
+    from multiview_plugin.driver.train import main as train_main
+    from multiview_plugin.training import checkpoints
+
+    out = tmp_path / "run"
+    theirs = out / "checkpoint-2"
+    argv = ["--model_name_or_path", str(tiny_bert), "--dataset_path", str(train_file), "--output_dir", str(out),
+            "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "1",
+            *TRAIN_COMMON]
+    real = checkpoints.checkpoints_in_the_way
+
+    def appears_later(*args, **kwargs):
+        found = real(*args, **kwargs)
+        before.update(unrelated(theirs))  # created after the start check, before step 2 is saved
+        return found
+
+    before: dict[str, str] = {}
+    import unittest.mock
+
+    with unittest.mock.patch.object(checkpoints, "checkpoints_in_the_way", appears_later):
+        capsys.readouterr()
+        assert train_main(argv) == 2
+    err = capsys.readouterr().err  # after progress bars: the trainer had started
+    assert "Traceback" not in err
+    assert err.count("error: ") == 1 and (
+        f"error: {theirs} exists and was not written by this run: refusing to save a checkpoint into it (move it "
+        "away, or choose another --output_dir)\n") in err
+    assert_untouched(theirs, before)
+
+
 def test_train_output_dir_equal_to_an_input_is_refused(tiny_bert, train_file, tmp_path, capsys):
     from multiview_plugin.driver.train import main as train_main
 

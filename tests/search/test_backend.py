@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import multiview_plugin
-from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
+from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search import FaissStore, MultiVectorSearcher, SearchBackend, build_index
 from multiview_plugin.search._index import BACKENDS, IndexMeta
@@ -138,3 +138,79 @@ def test_no_caller_probes_a_backend_with_getattr():
     probes = {str(p.relative_to(root)): hits for p in sorted(root.rglob("*.py"))
               if (hits := _backend_probes(p.read_text(encoding="utf-8")))}
     assert not probes, probes
+
+
+def test_order_ties_ranks_by_score_then_docid_padding_last():
+    from multiview_plugin.search._backend import order_ties
+
+    ids = np.array([["b", "a", None, "c"], ["z", "y", "x", None]], dtype=object)
+    scores = np.array([[1.0, 1.0, -np.inf, 2.0], [0.5, 0.5, 0.5, -np.inf]], dtype=np.float32)
+    got_ids, got_scores = order_ties(ids, scores)
+    assert got_ids.tolist() == [["c", "a", "b", None], ["x", "y", "z", None]]
+    assert got_scores.tolist() == [[2.0, 1.0, 1.0, -np.inf], [0.5, 0.5, 0.5, -np.inf]]
+
+
+def _tied_shards(tmp_path):
+    """3 shards of 40 documents; the last shard's documents are copies of the first's under docids that sort
+    before theirs (`a…` against `m…`), written after them: an exact tie where row order and docid order disagree."""
+    rng = np.random.default_rng(11)
+    reps = rng.standard_normal((120, 3, DIM)).astype(np.float32)
+    mask = np.ones((120, 3), bool)
+    reps[:40] *= 3  # the copied documents win the queries made of their views
+    reps[80:], ids = reps[:40], [f"m{i:03d}" for i in range(80)] + [f"a{i:03d}" for i in range(40)]
+    paths = []
+    for s in range(3):
+        info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                         shard_index=s, num_shards=3, source="corpus.jsonl")
+        w = ShardWriter(tmp_path / f"corpus.{s}.pkl", info, multi_vector=True)
+        w.add(ids[40 * s:40 * s + 40], reps[40 * s:40 * s + 40], mask[40 * s:40 * s + 40])
+        w.close()
+        paths.append(tmp_path / f"corpus.{s}.pkl")
+    q = rng.standard_normal((12, DIM)).astype(np.float32)
+    q[:4] = reps[:4, 0]  # a certain tie at the top
+    return paths, q
+
+
+@pytest.mark.parametrize("k", [1, 7, 40])
+def test_ties_break_by_docid_on_every_search_path(tmp_path, k):
+    """Equal scores were ordered by where each path found the documents: one index put the higher row first, the
+    shard merge the later shard's document, Qdrant its own order. Now every path ranks by score, then docid,
+    also where a tie straddles the cut-off at k (k=1: the tied top pair keeps its smaller docid)."""
+    from multiview_plugin.search._searcher import search_shards
+    from multiview_plugin.search.sharded import ShardedSearcher
+
+    paths, q = _tied_shards(tmp_path)
+    build_index(paths, tmp_path / "all")
+    for s, path in enumerate(paths):
+        build_index([path], tmp_path / f"shard{s}", allow_partial=True)
+    runs = {"one index": MultiVectorSearcher(tmp_path / "all").search_vectors(q, k),
+            "--shard_search": search_shards(q, paths, k),
+            "ShardedSearcher": ShardedSearcher([tmp_path / f"shard{s}" for s in (2, 0, 1)]).search_vectors(q, k)}
+    from multiview_plugin.search._qdrant import build_qdrant_index, close_embedded
+
+    for engine, module in (("client", "qdrant_client"), ("edge", "qdrant_edge")):
+        if _importable(module):
+            build_qdrant_index(paths, tmp_path / f"qdrant-{engine}", engine=engine)
+            searcher = MultiVectorSearcher(tmp_path / f"qdrant-{engine}", exact=True)
+            runs[f"Qdrant {engine}"] = searcher.search_vectors(q, k)
+    close_embedded()
+    ids, scores = runs["one index"]
+    for row_ids, row_scores in zip(ids, scores):
+        keys = list(zip((-row_scores).tolist(), row_ids.tolist()))
+        assert keys == sorted(keys)  # score descending, then docid ascending
+    # by construction: the first document is the smallest docid among those with the best score (brute force)
+    reps = np.concatenate([read_shard(p)[0].reshape(-1, 3, DIM) for p in paths])
+    names = [d.split("#")[0] for p in paths for d in read_shard(p)[1][::3]]
+    best = np.einsum("qd,nvd->qnv", q, reps).max(-1)
+    top = [sorted(n for n, b in zip(names, row) if b == row.max()) for row in best]
+    assert sum(len(t) > 1 for t in top) >= 3  # the data ties at the top
+    assert ids[:, 0].tolist() == [t[0] for t in top]
+    for name, (got_ids, got_scores) in runs.items():
+        assert got_ids.tolist() == ids.tolist(), name
+        np.testing.assert_allclose(got_scores, scores, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None

@@ -2,10 +2,14 @@
 CLI wiring (the index folder names the collection, so search needs no Qdrant flags)."""
 
 import json
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("qdrant_client")
 
@@ -248,3 +252,40 @@ def test_analysis_reads_views_from_the_collection(tmp_path):
     want = pair_view_scores(MultiVectorSearcher(tmp_path / "flat"), q, pairs)
     got = pair_view_scores(MultiVectorSearcher(tmp_path / "qd"), q, pairs)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("engine", ["client", "edge"])
+@pytest.mark.parametrize("name", ["../escaped", "a/b", "..", ".", "", "x\\y", "bad\nname", " padded"])
+def test_collection_names_that_are_not_plain_names_are_refused(tmp_path, capsys, engine, name):
+    """index: --qdrant_collection ../escaped with --qdrant_engine edge wrote the collection outside --qdrant_path."""
+    if engine == "edge":
+        pytest.importorskip("qdrant_edge")
+    docids, reps, mask = corpus(12)
+    paths = write_shards(tmp_path, docids, reps, mask, 1)
+    storage = tmp_path / "area" / "storage"
+    storage.mkdir(parents=True)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    capsys.readouterr()
+    assert index_driver.main(["--passage_reps", str(paths[0]), "--index_dir", str(tmp_path / "idx"), "--backend",
+                              "qdrant", "--qdrant_engine", engine, "--qdrant_path", str(storage),
+                              "--qdrant_collection", name]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --qdrant_collection ") and "plain collection name" in err and err.count("\n") == 1
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written anywhere
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(name=st.text(max_size=12) | st.sampled_from(["..", ".", "../x", "a/../..", "ok-name_1.v2", "c:d", "ü"]))
+def test_an_accepted_collection_name_stays_inside_its_storage_folder(name):
+    """Every name is refused in one line or names a folder directly inside the storage (edge engine, local mode);
+    the index folder's recorded ``qdrant.collection`` goes through the same check."""
+    storage = Path("/srv/storage")
+    try:
+        _qdrant.check_collection_name(name)
+    except ConfigError as err:
+        assert "\n" not in str(err) and "plain collection name" in str(err)
+        with pytest.raises(ConfigError, match="field 'qdrant.collection'"):
+            _qdrant.QdrantSettings.from_record({"collection": name, "path": "qdrant"}, "idx/multiview.json")
+        return
+    assert os.path.normpath(storage / name) == str(storage / name) and (storage / name).parent == storage
+    assert _qdrant.QdrantSettings.from_record({"collection": name, "path": "qdrant"}, "m.json").collection == name

@@ -71,7 +71,8 @@ def test_exact_top_k_matches_brute_force(tmp_path, views, k):
 def test_shard_search_breaks_ties_as_one_index(tmp_path, n_queries):
     """``--shard_search`` (search_shards) merged equal scores with the earlier shard's document first: the opposite
     of one index over the same shards (Faiss: the higher row, the later shard's, first). Now the same order, docid
-    for docid: documents 90..119 (last shard) are copies of 0..29 (first shard) under other docids."""
+    for docid, the one rule of every path (score descending, then docid ascending): documents 90..119 (last shard)
+    are copies of 0..29 (first shard) under other docids."""
     rng = np.random.default_rng(5)
     docids, reps, mask = random_corpus(rng, 120, (1, 3))
     reps[90:], mask[90:] = reps[:30], mask[:30]
@@ -85,7 +86,7 @@ def test_shard_search_breaks_ties_as_one_index(tmp_path, n_queries):
     s_ids, s_scores = search_shards(q, paths, k)
     np.testing.assert_array_equal(s_scores, scores)
     assert s_ids.tolist() == ids.tolist()
-    assert [d for d in ids[0, :2]] == ["doc90", "doc0"]  # the rule: equal scores, the later shard's first
+    assert [d for d in ids[0, :2]] == ["doc0", "doc90"]  # the rule: equal scores, docid ascending
 
 
 def test_widening_needed_for_variable_views():

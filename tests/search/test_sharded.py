@@ -4,10 +4,13 @@ included), also after an actor is killed and after a worker node is lost, or one
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
+import hypothesis
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 from multiview_plugin.driver import index as index_driver
 from multiview_plugin.driver import search as search_driver
@@ -68,13 +71,15 @@ def test_in_process_merge_equals_one_flat_index_ties_included(built, k):
     got_ids, got_scores = ShardedSearcher(dirs).search_vectors(q, k)
     np.testing.assert_array_equal(got_scores, scores)
     assert got_ids.tolist() == ids.tolist()
-    # the tie-break matters: merging with ties to the earlier shard gives another order than the single index
-    parts = [MultiVectorSearcher(d).search_vectors(q, k) for d in dirs]
-    ids_fwd = np.concatenate([p[0] for p in parts], axis=1)
-    sc_fwd = np.concatenate([p[1] for p in parts], axis=1)
-    order = np.argsort(-sc_fwd, axis=1, kind="stable")[:, :k]
-    assert np.take_along_axis(ids_fwd, order, axis=1).tolist() != ids.tolist()
+    # the tie-break matters: a merge by score alone, ties to the later shard (the old rule), gives another order
+    # than the single index; the rule (score, then docid) does not depend on the order the shards are given in
+    parts = [MultiVectorSearcher(d).search_vectors(q, k) for d in reversed(dirs)]
+    ids_rev = np.concatenate([p[0] for p in parts], axis=1)
+    sc_rev = np.concatenate([p[1] for p in parts], axis=1)
+    order = np.argsort(-sc_rev, axis=1, kind="stable")[:, :k]
+    assert np.take_along_axis(ids_rev, order, axis=1).tolist() != ids.tolist()
     assert merge_topk(parts, k)[0].tolist() == ids.tolist()
+    assert ShardedSearcher(dirs[::-1]).search_vectors(q, k)[0].tolist() == ids.tolist()
 
 
 def test_python_api_hits_equal_the_single_searcher(built):
@@ -447,3 +452,75 @@ def test_driver_hybrid_refuses_a_bm25_corpus_a_shard_was_not_encoded_from(built,
     meta_path.write_text(json.dumps(meta))
     assert search_driver.main([*common, "--bm25_corpus", str(corpus), "--output", str(tmp_path / "ok.trec")]) == 0
     assert len(run_lines(tmp_path / "ok.trec")) == 30 * 10
+
+
+@pytest.fixture(scope="module")
+def moved(tmp_path_factory):
+    """Shard indexes whose encoded shards were moved away afterwards: s0, s1, s2 (disjoint), acopy (a copy of s0)
+    and s01 (built from shards 0 and 1: it overlaps s0 and s1), with the documents' vectors for reference."""
+    root = tmp_path_factory.mktemp("moved")
+    emb = root / "emb"
+    emb.mkdir()
+    rng = np.random.default_rng(7)
+    reps = rng.standard_normal((30, 2, DIM)).astype(np.float32)
+    for s in range(3):
+        info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                         shard_index=s, num_shards=3, source="corpus.jsonl")
+        w = ShardWriter(emb / f"corpus.{s}.pkl", info, multi_vector=True)
+        w.add([f"doc{i}" for i in range(10 * s, 10 * s + 10)], reps[10 * s:10 * s + 10], np.ones((10, 2), bool))
+        w.close()
+    for name, shards in (("s0", [0]), ("s1", [1]), ("s2", [2]), ("s01", [0, 1])):
+        assert index_driver.main(["--passage_reps", str(emb / f"corpus.[{''.join(map(str, shards))}].pkl"),
+                                  "--index_dir", str(root / name), "--allow_partial"]) == 0
+    shutil.copytree(root / "s0", root / "acopy")
+    emb.rename(root / "moved-away")
+    return root, reps
+
+
+def test_an_index_listed_twice_is_refused_from_its_own_records(moved, capsys):
+    """search --index a,acopy (a copy) after the encoded shards were moved away: exit 0, every docid twice per query,
+    only a warning that the shard check could not run."""
+    root, reps = moved
+    with pytest.raises(ConfigError, match="same index"):
+        ShardedSearcher([root / "s0", root / "acopy"])
+    with pytest.raises(ConfigError, match="same index"):
+        ShardedSearcher([root / "s0", root / "s1", str(root / "s1") + "/"])  # one folder under two names
+    with pytest.raises(ConfigError, match="document 'doc1[0-9]' is in .*s1 and in .*s01"):
+        ShardedSearcher([root / "s1", root / "s01"])  # overlapping, not identical
+    q = np.random.default_rng(1).standard_normal((2, DIM)).astype(np.float32)
+    info = ShardInfo(model_name="test", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+                     is_query=True)
+    w = ShardWriter(root / "q.pkl", info, multi_vector=False)
+    w.add(["q0", "q1"], q)
+    w.close()
+    capsys.readouterr()
+    assert search_driver.main(["--index", f"{root / 's0'},{root / 'acopy'}", "--encoded_queries",
+                               str(root / "q.pkl"), "--output", str(root / "x.trec")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --index: ") and "same index" in err[0], err
+    assert not (root / "x.trec").exists()
+
+
+@hypothesis.settings(max_examples=30, deadline=None, derandomize=True, database=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(names=st.lists(st.sampled_from(["s0", "s1", "s2", "acopy", "s01"]), min_size=1, max_size=4,
+                                 unique=True))
+def test_any_index_list_is_refused_exactly_when_a_document_repeats(moved, names):
+    """An index list is searched (each document once, ranked as brute force over their union) or refused in one
+    ConfigError, and refused exactly when two of its indexes share a document."""
+    root, reps = moved
+    docs = {"s0": range(0, 10), "s1": range(10, 20), "s2": range(20, 30), "acopy": range(0, 10), "s01": range(20)}
+    held = [d for n in names for d in docs[n]]
+    try:
+        searcher = ShardedSearcher([root / n for n in names], allow_partial=True)
+    except ConfigError as err:
+        assert len(held) != len(set(held)) and "\n" not in str(err)
+        return
+    assert len(held) == len(set(held))
+    q = np.random.default_rng(2).standard_normal((3, DIM)).astype(np.float32)
+    ids, scores = searcher.search_vectors(q, len(held))
+    union = sorted(set(held))
+    best = np.einsum("qd,nvd->qnv", q, reps[union]).max(-1)
+    for row_ids, row_scores, want in zip(ids, scores, best):
+        assert sorted(row_ids.tolist()) == sorted(f"doc{i}" for i in union)
+        np.testing.assert_allclose(row_scores, np.sort(want)[::-1], rtol=1e-5, atol=1e-5)

@@ -66,3 +66,17 @@ def test_checkpoint_rotation_never_deletes_a_checkpoint_the_run_did_not_write(st
         left = {int(p.name.split("-")[1]) for p in tmp.iterdir()}
         assert {s for s, mine in steps if not mine} <= left
         assert left & own == set(sorted(own)[-limit:])
+
+
+def test_checkpoints_in_the_way_lists_only_foreign_folders_the_run_would_write(tmp_path):
+    from multiview_plugin.training.checkpoints import checkpoint_step, checkpoints_in_the_way
+
+    for n in (1, 3, 5, 9):
+        (tmp_path / f"checkpoint-{n}").mkdir()
+    (tmp_path / "checkpoint-x").mkdir()
+    mine = {tmp_path / "checkpoint-3"}
+    found = checkpoints_in_the_way(tmp_path, after_step=1, until_step=5, is_this_runs=lambda p: p in mine)
+    assert found == [tmp_path / "checkpoint-5"]  # 1: before the resumed step; 3: its own; 9: past max_steps
+    assert checkpoints_in_the_way(tmp_path, 0, None, lambda p: False) == sorted(
+        tmp_path / f"checkpoint-{n}" for n in (1, 3, 5, 9))
+    assert checkpoint_step("a/checkpoint-12") == 12 and checkpoint_step("checkpoint-") is None
