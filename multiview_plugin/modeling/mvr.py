@@ -33,6 +33,12 @@ view-level loss sits at its symmetric value and nothing pushes the views apart. 
   (:func:`segment_mask`); 'kmeans', R_i = cluster i of a spherical k-means of the token states
   (:func:`kmeans_members`). The score stays max_i <q, v_i>, so a query about one sentence can match that
   sentence's view from the first step; a passage is still k vectors.
+* ``mvr_views='region'`` is the name of the residual form with a region ``mvr_view_init`` (it requires one):
+  "segment views + MVR viewers" with 'segments', view i = normalise(mean of segment i's token states + g_i · h(VIE_i)),
+  g_i = 0 at step 0 — region pooling with a gated viewer residual, not the paper's MVR (``'paper'`` stays the
+  reference). It computes exactly what ``'residual'`` with the same ``mvr_view_init`` computes, so models saved
+  that way load and score as before. ``mvr_viewers='off'`` (region only) is its ablation: no viewer tokens, no
+  gates, view i = normalise(mean of region i) — what the viewers add is the difference.
 * ``mvr_init_from`` starts the backbone and tokenizer from a saved model (a staged start: a trained dcsr-mean
   model, or a dpr ``--pooling cls`` model for the paper form) before the viewer tokens are added.
 * ``mvr_diversity_weight`` w adds w · L_div, L_div = mean over passages of (1/(k(k−1))) Σ_{i≠j} cos(v_i, v_j)
@@ -69,7 +75,10 @@ from multiview_plugin.registry import register_encoder
 logger = logging.getLogger(__name__)
 
 QUERY_VIEWER = "[VIE]"
-VIEW_FORMS = ("paper", "residual")
+VIEW_FORMS = ("paper", "residual", "region")
+RESIDUAL_FORMS = ("residual", "region")  # text encoded as dpr encodes it, read-only viewers, gated residual views
+REGION_INITS = ("sentences", "segments", "kmeans")
+VIEWERS = ("on", "off")
 VIEWER_SCOPES = ("full", "segments")
 VIEW_INITS = ("none", "sentences", "segments", "kmeans")
 KMEANS_ITERATIONS = 5
@@ -107,8 +116,18 @@ class MvrOptions(MethodOptions):
         "exactly as dpr encodes it (the viewers are appended as read-only tokens: they attend to the text, "
         "the text does not attend to them), and view i = pool(text) + g_i * h(viewer i) with a learned gate "
         "g_i that starts at 0, so an untrained model scores exactly like dpr with the same --pooling; "
-        "queries are pooled like dpr's.",
+        "queries are pooled like dpr's. 'region': the residual form with region bases, named for what it "
+        "computes (needs --mvr_view_init segments, sentences or kmeans; with segments: 'segment views + MVR "
+        "viewers', view i = normalise(mean of segment i + g_i * h(viewer i))): region pooling with a gated viewer "
+        "residual, not the paper's MVR; the same model as 'residual' with that --mvr_view_init.",
         choices=VIEW_FORMS)
+    viewers: str = option(
+        "on",
+        "MVR --mvr_views region: 'on' (default): view i = normalise(b_i + g_i * h(viewer i)), the region mean "
+        "plus the gated viewer residual. 'off': the ablation without viewers: no viewer tokens are read and no "
+        "gates exist, view i = normalise(b_i), the mean of region i's text token states (what the viewers add "
+        "is the difference between the two).",
+        choices=VIEWERS)
     gate_learning_rate: float | None = option(
         None,
         "MVR --mvr_views residual: learning rate of the view gates g_i (default 1e-3: at the "
@@ -185,17 +204,18 @@ class ViewerFormatter(InputFormatter):
     """
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, num_views: int = 8, viewer_positions: str = "shared",
-                 views: str = "paper", sentence_spans: bool = False, **kwargs: Any):
+                 views: str = "paper", sentence_spans: bool = False, viewers: str = "on", **kwargs: Any):
         super().__init__(tokenizer, **kwargs)
         self.num_views = num_views
         self.viewer_positions = viewer_positions
         self.views = views
+        self.viewers = viewers  # 'off' (--mvr_viewers off): residual passages carry no viewer tokens
         self.sentence_spans = sentence_spans  # residual passages also carry their sentences' token spans
         ids = token_ids(tokenizer, [QUERY_VIEWER, *viewer_tokens(num_views)], "mvr")
         self.query_viewer_id, self.viewer_ids = ids[0], ids[1:]
 
     def queries(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
-        if self.views == "residual":  # queries exactly as dpr's
+        if self.views in RESIDUAL_FORMS:  # queries exactly as dpr's
             return super().queries(texts)
         end = self.end_token_id()
         body = self.tokenize_plain([self.query_prefix + t for t in texts], self.query_max_len - 2)
@@ -203,7 +223,7 @@ class ViewerFormatter(InputFormatter):
         return self.assemble(seqs, [list(range(len(s))) for s in seqs])
 
     def passages(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
-        if self.views == "residual":
+        if self.views in RESIDUAL_FORMS:
             return self.residual_passages(texts)
         end = self.end_token_id()
         body = self.tokenize_plain([self.passage_prefix + t for t in texts], self.passage_max_len - 2)
@@ -217,11 +237,12 @@ class ViewerFormatter(InputFormatter):
 
     def residual_passages(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         """dpr's passage batch (B, L) with the k viewer tokens appended after the padding, (B, L + k):
-        positions 1..k, attention-mask 1; ``num_text_tokens`` = L tells the model where the viewers start."""
+        positions 1..k, attention-mask 1; ``num_text_tokens`` = L tells the model where the viewers start. With
+        ``viewers='off'`` nothing is appended (k = 0): dpr's passage batch, plus ``num_text_tokens``."""
         batch = super().passages(texts)
-        size, k = batch["input_ids"].shape[0], self.num_views
+        size, k = batch["input_ids"].shape[0], (self.num_views if self.viewers == "on" else 0)
         text_len = batch["input_ids"].shape[1]
-        viewers = torch.tensor(self.viewer_ids, dtype=torch.long).expand(size, k)
+        viewers = torch.tensor(self.viewer_ids[:k], dtype=torch.long).expand(size, k)
         out = {"input_ids": torch.cat([batch["input_ids"], viewers], 1),
                "attention_mask": torch.cat([batch["attention_mask"], torch.ones(size, k, dtype=torch.long)], 1),
                "position_ids": torch.cat([torch.arange(text_len).expand(size, text_len),
@@ -382,7 +403,7 @@ class MvrEncoder(MultiViewEncoder):
     def formatter_options(cls, config: EncoderConfig) -> dict[str, Any]:
         opts: MvrOptions = config.options
         return {"num_views": opts.num_views, "viewer_positions": opts.viewer_positions, "views": opts.views,
-                "sentence_spans": opts.view_init == "sentences"}
+                "sentence_spans": opts.view_init == "sentences", "viewers": opts.viewers}
 
     @classmethod
     def annealing(cls, config: EncoderConfig) -> tuple[float, float]:
@@ -403,7 +424,7 @@ class MvrEncoder(MultiViewEncoder):
         views = opts.views
         if views not in VIEW_FORMS:
             raise ConfigError(f"--mvr_views must be one of {', '.join(VIEW_FORMS)}, got {views!r}")
-        if views == "residual":
+        if views in RESIDUAL_FORMS:
             if config.pooling not in ("cls", "mean"):
                 raise ConfigError(f"--mvr_views residual pools the text with --pooling 'cls' or 'mean', "
                                   f"got {config.pooling!r}")
@@ -411,12 +432,27 @@ class MvrEncoder(MultiViewEncoder):
                 raise ConfigError("--mvr_viewer_positions has no effect with --mvr_views residual (its read-only "
                                   "viewers take positions 1..k): leave it out")
         elif opts.gate_learning_rate is not None:
-            raise ConfigError("--mvr_gate_learning_rate applies to --mvr_views residual only")
+            raise ConfigError("--mvr_gate_learning_rate applies to --mvr_views residual or region only")
+        if views == "region" and opts.view_init not in REGION_INITS:
+            raise ConfigError(f"--mvr_views region needs --mvr_view_init {' or '.join(REGION_INITS)} (the regions "
+                              f"whose means are the views), got {opts.view_init!r}")
+        if opts.viewers not in VIEWERS:
+            raise ConfigError(f"--mvr_viewers must be one of {', '.join(VIEWERS)}, got {opts.viewers!r}")
+        if opts.viewers == "off":
+            if views != "region":
+                raise ConfigError(f"--mvr_viewers off is the viewers-off ablation of --mvr_views region (got "
+                                  f"--mvr_views {views}): leave it out")
+            needless = [flag for flag, used in (("--mvr_gate_learning_rate", opts.gate_learning_rate is not None),
+                                                ("--mvr_viewer_scope", opts.viewer_scope != "full"))
+                        if used]
+            if needless:
+                raise ConfigError(f"{' and '.join(needless)}: no viewers or gates with --mvr_viewers off: "
+                                  "leave it out")
         if opts.viewer_scope not in VIEWER_SCOPES:
             raise ConfigError(f"--mvr_viewer_scope must be one of {', '.join(VIEWER_SCOPES)}, "
                               f"got {opts.viewer_scope!r}")
-        if opts.viewer_scope != "full" and views != "residual":
-            raise ConfigError(f"--mvr_viewer_scope {opts.viewer_scope} applies to --mvr_views residual only "
+        if opts.viewer_scope != "full" and views not in RESIDUAL_FORMS:
+            raise ConfigError(f"--mvr_viewer_scope {opts.viewer_scope} applies to --mvr_views residual or region only "
                               f"(the paper's viewers are ordinary tokens of the sequence): leave it out")
         if not opts.balance_weight >= 0:
             raise ConfigError(f"--mvr_balance_weight must be >= 0, got {opts.balance_weight}")
@@ -426,14 +462,15 @@ class MvrEncoder(MultiViewEncoder):
         distill = opts.sentence_distill_weight
         if not (math.isfinite(distill) and distill >= 0):
             raise ConfigError(f"--mvr_sentence_distill_weight must be a finite number >= 0, got {distill}")
-        if distill and views != "residual":
-            raise ConfigError(f"--mvr_sentence_distill_weight {distill} applies to --mvr_views residual only (it "
-                              f"distils the residual views toward the passage's sentence vectors): leave it out")
+        if distill and views not in RESIDUAL_FORMS:
+            raise ConfigError(f"--mvr_sentence_distill_weight {distill} applies to --mvr_views residual or region "
+                              f"only (it distils the residual views toward the passage's sentence vectors): leave it "
+                              "out")
         if opts.view_init not in VIEW_INITS:
             raise ConfigError(f"--mvr_view_init must be one of {', '.join(VIEW_INITS)}, got {opts.view_init!r}")
-        if opts.view_init != "none" and views != "residual":
-            raise ConfigError(f"--mvr_view_init {opts.view_init} applies to --mvr_views residual only (it sets the "
-                              f"residual views' bases; the paper's views are viewer states): leave it out")
+        if opts.view_init != "none" and views not in RESIDUAL_FORMS:
+            raise ConfigError(f"--mvr_view_init {opts.view_init} applies to --mvr_views residual or region only "
+                              f"(it sets the residual views' bases; the paper's views are viewer states): leave it out")
         diversity = opts.diversity_weight
         if not (math.isfinite(diversity) and diversity >= 0):
             raise ConfigError(f"--mvr_diversity_weight must be a finite number >= 0, got {diversity}")
@@ -528,7 +565,7 @@ class MvrEncoder(MultiViewEncoder):
     def __init__(self, config: EncoderConfig, *args: Any, **kwargs: Any):
         super().__init__(config, *args, **kwargs)
         k = self.options.num_views
-        if self.options.views == "residual":
+        if self.residual and self.viewers_on:
             self.view_gates = nn.Parameter(torch.zeros(k))
         limit = getattr(self.p_encoder.config, "max_position_embeddings", None)
         if self.options.viewer_positions == "distinct" and limit is not None:
@@ -539,10 +576,16 @@ class MvrEncoder(MultiViewEncoder):
 
     @property
     def residual(self) -> bool:
-        return self.options.views == "residual"
+        """The dpr-encoded text with region or pooled bases (``--mvr_views residual`` or ``region``)."""
+        return self.options.views in RESIDUAL_FORMS
+
+    @property
+    def viewers_on(self) -> bool:
+        """False for the viewers-off ablation (``--mvr_viewers off``): views are the bases alone, no gates."""
+        return self.options.viewers == "on"
 
     def learning_rate_overrides(self) -> dict[str, float]:
-        if not self.residual:
+        if not (self.residual and self.viewers_on):
             return {}
         lr = self.options.gate_learning_rate
         return {"view_gates": DEFAULT_GATE_LEARNING_RATE if lr is None else lr}
@@ -567,6 +610,9 @@ class MvrEncoder(MultiViewEncoder):
         spans = [batch.pop(key, None) for key in SENTENCE_SPAN_KEYS]
         num_text = int(batch.pop("num_text_tokens"))
         text_mask = batch["attention_mask"][:, :num_text]
+        if not self.viewers_on:  # the batch is dpr's text alone; the views are the region means
+            text_hidden = self._last_hidden(self.p_encoder, batch)
+            return self._finish(self.view_bases(text_hidden, text_mask, *spans)), text_hidden
         dtype = self.p_encoder.dtype
         batch["attention_mask"] = read_only_viewer_mask(batch["attention_mask"], num_text, dtype,
                                                         self.options.viewer_scope)

@@ -27,6 +27,13 @@ SYSTEMS = {
     # MVR for mean-pooled backbones: dpr's mean-pooled text + gated read-only viewers (starts exactly as dpr)
     "mvr-residual": ("mvr", ["--mvr_views", "residual", "--pooling", "mean", "--mvr_num_views", "8",
                              "--temperature_schedule", "fixed", *COSINE], True),
+    # the residual form with segment-mean bases: view i = normalise(mean of segment i + g_i * h(viewer i)), and
+    # its ablation without viewers (view i = normalise(mean of segment i)): what the viewers add
+    "segment-views-mvr-viewers": ("mvr", ["--mvr_views", "region", "--mvr_view_init", "segments", "--pooling", "mean",
+                                          "--mvr_num_views", "8", "--temperature_schedule", "fixed", *COSINE], True),
+    "segment-views-viewers-off": ("mvr", ["--mvr_views", "region", "--mvr_view_init", "segments", "--mvr_viewers",
+                                          "off", "--pooling", "mean", "--mvr_num_views", "8",
+                                          "--temperature_schedule", "fixed", *COSINE], True),
     # MLR on a 6-layer MiniLM: layers 6,5 (BERT-base's 12,10 scaled), last layer first
     "mlr-sc": ("mlr", ["--mlr_pooling", "self_contrastive", "--mlr_layers", "6,5", *COSINE], True),
     "mlr-max": ("mlr", ["--mlr_pooling", "max", "--mlr_layers", "6,5", *COSINE], True),

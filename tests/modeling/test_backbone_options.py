@@ -112,7 +112,7 @@ def test_residual_options_are_validated(tiny_bert, capsys):
         get_encoder_class("mvr").validate_config(EncoderConfig("mvr", "x", options={"mvr_views": "nope"}))
     with pytest.raises(ConfigError, match="no effect with --mvr_views residual"):
         build("mvr", tiny_bert, "--mvr_views", "residual", "--mvr_viewer_positions", "distinct")
-    with pytest.raises(ConfigError, match="residual only"):
+    with pytest.raises(ConfigError, match="residual or region only"):
         build("mvr", tiny_bert, "--mvr_gate_learning_rate", "0.01")
 
 

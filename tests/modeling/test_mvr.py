@@ -349,7 +349,8 @@ def test_viewer_scope_round_trips(tiny_bert, tmp_path):
 def test_viewer_scope_is_validated_in_one_line(tiny_bert):
     from multiview_plugin.arguments import refuse_foreign_options
 
-    with pytest.raises(ConfigError, match="--mvr_viewer_scope segments applies to --mvr_views residual only") as err:
+    with pytest.raises(ConfigError, match="--mvr_viewer_scope segments applies to --mvr_views residual or region "
+                                          "only") as err:
         build("mvr", tiny_bert, mvr_viewer_scope="segments")  # the paper's views
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="--mvr_viewer_scope must be one of full, segments, got 'halves'"):
@@ -495,7 +496,8 @@ def test_sentence_distill_weight_round_trips_and_is_validated(tiny_bert, tmp_pat
         with pytest.raises(ConfigError, match="--mvr_sentence_distill_weight must be a finite number >= 0") as err:
             residual(tiny_bert, mvr_sentence_distill_weight=bad)
         assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="--mvr_sentence_distill_weight 0.1 applies to --mvr_views residual only"
+    with pytest.raises(ConfigError, match="--mvr_sentence_distill_weight 0.1 applies to --mvr_views residual or "
+                       "region only"
                        ) as err:
         build("mvr", tiny_bert, mvr_sentence_distill_weight=0.1)  # the paper's views
     assert "\n" not in str(err.value)
@@ -657,13 +659,99 @@ def test_view_init_round_trips_and_is_validated(tiny_bert, tmp_path):
     with pytest.raises(ConfigError, match="--mvr_view_init must be one of none, sentences, segments, kmeans, "
                                           "got 'random'"):
         residual(tiny_bert, mvr_view_init="random")
-    with pytest.raises(ConfigError, match="--mvr_view_init segments applies to --mvr_views residual only") as err:
+    with pytest.raises(ConfigError, match="--mvr_view_init segments applies to --mvr_views residual or region "
+                                          "only") as err:
         build("mvr", tiny_bert, mvr_view_init="segments")  # the paper's views
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="--mvr_view_init belongs to mvr, not --model_name dpr"):
         refuse_foreign_options(["--model_name", "dpr", "--mvr_view_init", "sentences"], "dpr")
     with pytest.raises(ConfigError, match="--mvr_view_init belongs to mvr, not --model_name dcsr"):
         refuse_foreign_options(["--model_name", "dcsr", "--mvr_view_init=kmeans"], "dcsr")
+
+
+# ------------------------ segment views + MVR viewers (--mvr_views region) and its viewers-off ablation (issue 37)
+def region(backbone, **kwargs):
+    kwargs.setdefault("mvr_view_init", "segments")
+    return build("mvr", backbone, mvr_views="region", pooling="mean", normalize=True, **kwargs).eval()
+
+
+def test_region_form_computes_exactly_what_residual_with_a_region_init_computed(tiny_bert):
+    """Old saved models (--mvr_views residual --mvr_view_init segments) and the named form are the same model."""
+    named = region(tiny_bert, mvr_num_views=3)
+    old = residual(tiny_bert, mvr_num_views=3, normalize=True, mvr_view_init="segments")
+    old.load_state_dict(named.state_dict())
+    with torch.no_grad():
+        named.view_gates.fill_(0.3)
+        old.view_gates.fill_(0.3)
+        batch = named.formatter.passages(SENTENCE_TEXTS)
+        torch.testing.assert_close(named.encode_passage(batch)[0], old.encode_passage(batch)[0])
+    assert named.options.viewers == "on" and old.options.viewers == "on"
+
+
+def test_viewers_off_views_are_exactly_the_region_means_and_there_are_no_gates(tiny_bert):
+    from multiview_plugin.modeling.mvr import segment_mask
+
+    k = 3
+    off = region(tiny_bert, mvr_num_views=k, mvr_viewers="off")
+    on = region(tiny_bert, mvr_num_views=k)
+    assert not hasattr(off, "view_gates") and "view_gates" not in dict(off.named_parameters())
+    assert off.learning_rate_overrides() == {}
+    batch = off.formatter.passages(SENTENCE_TEXTS)
+    dpr_batch = build("dpr", tiny_bert, pooling="mean").formatter.passages(SENTENCE_TEXTS)
+    assert torch.equal(batch["input_ids"], dpr_batch["input_ids"])  # no viewer tokens read
+    with torch.no_grad():
+        views, _ = off.encode_passage(batch)
+        text_states = off.p_encoder(input_ids=dpr_batch["input_ids"],
+                                    attention_mask=dpr_batch["attention_mask"]).last_hidden_state
+        on.load_state_dict(off.state_dict(), strict=False)
+        on.view_gates.fill_(0.5)
+        with_viewers, _ = on.encode_passage(on.formatter.passages(SENTENCE_TEXTS))
+    members = segment_mask(dpr_batch["attention_mask"].bool(), k)
+    for b in range(len(SENTENCE_TEXTS)):
+        for i in range(k):
+            expected = off._finish(text_states[b, members[b, i]].mean(0))
+            torch.testing.assert_close(views[b, i], expected, atol=1e-6, rtol=0)
+    assert (with_viewers - views).abs().amax() > 1e-3  # the viewers (gates open) move the views; off never does
+
+
+def test_viewers_off_trains_only_the_backbone(tiny_bert):
+    off = region(tiny_bert, mvr_num_views=2, mvr_viewers="off").train()
+    off(**distill_batch(off)).loss.backward()
+    grads = {n for n, p in off.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert grads and not any("gate" in n for n in grads)
+    assert all(n != "view_gates" for n, _ in off.named_parameters())
+
+
+def test_viewers_off_round_trips_and_is_refused_elsewhere(tiny_bert, tmp_path):
+    off = region(tiny_bert, mvr_num_views=2, mvr_viewers="off")
+    with torch.no_grad():
+        views = off.encode_passage(off.formatter.passages(SENTENCE_TEXTS))[0]
+    off.save(tmp_path / "m")
+    options = json.loads((tmp_path / "m" / "multiview_config.json").read_text())["options"]
+    assert options["mvr_viewers"] == "off" and options["mvr_views"] == "region"
+    loaded = load_encoder(tmp_path / "m").eval()
+    assert loaded.options.viewers == "off" and not hasattr(loaded, "view_gates")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.encode_passage(loaded.formatter.passages(SENTENCE_TEXTS))[0], views,
+                                   atol=1e-6, rtol=0)
+    on = region(tiny_bert, mvr_num_views=2)
+    on.save(tmp_path / "on")
+    assert load_encoder(tmp_path / "on").options.viewers == "on"
+    refusals = [
+        (dict(mvr_views="residual", mvr_viewers="off"), "--mvr_viewers off is the viewers-off ablation of "
+                                                        "--mvr_views region"),
+        (dict(mvr_viewers="off"), "--mvr_viewers off is the viewers-off ablation"),  # the paper's form
+        (dict(mvr_views="region", mvr_view_init="none"), "--mvr_views region needs --mvr_view_init"),
+        (dict(mvr_views="region"), "--mvr_views region needs --mvr_view_init"),
+        (dict(mvr_views="region", mvr_view_init="segments", mvr_viewers="maybe"), "--mvr_viewers must be one of"),
+        (dict(mvr_views="region", mvr_view_init="segments", mvr_viewers="off", mvr_gate_learning_rate=0.01),
+         "--mvr_gate_learning_rate: no viewers or gates"),
+    ]
+    for flags, message in refusals:
+        kwargs = {"pooling": "mean", **flags}
+        with pytest.raises(ConfigError, match=message) as err:
+            build("mvr", tiny_bert, **kwargs)
+        assert "\n" not in str(err.value)
 
 
 # ------------------------------------------------- a diversity term between a passage's views (issue 32)

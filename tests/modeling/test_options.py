@@ -72,7 +72,8 @@ def test_config_holds_typed_options_and_saves_flag_names(tiny_bert, tmp_path):
     model.save(tmp_path / "m")
     saved = json.loads((tmp_path / "m" / "multiview_config.json").read_text())["options"]
     assert saved == {"mvr_num_views": 3, "mvr_lambda": 0.2, "mvr_alpha": 0.1, "mvr_min_temperature": 0.3,
-                     "mvr_viewer_init": "random", "mvr_views": "paper", "mvr_gate_learning_rate": None,
+                     "mvr_viewer_init": "random", "mvr_views": "paper", "mvr_viewers": "on",
+                     "mvr_gate_learning_rate": None,
                      "mvr_viewer_positions": "shared", "mvr_balance_weight": 0.0,
                      "mvr_viewer_scope": "full", "mvr_sentence_distill_weight": 0.0, "mvr_view_init": "none",
                      "mvr_init_from": None, "mvr_diversity_weight": 0.0}
