@@ -1,0 +1,293 @@
+"""Run every command block of README.md and docs/*.md as written (CI: .ci/run; the variables: docs/docs-ci.md).
+
+    python tools/doc_blocks.py                      # every page; exit 1 names each failing page:line
+    python tools/doc_blocks.py --page docs/scaling.md --page README.md
+    python tools/doc_blocks.py --list               # the blocks, page:line, and which are skipped and why
+
+A block is a fenced ```bash / ```sh / ```shell / ```console (its ``$ `` lines) or ```python block. The blocks of one
+page run in order in one scratch working copy of this checkout (its tracked and untracked, not ignored files), so a
+page's later blocks see what its earlier ones wrote; each page gets a fresh copy, removed afterwards (--keep keeps
+it). Bash blocks run under ``set -euo pipefail`` and pass their exported variables on to the page's next blocks.
+A python block whose first line is a comment naming a ``.py`` file of the repository (``# pkg/mod.py ...``) is
+source a reader adds to that file: it is appended to it (created if missing) and compiled; any other python block
+is run with ``python``.
+
+The environment is a tiny scale of the documented one: ``$DATA`` is a folder of tiny fixture data in the documented
+layout (``squad/dev-v1.1.json``: 48 generated articles; ``beir/scifact/``: a generated BEIR folder) and
+``$BACKBONE`` a tiny random BERT (2 layers, 32 dims), both made here in a temporary folder; pages read them where
+they train or read data. ``--data DIR`` / ``--backbone NAME`` use real ones instead.
+
+A block is skipped only when the line right above its fence is ``<!-- docs-ci: skip REASON -->``; the run prints it
+as ``SKIPPED page:line: REASON``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGES = {"bash": "bash", "sh": "bash", "shell": "bash", "console": "console", "python": "python"}
+FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
+SKIP = re.compile(r"^\s*<!--\s*docs-ci:\s*skip\s+(?P<reason>.+?)\s*-->\s*$")
+SOURCE_FILE = re.compile(r"^#\s*(?P<path>[\w./-]+\.py)\b")
+TAIL_LINES = 40
+WORDS = ("the a of in on and to is was who what when where which how city river king queen capital built founded "
+         "wrote book play music war science water fire earth moon sun star planet north south east west people "
+         "language red green blue large small old new first last").split()
+
+
+@dataclass
+class Block:
+    """One command block: its page (relative to the root), the line of its first content line, its language
+    (bash, console or python), its text (dedented to the fence) and, when marked, why it is skipped."""
+
+    page: str
+    line: int
+    lang: str
+    text: str
+    skip: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+    @property
+    def first_line(self) -> str:
+        return next((s.strip() for s in self.text.splitlines() if s.strip()), "")
+
+
+def parse_blocks(text: str, page: str) -> list[Block]:
+    """The command blocks of a Markdown page, in order (other fenced blocks are output or listings: not run)."""
+    lines = text.splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        fence, indent = match["fence"], len(match["indent"])
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence)
+                    and not lines[j].strip().strip(fence[0])), len(lines))
+        lang = LANGUAGES.get(match["lang"].lower())
+        if lang:
+            body = [s[indent:] if s[:indent].isspace() else s.lstrip() for s in lines[i + 1:end]]
+            above = next((s for s in reversed(lines[:i]) if s.strip()), "")
+            skip = SKIP.match(above)
+            blocks.append(Block(page, i + 2, lang, "\n".join(body) + "\n", skip["reason"] if skip else None))
+        i = end + 1
+    return blocks
+
+
+def pages(root: Path = ROOT) -> list[str]:
+    """README.md and docs/*.md, relative to ``root``."""
+    found = ([root / "README.md"] if (root / "README.md").is_file() else []) + sorted((root / "docs").glob("*.md"))
+    return [p.relative_to(root).as_posix() for p in found]
+
+
+def console_commands(text: str) -> str:
+    """The commands of a console transcript: its ``$ `` lines (continuation lines after a trailing backslash)."""
+    out, continued = [], False
+    for line in text.splitlines():
+        if line.startswith("$ ") or continued:
+            out.append(line[2:] if line.startswith("$ ") and not continued else line)
+            continued = line.rstrip().endswith("\\")
+    return "\n".join(out) + "\n"
+
+
+def copy_checkout(root: Path, dest: Path) -> None:
+    """The tracked and untracked, not ignored files of ``root`` (a git checkout; else the whole folder)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=root, check=True,
+                                capture_output=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        shutil.copytree(root, dest, dirs_exist_ok=True)
+        return
+    for name in filter(None, listed):
+        source = root / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+def sentence(rng, subject: str, n: int = 6) -> str:
+    return f"{subject} " + " ".join(rng.choice(WORDS, n)) + "."
+
+
+def tiny_squad(path: Path, articles: int = 48, seed: int = 0) -> None:
+    """A SQuAD v1.1-format file of ``articles`` generated articles (two paragraphs, two questions each): the
+    converter's default split (train 0-31, eval 32-47) and the quickstart's dev groups find their articles."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    data = []
+    for a in range(articles):
+        paragraphs = []
+        for p in range(2):
+            facts = [f"entity{a}x{p}x{k}" for k in range(3)]
+            context = " ".join(sentence(rng, fact) for fact in facts)
+            qas = [{"id": f"q{a}_{p}_{k}", "question": f"which {' '.join(rng.choice(WORDS, 3))} is {facts[k]}?",
+                    "answers": [{"text": facts[k], "answer_start": context.index(facts[k])}]} for k in range(2)]
+            paragraphs.append({"context": context, "qas": qas})
+        data.append({"title": f"Article_{a}", "paragraphs": paragraphs})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": "1.1", "data": data}))
+
+
+def tiny_beir(folder: Path, docs: int = 120, queries: int = 240, seed: int = 0) -> None:
+    """A BEIR folder (corpus.jsonl, queries.jsonl, qrels/train.tsv and test.tsv) of generated documents."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w") as f:
+        for d in range(docs):
+            text = " ".join(sentence(rng, f"claim{d}") for _ in range(3))
+            f.write(json.dumps({"_id": f"d{d}", "title": f"Paper {d}", "text": text}) + "\n")
+    with open(folder / "queries.jsonl", "w") as f:
+        for q in range(queries):
+            f.write(json.dumps({"_id": f"q{q}", "text": f"is claim{q % docs} {' '.join(rng.choice(WORDS, 3))}?"})
+                    + "\n")
+    for split, ids in (("train", range(0, queries - 40)), ("test", range(queries - 40, queries))):
+        lines = ["query-id\tcorpus-id\tscore"] + [f"q{q}\td{q % docs}\t1" for q in ids]
+        (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+
+
+def tiny_bert(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """A random BERT (2 layers, 32 dims, 512 positions) with a WordPiece vocabulary of common words and characters:
+    nothing is downloaded."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *"abcdefghijklmnopqrstuvwxyz0123456789.,?'"]
+    vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(str(folder / "vocab.txt")).save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=2 * hidden, max_position_embeddings=512)
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+def prepare(work: Path, data: str | None, backbone: str | None) -> dict[str, str]:
+    """The documented variables, pointing at tiny fixtures made under ``work`` unless given."""
+    if data is None:
+        tiny_squad(work / "data" / "squad" / "dev-v1.1.json")
+        tiny_beir(work / "data" / "beir" / "scifact")
+    return {"DATA": data or str(work / "data"), "BACKBONE": backbone or str(tiny_bert(work / "tiny-bert"))}
+
+
+def block_command(block: Block, clone: Path, state: Path, work: Path) -> list[str]:
+    """The process that runs ``block`` in ``clone`` (bash: with the page's exported variables from ``state``)."""
+    if block.lang == "python":
+        source = SOURCE_FILE.match(block.text)
+        if source:
+            target = clone / source["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "a") as f:
+                f.write(block.text)
+            return [sys.executable, "-m", "py_compile", str(target)]
+        script = work / f"block-{block.line}.py"
+        script.write_text(block.text)
+        return [sys.executable, str(script)]
+    text = console_commands(block.text) if block.lang == "console" else block.text
+    prelude = (f'[ -f "{state}" ] && . "{state}"\n'
+               f"trap 'export -p > \"{state}\"' EXIT\nset -euo pipefail\n")
+    return ["bash", "-c", prelude + text]
+
+
+def run_block(block: Block, clone: Path, env: dict[str, str], work: Path, timeout: float) -> tuple[bool, str]:
+    """Runs one block; (passed, its combined output)."""
+    command = block_command(block, clone, work / "exports.sh", work)
+    try:
+        done = subprocess.run(command, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return False, f"{out}\n(timed out after {timeout:.0f} s)"
+    return done.returncode == 0, done.stdout + ("" if done.returncode == 0 else f"\n(exit status {done.returncode})")
+
+
+def tail(text: str, n: int = TAIL_LINES) -> str:
+    return "\n".join("    " + s for s in text.rstrip().splitlines()[-n:])
+
+
+def run_page(page: str, root: Path, variables: dict[str, str], args: argparse.Namespace) -> list[str]:
+    """Runs a page's blocks in order in a fresh scratch copy; the failures as messages (the first failure ends
+    the page: its later blocks build on it)."""
+    blocks = parse_blocks((root / page).read_text(), page)
+    if not blocks:
+        return []
+    work = Path(tempfile.mkdtemp(prefix=f"doc-blocks-{os.getpid()}-"))
+    clone = work / "clone"
+    clone.mkdir()
+    try:
+        copy_checkout(root, clone)
+        env = {**os.environ, **variables, "PYTHONPATH": str(clone), "HF_HUB_OFFLINE": "1",
+               "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
+        for block in blocks:
+            if block.skip:
+                print(f"SKIPPED {block.where}: {block.skip}", flush=True)
+                continue
+            print(f"RUN {block.where}: {block.first_line}", flush=True)
+            passed, output = run_block(block, clone, env, work, args.timeout)
+            if args.verbose:
+                print(tail(output, 10**6), flush=True)
+            if not passed:
+                message = f"FAILED {block.where} (block starting `{block.first_line}`):\n{tail(output)}"
+                print(message, flush=True)
+                return [message]
+        return []
+    finally:
+        if args.keep:
+            print(f"kept the scratch copy of {page}: {clone}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--page", action="append", help="a page to run (repeatable; default: README.md, docs/*.md)")
+    parser.add_argument("--list", action="store_true", help="list the blocks and the skipped ones; run nothing")
+    parser.add_argument("--data", help="$DATA: a real data folder instead of the tiny fixtures")
+    parser.add_argument("--backbone", help="$BACKBONE: a model name or folder instead of the tiny random BERT")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds one block may run (default 600)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch copies (their paths are printed)")
+    parser.add_argument("--verbose", action="store_true", help="print every block's output")
+    args = parser.parse_args(argv)
+    chosen = args.page or pages(root)
+    missing = [p for p in chosen if not (root / p).is_file()]
+    if missing:
+        print(f"doc_blocks: no such page: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if args.list:
+        for page in chosen:
+            for b in parse_blocks((root / page).read_text(), page):
+                print(f"{b.where}\t{b.lang}\t" + (f"SKIPPED: {b.skip}" if b.skip else b.first_line))
+        return 0
+    fixtures = Path(tempfile.mkdtemp(prefix=f"doc-blocks-fixtures-{os.getpid()}-"))
+    try:
+        variables = prepare(fixtures, args.data, args.backbone)
+        failures = [m for page in chosen for m in run_page(page, root, variables, args)]
+    finally:
+        shutil.rmtree(fixtures, ignore_errors=True)
+    if failures:
+        print(f"\n{len(failures)} page(s) failed:\n" + "\n".join(failures), file=sys.stderr)
+        return 1
+    print(f"doc blocks: every block of {len(chosen)} page(s) passed or is marked skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
