@@ -14,8 +14,9 @@ is run with ``python``.
 
 The environment is a tiny scale of the documented one: ``$DATA`` is a folder of tiny fixture data in the documented
 layout (``squad/dev-v1.1.json``: 48 generated articles; ``beir/scifact/``: a generated BEIR folder) and
-``$BACKBONE`` a tiny random BERT (2 layers, 32 dims), both made here in a temporary folder; pages read them where
-they train or read data. ``--data DIR`` / ``--backbone NAME`` use real ones instead.
+``$BACKBONE`` a tiny random BERT (12 layers, 32 dims) and ``$DOC2QUERY`` a tiny random T5, all made here in a
+temporary folder; pages read them where they train or read data. ``--data DIR`` / ``--backbone NAME`` /
+``--doc2query NAME`` use real ones instead.
 
 A block is skipped only when the line right above its fence is ``<!-- docs-ci: skip REASON -->``; the run prints it
 as ``SKIPPED page:line: REASON``.
@@ -28,9 +29,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +82,7 @@ def parse_blocks(text: str, page: str) -> list[Block]:
                     and not lines[j].strip().strip(fence[0])), len(lines))
         lang = LANGUAGES.get(match["lang"].lower())
         if lang:
-            body = [s[indent:] if s[:indent].isspace() else s.lstrip() for s in lines[i + 1:end]]
+            body = [s[indent:] if not s[:indent].strip() else s.lstrip() for s in lines[i + 1:end]]
             above = next((s for s in reversed(lines[:i]) if s.strip()), "")
             skip = SKIP.match(above)
             blocks.append(Block(page, i + 2, lang, "\n".join(body) + "\n", skip["reason"] if skip else None))
@@ -123,8 +126,8 @@ def sentence(rng, subject: str, n: int = 6) -> str:
 
 
 def tiny_squad(path: Path, articles: int = 48, seed: int = 0) -> None:
-    """A SQuAD v1.1-format file of ``articles`` generated articles (two paragraphs, two questions each): the
-    converter's default split (train 0-31, eval 32-47) and the quickstart's dev groups find their articles."""
+    """A SQuAD v1.1-format file of ``articles`` generated articles (two paragraphs of three sentences, a question
+    each): the converter's default split (train 0-31, eval 32-47) and the quickstart's dev groups find theirs."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -135,14 +138,14 @@ def tiny_squad(path: Path, articles: int = 48, seed: int = 0) -> None:
             facts = [f"entity{a}x{p}x{k}" for k in range(3)]
             context = " ".join(sentence(rng, fact) for fact in facts)
             qas = [{"id": f"q{a}_{p}_{k}", "question": f"which {' '.join(rng.choice(WORDS, 3))} is {facts[k]}?",
-                    "answers": [{"text": facts[k], "answer_start": context.index(facts[k])}]} for k in range(2)]
+                    "answers": [{"text": facts[k], "answer_start": context.index(facts[k])}]} for k in range(p, p + 1)]
             paragraphs.append({"context": context, "qas": qas})
         data.append({"title": f"Article_{a}", "paragraphs": paragraphs})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"version": "1.1", "data": data}))
 
 
-def tiny_beir(folder: Path, docs: int = 120, queries: int = 240, seed: int = 0) -> None:
+def tiny_beir(folder: Path, docs: int = 120, queries: int = 300, seed: int = 0) -> None:
     """A BEIR folder (corpus.jsonl, queries.jsonl, qrels/train.tsv and test.tsv) of generated documents."""
     import numpy as np
 
@@ -161,9 +164,9 @@ def tiny_beir(folder: Path, docs: int = 120, queries: int = 240, seed: int = 0) 
         (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
 
 
-def tiny_bert(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
-    """A random BERT (2 layers, 32 dims, 512 positions) with a WordPiece vocabulary of common words and characters:
-    nothing is downloaded."""
+def tiny_bert(folder: Path, hidden: int = 32, layers: int = 12, seed: int = 0) -> Path:
+    """A random BERT (12 layers as BERT-base has, for the layer flags of mlr; 32 dims, 512 positions) with a
+    WordPiece vocabulary of common words and characters: nothing is downloaded."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
@@ -179,12 +182,34 @@ def tiny_bert(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0) ->
     return folder
 
 
-def prepare(work: Path, data: str | None, backbone: str | None) -> dict[str, str]:
+def tiny_t5(folder: Path, seed: int = 0) -> Path:
+    """A random T5 encoder-decoder (2 + 2 layers, 32 dims) with a word-level tokenizer: a doc2query stand-in."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {t: i for i, t in enumerate(["<pad>", "</s>", "<unk>", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
+                            unk_token="<unk>").save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
+                      num_heads=4, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    T5ForConditionalGeneration(config).save_pretrained(folder)
+    return folder
+
+
+def prepare(work: Path, args: argparse.Namespace) -> dict[str, str]:
     """The documented variables, pointing at tiny fixtures made under ``work`` unless given."""
-    if data is None:
+    if args.data is None:
         tiny_squad(work / "data" / "squad" / "dev-v1.1.json")
         tiny_beir(work / "data" / "beir" / "scifact")
-    return {"DATA": data or str(work / "data"), "BACKBONE": backbone or str(tiny_bert(work / "tiny-bert"))}
+    return {"DATA": args.data or str(work / "data"),
+            "BACKBONE": args.backbone or str(tiny_bert(work / "tiny-bert")),
+            "DOC2QUERY": args.doc2query or str(tiny_t5(work / "tiny-doc2query"))}
 
 
 def block_command(block: Block, clone: Path, state: Path, work: Path) -> list[str]:
@@ -206,16 +231,46 @@ def block_command(block: Block, clone: Path, state: Path, work: Path) -> list[st
     return ["bash", "-c", prelude + text]
 
 
-def run_block(block: Block, clone: Path, env: dict[str, str], work: Path, timeout: float) -> tuple[bool, str]:
-    """Runs one block; (passed, its combined output)."""
+def run_block(block: Block, clone: Path, env: dict[str, str], work: Path, timeout: float,
+              groups: list[int]) -> tuple[bool, str]:
+    """Runs one block in a process group of its own (recorded in ``groups``: what it leaves running in the
+    background is stopped when its page ends); (passed, its combined output)."""
     command = block_command(block, clone, work / "exports.sh", work)
+    process = subprocess.Popen(command, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    groups.append(process.pid)
     try:
-        done = subprocess.run(command, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        out, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_groups([process.pid])
+        out, _ = process.communicate()
         return False, f"{out}\n(timed out after {timeout:.0f} s)"
-    return done.returncode == 0, done.stdout + ("" if done.returncode == 0 else f"\n(exit status {done.returncode})")
+    return process.returncode == 0, out + ("" if process.returncode == 0 else f"\n(exit status {process.returncode})")
+
+
+def stop_groups(groups: list[int]) -> None:
+    """SIGTERM to the process groups the runner started (background jobs of its blocks), then SIGKILL after 10 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for group in groups:
+            try:
+                os.killpg(group, sig)
+                alive.append(group)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for _ in range(20 if alive and sig == signal.SIGTERM else 0):
+            time.sleep(0.5)
+            alive = [g for g in alive if group_alive(g)]
+            if not alive:
+                return
+
+
+def group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
 
 
 def tail(text: str, n: int = TAIL_LINES) -> str:
@@ -231,6 +286,7 @@ def run_page(page: str, root: Path, variables: dict[str, str], args: argparse.Na
     work = Path(tempfile.mkdtemp(prefix=f"doc-blocks-{os.getpid()}-"))
     clone = work / "clone"
     clone.mkdir()
+    groups: list[int] = []
     try:
         copy_checkout(root, clone)
         env = {**os.environ, **variables, "PYTHONPATH": str(clone), "HF_HUB_OFFLINE": "1",
@@ -240,7 +296,7 @@ def run_page(page: str, root: Path, variables: dict[str, str], args: argparse.Na
                 print(f"SKIPPED {block.where}: {block.skip}", flush=True)
                 continue
             print(f"RUN {block.where}: {block.first_line}", flush=True)
-            passed, output = run_block(block, clone, env, work, args.timeout)
+            passed, output = run_block(block, clone, env, work, args.timeout, groups)
             if args.verbose:
                 print(tail(output, 10**6), flush=True)
             if not passed:
@@ -249,6 +305,7 @@ def run_page(page: str, root: Path, variables: dict[str, str], args: argparse.Na
                 return [message]
         return []
     finally:
+        stop_groups(groups)
         if args.keep:
             print(f"kept the scratch copy of {page}: {clone}")
         else:
@@ -262,6 +319,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser.add_argument("--list", action="store_true", help="list the blocks and the skipped ones; run nothing")
     parser.add_argument("--data", help="$DATA: a real data folder instead of the tiny fixtures")
     parser.add_argument("--backbone", help="$BACKBONE: a model name or folder instead of the tiny random BERT")
+    parser.add_argument("--doc2query", help="$DOC2QUERY: a doc2query model instead of the tiny random T5")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one block may run (default 600)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch copies (their paths are printed)")
     parser.add_argument("--verbose", action="store_true", help="print every block's output")
@@ -278,7 +336,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         return 0
     fixtures = Path(tempfile.mkdtemp(prefix=f"doc-blocks-fixtures-{os.getpid()}-"))
     try:
-        variables = prepare(fixtures, args.data, args.backbone)
+        variables = prepare(fixtures, args)
         failures = [m for page in chosen for m in run_page(page, root, variables, args)]
     finally:
         shutil.rmtree(fixtures, ignore_errors=True)
