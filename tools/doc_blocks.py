@@ -14,7 +14,7 @@ is run with ``python``.
 
 The environment is a tiny scale of the documented one: ``$DATA`` is a folder of tiny fixture data in the documented
 layout (``squad/dev-v1.1.json``: 48 generated articles; ``beir/scifact/``: a generated BEIR folder) and
-``$BACKBONE`` a tiny random BERT (12 layers, 32 dims) and ``$DOC2QUERY`` a tiny random T5, all made here in a
+``$BACKBONE`` a tiny random BERT (4 layers, 32 dims) and ``$DOC2QUERY`` a tiny random T5, all made here in a
 temporary folder; pages read them where they train or read data. ``--data DIR`` / ``--backbone NAME`` /
 ``--doc2query NAME`` use real ones instead.
 
@@ -164,9 +164,9 @@ def tiny_beir(folder: Path, docs: int = 120, queries: int = 300, seed: int = 0) 
         (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
 
 
-def tiny_bert(folder: Path, hidden: int = 32, layers: int = 12, seed: int = 0) -> Path:
-    """A random BERT (12 layers as BERT-base has, for the layer flags of mlr; 32 dims, 512 positions) with a
-    WordPiece vocabulary of common words and characters: nothing is downloaded."""
+def tiny_bert(folder: Path, hidden: int = 32, layers: int = 4, seed: int = 0) -> Path:
+    """A random BERT (4 layers, enough for mlr's default layers; 32 dims, 512 positions) with a WordPiece vocabulary
+    of common words and characters: nothing is downloaded."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
