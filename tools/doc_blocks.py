@@ -348,4 +348,5 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a terminated run still stops its blocks and cleans up
     sys.exit(main())
