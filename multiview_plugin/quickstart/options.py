@@ -15,9 +15,10 @@ SYSTEMS = {
     # the same untrained model under the name the default run's table gives it: one mean-pooled vector per passage
     "dpr-zero-shot": ("dpr", ["--pooling", "mean", *COSINE], False),
     # 8 views per passage, untrained and without viewers: view i = the mean of the passage's i-th of 8 contiguous
-    # token segments (mvr's residual form with segment bases; its gated viewers add 0 at step 0)
-    "segment-means-zero-shot": ("mvr", ["--mvr_views", "residual", "--mvr_view_init", "segments", "--pooling", "mean",
-                                        "--mvr_num_views", "8", "--temperature_schedule", "fixed", *COSINE], False),
+    # token segments (the region form with its viewers off: segment-views-viewers-off before training)
+    "segment-means-zero-shot": ("mvr", ["--mvr_views", "region", "--mvr_view_init", "segments", "--mvr_viewers", "off",
+                                        "--pooling", "mean", "--mvr_num_views", "8", "--temperature_schedule", "fixed",
+                                        *COSINE], False),
     "dpr": ("dpr", ["--pooling", "mean", *COSINE], True),
     "dpr-cls": ("dpr", ["--pooling", "cls", *COSINE], True),
     "mvr": ("mvr", ["--normalize", "--temperature", "0.1", "--mvr_min_temperature", "0.03",

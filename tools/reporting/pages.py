@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from tools.reporting import records as rec
@@ -53,22 +54,31 @@ def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = Non
     if "squad" in data_sets:
         parts += [t for t in [tables.view_ablation_table("squad")] if t]
     body = "\n\n".join(parts)
-    results = splice(out.read_text(encoding="utf-8"), START, END, f"{body}\n\n{NOTE}", out)
-    if "squad" in data_sets and HL_START in results:
-        results = splice(results, HL_START, HL_END, tables.headline_table("squad"), out)
-    pages = {out: results}
-    text = pages[readme] if readme in pages else readme.read_text(encoding="utf-8")  # read once, spliced in turn
+    pages = {out: splice(out.read_text(encoding="utf-8"), START, END, f"{body}\n\n{NOTE}", out)}
+    if readme not in pages:
+        pages[readme] = readme.read_text(encoding="utf-8")
+    sections = summary_sections(data_sets)
+    for path, text in pages.items():  # each summary table goes wherever its markers are (README or results page)
+        for (start, end), table in sections.items():
+            if start in text:
+                text = splice(text, start, end, table(), path)
+        pages[path] = text
+    return pages
+
+
+def summary_sections(data_sets: list[str]) -> dict[tuple[str, str], Callable[[], str]]:
+    """The summary tables there are records for, by their markers: the quickstart's, the transfer summary, the
+    method (headline) table and the README's results table."""
+    sections: dict[tuple[str, str], Callable[[], str]] = {}
     quick = quickstart_record()
     if quick is not None:
-        text = splice(text, QS_START, QS_END, tables.quickstart_table(quick), readme)
+        sections[QS_START, QS_END] = lambda: tables.quickstart_table(quick)
     if "scifact" in data_sets and rec.records("scifact", False, transfer=True):
-        text = splice(text, TR_START, TR_END, tables.transfer_summary("scifact"), readme)
-    if "squad" in data_sets and HL_START in text:
-        text = splice(text, HL_START, HL_END, tables.headline_table("squad"), readme)
-    if "squad" in data_sets and FR_START in text:
-        text = splice(text, FR_START, FR_END, tables.front_table("squad"), readme)
-    pages[readme] = text
-    return pages
+        sections[TR_START, TR_END] = lambda: tables.transfer_summary("scifact")
+    if "squad" in data_sets:
+        sections[HL_START, HL_END] = lambda: tables.headline_table("squad")
+        sections[FR_START, FR_END] = lambda: tables.front_table("squad")
+    return sections
 
 
 def render(out: Path = RESULTS_PAGE, readme: Path = README) -> None:
