@@ -41,9 +41,22 @@ def sources() -> list[Path]:
     return sorted(SOURCES.rglob("*.md")) if SOURCES.is_dir() else []
 
 
+CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+
+
+def strip_line(line: str) -> str:
+    """``line`` without its number tags; a tag shown in a code span (documentation of the syntax) stays."""
+    out, last = [], 0
+    for m in CODE_SPAN.finditer(line):
+        out += [INLINE.sub("", line[last:m.start()]), m.group(0)]
+        last = m.end()
+    return "".join([*out, INLINE.sub("", line[last:])])
+
+
 def strip(text: str) -> str:
-    """``text`` without its number tags and ``<!-- logs: -->`` block markers (generated-table markers stay)."""
-    return "".join(INLINE.sub("", line) for line in text.splitlines(keepends=True) if not BLOCK_LINE.match(line))
+    """``text`` without its number tags and ``<!-- logs: -->`` block markers (generated-table markers and code
+    spans stay)."""
+    return "".join(strip_line(line) for line in text.splitlines(keepends=True) if not BLOCK_LINE.match(line))
 
 
 def published(write: bool) -> list[tuple[Path, Path, str, str]]:

@@ -17,6 +17,11 @@ def test_strip_removes_number_tags_and_log_block_markers_only():
                                    "<!-- headline:start -->\n| t |\n<!-- headline:end -->\n")
 
 
+def test_a_tag_shown_in_a_code_span_stays():
+    line = "write `7.1<!-- record: r:s | f -->` after a number: 7.1<!-- record: r:s | f --> is checked\n"
+    assert sources.strip(line) == "write `7.1<!-- record: r:s | f -->` after a number: 7.1 is checked\n"
+
+
 def test_every_published_page_is_its_sources_rendering_and_has_no_number_tag():
     assert sources.published(write=False) == []
     for src in sources.sources():
