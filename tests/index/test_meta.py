@@ -1,5 +1,5 @@
-"""Tests of multiview_plugin/search/_index.py: reading an index folder (multiview.json, docid, the Faiss
-file) and refusing one that is damaged or edited."""
+"""Tests of multiview_plugin/index/meta.py (and the searchers over it): reading an index folder (multiview.json,
+docid, the Faiss file) and refusing one that is damaged or edited."""
 
 from __future__ import annotations
 
