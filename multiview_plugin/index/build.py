@@ -67,6 +67,7 @@ from multiview_plugin.index.meta import (
     DEFAULT_AGGREGATION,
     DEFAULT_INDEX_FACTORY,
     IndexMeta,
+    check_shard_paths,
     merge_extra,
     passage_shard_infos,
 )
@@ -156,17 +157,6 @@ class _ViewCounts:
             self.first, self._any = int(per_doc[0]), True
         self.max = max(self.max, int(per_doc.max()))
         self.uniform = self.uniform and bool((per_doc == self.first).all())
-
-
-def _check_shards(shards: Sequence[str | os.PathLike]) -> list[Path]:
-    """The shard paths: at least one, each an existing file."""
-    paths = [Path(p) for p in shards]
-    if not paths:
-        raise ShardFormatError("no shards given")
-    for p in paths:
-        if not p.is_file():
-            raise ShardFormatError(f"shard {p} does not exist")
-    return paths
 
 
 class _Build:
@@ -333,7 +323,7 @@ def build_index(shards: Sequence[str | os.PathLike], index_dir: str | os.PathLik
     index_factory="HNSW32")``, which take the place of ``config``'s). Empty shards (more shards than documents) are
     valid and add nothing. Run under ``<index_dir>.lock`` (:func:`~multiview_plugin.index.folder.one_writer`)."""
     config = IndexConfig.of(config, options)
-    paths = _check_shards(shards)
+    paths = check_shard_paths(shards)
     index_dir = Path(index_dir)
     # never replace a folder this tool did not write, nor one holding anything besides an index (or an input)
     refuse_output_over_input({"--index_dir": index_dir}, {"--passage_reps": paths}, folder_outputs=["--index_dir"])

@@ -217,6 +217,17 @@ def check_corpus_is_indexed(meta: IndexMeta, corpus_path: str, separator: str | 
                           f"{recorded['separator']!r}; the written passages would differ from the ranked ones")
 
 
+def check_shard_paths(shards: Sequence[str | os.PathLike]) -> list[Path]:
+    """The shard paths an index is built from: at least one, each an existing file (every backend)."""
+    paths = [Path(p) for p in shards]
+    if not paths:
+        raise ShardFormatError("no shards given")
+    for p in paths:
+        if not p.is_file():
+            raise ShardFormatError(f"shard {p} does not exist")
+    return paths
+
+
 def passage_shard_infos(paths: Sequence[str | os.PathLike], allow_partial: bool = False) -> tuple[list, str]:
     """The shards' sidecar infos (None for a sidecar-less shard) and the model that made them ("" if several or
     unknown), after checking that they are one set of passage shards of one vector dim (what every backend

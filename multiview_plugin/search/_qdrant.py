@@ -63,7 +63,13 @@ from multiview_plugin.index.folder import (
     check_index_folder,
     one_writer,
 )
-from multiview_plugin.index.meta import DEFAULT_AGGREGATION, IndexMeta, merge_extra, passage_shard_infos
+from multiview_plugin.index.meta import (
+    DEFAULT_AGGREGATION,
+    IndexMeta,
+    check_shard_paths,
+    merge_extra,
+    passage_shard_infos,
+)
 from multiview_plugin.paths import OutputLock, refuse_output_over_input
 from multiview_plugin.search._backend import MIN_DOC_CANDIDATES, SearchBackend
 from multiview_plugin.search._qdrant_engines import (
@@ -310,12 +316,7 @@ def build_qdrant_index(
         raise ConfigError(f"--qdrant_engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "client":
         require_qdrant()
-    paths = [Path(p) for p in shards]
-    if not paths:
-        raise ShardFormatError("no shards given")
-    for p in paths:
-        if not p.is_file():
-            raise ShardFormatError(f"shard {p} does not exist")
+    paths = check_shard_paths(shards)
     if batch_size < 1:
         raise ConfigError(f"the ingest batch size must be >= 1, got {batch_size}")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
