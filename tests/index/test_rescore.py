@@ -21,6 +21,7 @@ from multiview_plugin.index.adds import PresizedIVFAdds
 from multiview_plugin.index.folder import INDEX_FOLDER_FILES, RESCORE_STORE_FILE
 from multiview_plugin.search import IndexMeta, MultiVectorSearcher, build_index
 from multiview_plugin.search.calibrate import calibrate_index
+from multiview_plugin.search.report import index_report
 from tests.search.test_calibrate import synthetic
 from tools.synthetic_vectors import clustered_queries
 
@@ -139,7 +140,7 @@ def test_driver_flag_reaches_build_and_search(built, tmp_path, capsys):
                               f"IVF{NLIST},SQ8", "--rescore_store", "fp32", "--target_recall", "0"]) == 0
     meta = IndexMeta.load(tmp_path / "h")
     assert meta.rescore_store["dtype"] == "float32" and (tmp_path / "h" / RESCORE_STORE_FILE).is_file()
-    assert "rescore store" in index_driver.index_report(tmp_path / "h")
+    assert "rescore store" in index_report(tmp_path / "h")
     # without the flag: none
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "n"), "--index_factory",
                               f"IVF{NLIST},SQ8", "--target_recall", "0"]) == 0
