@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 from search_overhead import timed  # noqa: E402 (bench/ is the script's folder)
 
+from multiview_plugin.index.adds import document_means  # noqa: E402
 from multiview_plugin.search import ApproximateSearch, FaissStore, MaxAggregator  # noqa: E402
-from multiview_plugin.search._index import document_means  # noqa: E402
 from tools.synthetic_vectors import clustered_documents, clustered_queries  # noqa: E402
 
 HNSW_OVERFETCH = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

@@ -48,7 +48,7 @@ def one_build(shards: str, out: str, factory: str, train_size: int) -> dict:
     """Runs in the child: one build, timed (wall), with its training and add times."""
     import faiss
 
-    from multiview_plugin.search import _index
+    from multiview_plugin.index import build as _index
 
     times = {}
     real_train = _index.train_ivf_two_level

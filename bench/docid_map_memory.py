@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from multiview_plugin.encoding.shards import split_lookup
-from multiview_plugin.search._index import contiguous_docs
+from multiview_plugin.index.adds import contiguous_docs
 
 
 def rss_mib() -> float:

@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from multiview_plugin.search._index import train_ivf_two_level  # noqa: E402
+from multiview_plugin.index.faiss_build import train_ivf_two_level  # noqa: E402
 from tools.synthetic_vectors import clustered_documents, clustered_queries  # noqa: E402
 
 PLAN_VECTORS, PLAN_DIM = 21_015_324 * 8, 768  # the nq mvr plan: DPR's Wikipedia passages x 8 views x 768 dims

@@ -131,7 +131,7 @@ def ivf_child(kind: str, n_vectors: int, work: Path, shard_vectors: int, dim: in
                 "shards": len(paths), "peak_mb": peak / 1024, "index_file_mb": index_file.stat().st_size / 2**20,
                 "codes_mb": index.ntotal * ivf.code_size / 2**20, "build_s": time.perf_counter() - start}
     # Faiss alone: the same factory trained on a sample of the builder's size, then the same number of adds
-    from multiview_plugin.search._index import ADD_CHUNK
+    from multiview_plugin.index.adds import ADD_CHUNK
 
     index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     rng = np.random.default_rng(1)

@@ -105,7 +105,7 @@ class MultiViewModel:
         return a searcher over it. ``pseudo_queries``: dce's pseudo-query file (as encode's
         ``--pseudo_queries``). ``searcher_options`` go to :meth:`searcher`."""
         from multiview_plugin.encoding.encode import encode_to_shard
-        from multiview_plugin.search import build_index
+        from multiview_plugin.index.build import IndexConfig, build_index
 
         check_batch_size(batch_size)
         if isinstance(documents, Mapping):
@@ -122,8 +122,8 @@ class MultiViewModel:
                     f.write(json.dumps({"docid": str(docid), "text": text}) + "\n")
             encode_to_shard(self.encoder, str(corpus_file), shard, batch_size=batch_size,
                             pseudo_queries=pseudo_queries, model_path=str(self.path) if self.path else None)
-            build_index([shard], index_dir, overwrite=overwrite,
-                        **({} if index_factory is None else {"index_factory": index_factory}))
+            build_index([shard], index_dir, IndexConfig(
+                overwrite=overwrite, **({} if index_factory is None else {"index_factory": index_factory})))
         searcher_options.setdefault("corpus", {str(k): v for k, v in corpus.items()})  # for explanations
         return self.searcher(index_dir, **searcher_options)
 

@@ -218,7 +218,7 @@ def hybrid_searcher(index_dir: str | os.PathLike, query_encoder: Any, bm25_corpu
         sparse = (LuceneSearcher(str(lucene_index)) if Path(str(lucene_index)).exists()
                   else LuceneSearcher.from_prebuilt_index(str(lucene_index)))
     else:
-        from multiview_plugin.search._index import check_corpus_is_indexed
+        from multiview_plugin.index.meta import check_corpus_is_indexed
 
         check_corpus_is_indexed(dense.meta, str(bm25_corpus), None, "bm25_corpus=")  # the corpus the index holds
         sparse = BM25Searcher.from_file(bm25_corpus)

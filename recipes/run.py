@@ -502,7 +502,7 @@ def run_recipe(benchmark: str, method: str, args: argparse.Namespace) -> dict:
         searched = ["--index", ",".join(map(str, indexes))]
         if nodes > 1 and (args.ray_address or not args.smoke):
             searched += ["--ray_address", args.ray_address or "auto"]
-        from multiview_plugin.search._index import DEFAULT_AGGREGATION  # noqa: PLC0415 (loads Faiss)
+        from multiview_plugin.index.meta import DEFAULT_AGGREGATION  # noqa: PLC0415
 
         if nodes > 1 and DEFAULT_AGGREGATION.get(method, "max") != "max":
             print(f"# {method} on {nodes} nodes: its {DEFAULT_AGGREGATION[method]} aggregation does not decompose "

@@ -13,7 +13,7 @@ README_MAX_LINES = 300
 
 
 def modules() -> set[str]:
-    """The package's modules as paths inside it (``search/_index.py``), the tools' from the repository root
+    """The package's modules as paths inside it (``index/build.py``), the tools' from the repository root
     (``tools/reporting/prose.py``)."""
     return ({p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")}
             | {p.relative_to(ROOT).as_posix() for p in TOOLS.rglob("*.py")})

@@ -14,7 +14,7 @@ PACKAGE = ROOT / "multiview_plugin"
 
 
 def module_name(path: Path, package_dir: Path) -> str:
-    """``<package_dir>/search/_index.py`` → ``multiview_plugin.search._index``; a package's ``__init__.py`` → the
+    """``<package_dir>/search/_searcher.py`` → ``multiview_plugin.search._searcher``; a package's ``__init__.py`` → the
     package's name."""
     parts = (package_dir.name, *path.relative_to(package_dir).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -19,7 +19,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("modeling", ("modeling",)),
     ("training", ("training",)),
     ("encoding", ("encoding",)),
-    ("search", ("search",)),
+    ("search", ("search", "index")),
     ("evaluation", ("evaluation",)),
     # what users and drivers program against: the Python API, the command-line argument classes, the Pyserini
     # adapters

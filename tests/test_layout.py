@@ -28,9 +28,9 @@ EXEMPT = {
 
 
 def mirrored_test(module: str, tests: Path = Path("tests")) -> str:
-    """``data/readers.py`` → ``tests/data/test_readers.py``; ``search/_index.py`` → ``tests/search/test_index.py``;
-    ``cli.py`` → ``tests/test_cli.py``; a tool's (``tests``: ``tests/tools``) ``reporting/prose.py`` →
-    ``tests/tools/reporting/test_prose.py``."""
+    """``data/readers.py`` → ``tests/data/test_readers.py``; ``search/_searcher.py`` →
+    ``tests/search/test_searcher.py``; ``cli.py`` → ``tests/test_cli.py``; a tool's (``tests``: ``tests/tools``)
+    ``reporting/prose.py`` → ``tests/tools/reporting/test_prose.py``."""
     path = Path(module)
     return (tests / path.parent / f"test_{path.stem.strip('_')}.py").as_posix()
 

@@ -66,7 +66,7 @@ def test_the_formatter_takes_its_defaults_from_the_source():
 # option's names (flag and parameter) -> (that module, the constant)
 SOURCE_CONSTANTS = {
     ("hybrid_alpha", "alpha"): ("multiview_plugin.search.hybrid", "DEFAULT_ALPHA"),
-    ("index_factory",): ("multiview_plugin.search._index", "DEFAULT_INDEX_FACTORY"),
+    ("index_factory",): ("multiview_plugin.index.meta", "DEFAULT_INDEX_FACTORY"),
     ("query_batch_size",): ("multiview_plugin.search._searcher", "DEFAULT_QUERY_BATCH_SIZE"),
     ("ray_max_restarts", "max_restarts"): ("multiview_plugin.ray_runtime", "DEFAULT_MAX_RESTARTS"),
     ("hybrid_depth",): ("multiview_plugin.search.hybrid", "DEFAULT_DEPTH"),
@@ -194,9 +194,10 @@ def test_the_search_and_ray_defaults_come_from_their_module():
     from multiview_plugin.driver.search import RAY_SEARCH_DEFAULTS
     from multiview_plugin.driver.search import build_parser as search_parser
     from multiview_plugin.encoding.ray_encode import RayEncodeOptions
+    from multiview_plugin.index.build import IndexConfig
+    from multiview_plugin.index.meta import IndexMeta
     from multiview_plugin.quickstart.options import build_parser as quickstart_parser
-    from multiview_plugin.search import MultiVectorSearcher, build_index
-    from multiview_plugin.search._index import IndexMeta
+    from multiview_plugin.search import MultiVectorSearcher
     from multiview_plugin.search.hybrid import HybridSearcher, fuse_lists, fuse_runs
     from multiview_plugin.search.sharded import ShardedSearcher
 
@@ -211,7 +212,7 @@ def test_the_search_and_ray_defaults_come_from_their_module():
     assert search_parser().get_default("hybrid_alpha") == const["hybrid_alpha"]
     assert all(param(f, "alpha") == const["hybrid_alpha"] for f in (fuse_lists, fuse_runs, HybridSearcher))
     assert quickstart_parser().get_default("hybrid_alpha") is None  # None: the hybrid module's constant
-    assert index_parser().get_default("index_factory") == const["index_factory"] == param(build_index, "index_factory")
+    assert index_parser().get_default("index_factory") == const["index_factory"] == param(IndexConfig, "index_factory")
     assert {f.name: f.default for f in dataclasses.fields(IndexMeta)}["index_factory"] == const["index_factory"]
     assert param(MultiViewModel.index, "index_factory") is None  # None: build_index's
     assert param(MultiVectorSearcher, "query_batch_size") == param(ShardedSearcher, "query_batch_size") == \

@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from multiview_plugin.evaluation.view_usage import analyze_index, write_plots  # after --help: torch, Faiss
-    from multiview_plugin.search._index import index_files
+    from multiview_plugin.index.folder import index_files
 
     setup_logging()
     if args.lv_temperature <= 0 or args.hits < 1:

@@ -49,8 +49,8 @@ def add_qdrant_timeout_flag(g: argparse._ArgumentGroup) -> None:
 def build_from_args(args: argparse.Namespace, shards: list[str]):
     """Build the index folder with the backend the flags name, calibrated as the flags say (a Faiss index before
     it is swapped in, so one refused below target leaves ``--index_dir`` as it was); returns its IndexMeta."""
-    from multiview_plugin.search import build_index
-    from multiview_plugin.search._index import DEFAULT_INDEX_FACTORY
+    from multiview_plugin.index.build import IndexConfig, build_index
+    from multiview_plugin.index.meta import DEFAULT_INDEX_FACTORY
 
     qdrant_flags = [f for f in ("qdrant_path", "qdrant_url", "qdrant_collection", "qdrant_shards",
                                 "qdrant_replication", "qdrant_timeout") if getattr(args, f) is not None] + (
@@ -59,12 +59,12 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
     if args.backend != "qdrant":
         if qdrant_flags:
             raise ConfigError(f"--{qdrant_flags[0]} needs --backend qdrant")
-        return build_index(shards, args.index_dir, index_factory=args.index_factory, aggregation=args.aggregation,
-                           train_size=args.train_size, use_gpu=args.use_gpu, overwrite=args.overwrite,
-                           allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
-                           doc_index_factory=args.doc_index_factory, rescore_store=args.rescore_store,
-                           ivf_training=args.ivf_training,
-                           before_swap=lambda folder: calibrate_from_args(args, str(folder), args.index_dir))
+        return build_index(shards, args.index_dir, IndexConfig(
+            index_factory=args.index_factory, aggregation=args.aggregation, train_size=args.train_size,
+            use_gpu=args.use_gpu, overwrite=args.overwrite, allow_partial=args.allow_partial,
+            unsafe_pickle=args.allow_unsafe_pickle, doc_index_factory=args.doc_index_factory,
+            rescore_store=args.rescore_store, ivf_training=args.ivf_training,
+            before_swap=lambda folder: calibrate_from_args(args, str(folder), args.index_dir)))
     if (args.index_factory != DEFAULT_INDEX_FACTORY or args.doc_index_factory or args.use_gpu
             or args.rescore_store != "none" or args.ivf_training != "flat"):
         raise ConfigError("--index_factory, --doc_index_factory, --rescore_store, --ivf_training and --use_gpu are "

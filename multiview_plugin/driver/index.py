@@ -28,7 +28,7 @@ from multiview_plugin.driver.backends import (
 from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.search._index import DEFAULT_INDEX_FACTORY
+from multiview_plugin.index.meta import DEFAULT_INDEX_FACTORY
 from multiview_plugin.search.aggregators import AGGREGATORS
 
 

@@ -76,8 +76,9 @@ def mine(searcher: MultiVectorSearcher, q_reps: np.ndarray, depth: int, first_ro
 @cli
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from multiview_plugin.index.folder import index_files
+    from multiview_plugin.index.meta import check_corpus_is_indexed
     from multiview_plugin.search import FaissStore, MultiVectorSearcher  # after --help: torch, Faiss
-    from multiview_plugin.search._index import check_corpus_is_indexed, index_files
 
     setup_logging()
     if args.num_negatives < 1 or args.depth < 1:

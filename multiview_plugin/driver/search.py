@@ -183,8 +183,8 @@ def require_positive(value: int, flag: str) -> int:
 
 
 def search_tevatron(args: argparse.Namespace) -> None:
+    from multiview_plugin.index.meta import DEFAULT_AGGREGATION
     from multiview_plugin.search import FaissStore, get_aggregator, search_batched, search_shards
-    from multiview_plugin.search._index import DEFAULT_AGGREGATION
 
     if not (args.query_reps and args.passage_reps and args.save_ranking_to):
         raise ConfigError("Tevatron style needs --query_reps, --passage_reps and --save_ranking_to")
@@ -259,8 +259,9 @@ def search_depth(args: argparse.Namespace, num_docs: int) -> int:
 def search_pyserini(args: argparse.Namespace) -> None:
     import faiss
 
+    from multiview_plugin.index.folder import index_files
+    from multiview_plugin.index.meta import check_corpus_is_indexed
     from multiview_plugin.search import MultiVectorSearcher, search_batched, write_explanations
-    from multiview_plugin.search._index import check_corpus_is_indexed, index_files
 
     if not args.output:
         raise ConfigError("--index needs --output")
@@ -312,7 +313,8 @@ def search_sharded(args: argparse.Namespace) -> None:
     """--index a,b,c [--ray_address ...]: the shards searched as one (multiview_plugin.search.sharded)."""
     import faiss
 
-    from multiview_plugin.search._index import IndexMeta, check_corpus_is_indexed, index_files
+    from multiview_plugin.index.folder import index_files
+    from multiview_plugin.index.meta import IndexMeta, check_corpus_is_indexed
     from multiview_plugin.search.sharded import ShardedSearcher, check_sharded_ray_options, parse_index_list
 
     ray = {name: RAY_SEARCH_DEFAULTS[name] if getattr(args, name) is None else getattr(args, name)

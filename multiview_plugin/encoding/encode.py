@@ -113,10 +113,32 @@ def encode_to_shard(
 def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_query: bool, num_shards: int,
                      shard_index: int, batch_size: int, fp16: bool, separator: str, overwrite: bool,
                      checkpoint_every: int, pseudo_queries: str | None, model_path: str | None) -> ShardInfo:
-    """:func:`encode_to_shard`'s work, under its output lock."""
+    """:func:`encode_to_shard`'s work, under its output lock: skip a finished shard, else (re)start it, encode its
+    remaining items batch by batch, and close it."""
     dtype = "float16" if fp16 else "float32"
     fingerprint = encode_fingerprint(model, path, is_query=is_query, num_shards=num_shards, shard_index=shard_index,
                                      dtype=dtype, separator=separator, pseudo_queries=pseudo_queries)
+    finished = _finished_shard(output, fingerprint, overwrite)
+    if finished is not None:
+        return finished
+    start, end, views = _shard_range(path, is_query, separator, num_shards, shard_index, pseudo_queries)
+    info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
+                     dtype=dtype, num_items=0, num_vectors=0, is_query=is_query, shard_index=shard_index,
+                     num_shards=num_shards, source=str(path), fingerprint=fingerprint,
+                     model_path=str(Path(model_path).resolve()) if model_path else None)
+    if not is_query:
+        # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
+        info.extra["temperature"] = float(model.temperature)
+        # what each vector is, for explanations (view_info); DCSR's sentence spans go to <shard>.views.npy
+        info.extra[VIEW_INFO_KEY] = describe_shard_views(model, path, separator, pseudo_queries)
+    run = _ShardRun(model, path, output, info, views, start, end)
+    run.encode(separator, batch_size, checkpoint_every, fp16)
+    return run.finish()
+
+
+def _finished_shard(output: Path, fingerprint: dict, overwrite: bool) -> ShardInfo | None:
+    """A complete shard made with the same fingerprint: its info (the shard is skipped); None when it is to be
+    encoded (``overwrite`` removes it and every partial file first)."""
     refuse_foreign_output(output, overwrite)
     if overwrite:
         remove_shard(output)
@@ -127,56 +149,61 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
             leftover.unlink(missing_ok=True)
         logger.info("%s is complete (%d items); skipping (--overwrite to redo)", output, info.num_items)
         return info
-    views = None
+    return None
+
+
+def _shard_range(path: str, is_query: bool, separator: str, num_shards: int, shard_index: int,
+                 pseudo_queries: str | None) -> tuple[int, int, dict[str, Any] | None]:
+    """The shard's items (``start``, ``end``) in the file, and dce's pseudo-queries of its documents (else None)."""
     if pseudo_queries and not is_query:
         from multiview_plugin.data.pseudo_queries import load_pseudo_queries
 
         # the counting pass keeps the docids: aligned .txt query files need the corpus order
         docids = [d for d, _ in iter_items(path, is_query, separator)]
         start, end = shard_bounds(len(docids), num_shards, shard_index)
-        views = load_pseudo_queries(pseudo_queries, docids, keep=set(docids[start:end]))
-    else:
-        start, end = shard_bounds(count_items(path, is_query, separator), num_shards, shard_index)
-    multi = not is_query and not model.is_single_vector()
-    info = ShardInfo(model_name=model.config.model_name, dim=0, views_per_doc=0,
-                     dtype=dtype, num_items=0, num_vectors=0, is_query=is_query, shard_index=shard_index,
-                     num_shards=num_shards, source=str(path), fingerprint=fingerprint,
-                     model_path=str(Path(model_path).resolve()) if model_path else None)
-    if not is_query:
-        # searchers read the score scale from here (HasAns' softmax temperature defaults to the model's)
-        info.extra["temperature"] = float(model.temperature)
-        # what each vector is, for explanations (view_info); DCSR's sentence spans go to <shard>.views.npy
-        info.extra[VIEW_INFO_KEY] = describe_shard_views(model, path, separator, pseudo_queries)
-    writer = ShardWriter(output, info, multi_vector=multi)
-    row_writer = ViewRowWriter(output, writer.rows_done) if info.extra.get(VIEW_INFO_KEY, {}).get("rows") else None
-    device = next(model.parameters()).device
-    formatter = model.formatter
-    stats = getattr(formatter, "stats", None) if not is_query else None  # e.g. dcsr's sentence counts
-    resumed_stats = dict(writer.info.extra.get("sentences", {}))
+        return start, end, load_pseudo_queries(pseudo_queries, docids, keep=set(docids[start:end]))
+    start, end = shard_bounds(count_items(path, is_query, separator), num_shards, shard_index)
+    return start, end, None
 
-    def stats_total() -> dict[str, int]:  # counts of a resumed run plus this one's
-        return {k: int(resumed_stats.get(k, 0) + stats.get(k, 0)) for k in {*resumed_stats, *stats}}
-    items = iter_items(path, is_query, separator)
-    skip = start + writer.docs_done
-    progress = tqdm(total=end - start, initial=writer.docs_done, unit="query" if is_query else "doc",
-                    desc=f"encode {output.name}", dynamic_ncols=True)
-    autocast = torch.autocast("cuda", dtype=torch.float16) if fp16 and device.type == "cuda" else nullcontext()
 
-    max_len = int(model.config.query_max_len if is_query else model.config.passage_max_len)
-    limit, cut = text_limit(max_len), []
+class _ShardRun:
+    """One shard being encoded: its writers (vectors, view rows), the formatter's running counts (a resumed run's
+    included) and the items read only in part (longer than the text limit)."""
 
-    def batches() -> Iterator[list[tuple[str, str]]]:
+    def __init__(self, model: MultiViewEncoder, path: str, output: Path, info: ShardInfo,
+                 views: dict[str, Any] | None, start: int, end: int):
+        self.model, self.path, self.output, self.views = model, path, output, views
+        self.is_query, self.shard_index, self.start, self.end = info.is_query, info.shard_index, start, end
+        self.writer = ShardWriter(output, info, multi_vector=not info.is_query and not model.is_single_vector())
+        self.row_writer = (ViewRowWriter(output, self.writer.rows_done)
+                           if info.extra.get(VIEW_INFO_KEY, {}).get("rows") else None)
+        self.device = next(model.parameters()).device
+        self.formatter = model.formatter
+        self.stats = getattr(self.formatter, "stats", None) if not info.is_query else None  # e.g. dcsr's sentences
+        self.resumed_stats = dict(self.writer.info.extra.get("sentences", {}))
+        self.max_len = int(model.config.query_max_len if info.is_query else model.config.passage_max_len)
+        self.limit, self.cut = text_limit(self.max_len), []
+
+    def stats_total(self) -> dict[str, int]:
+        """Counts of a resumed run plus this one's."""
+        return {k: int(self.resumed_stats.get(k, 0) + self.stats.get(k, 0)) for k in {*self.resumed_stats,
+                                                                                       *self.stats}}
+
+    def batches(self, items: Iterator[tuple[str, str]], skip: int, batch_size: int
+                ) -> Iterator[list[tuple[str, str]]]:
+        """The shard's items not yet written, ``batch_size`` at a time, each text cut at the limit."""
         batch: list[tuple[str, str]] = []
         for i, item in enumerate(items):
             if i < skip:
                 continue
-            if i >= end:
+            if i >= self.end:
                 break
             if not item[1].strip():
-                raise MultiViewError(f"{path}: {'query' if is_query else 'document'} {item[0]!r} has empty text")
-            if len(item[1]) > limit:
-                cut.append(item[0])
-                item = (item[0], item[1][:limit])
+                raise MultiViewError(f"{self.path}: {'query' if self.is_query else 'document'} {item[0]!r} has "
+                                     "empty text")
+            if len(item[1]) > self.limit:
+                self.cut.append(item[0])
+                item = (item[0], item[1][:self.limit])
             batch.append(item)
             if len(batch) == batch_size:
                 yield batch
@@ -184,46 +211,63 @@ def _encode_to_shard(model: MultiViewEncoder, path: str, output: Path, *, is_que
         if batch:
             yield batch
 
-    with torch.inference_mode(), autocast:
-        for n, batch in enumerate(batches(), start=1):
-            ids = [i for i, _ in batch]
-            texts = [t for _, t in batch]
-            if is_query:
-                reps = model.encode_query(_to(formatter.queries(texts), device))
-                writer.add(ids, reps.float().cpu().numpy())
-            else:
-                reps, mask = encode_passage_batch(model, formatter, ids, texts, views, device)
-                writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
-                if row_writer is not None:
-                    row_writer.add(model.view_rows(formatter, texts, mask.cpu().numpy()))
-            progress.update(len(batch))
-            if n % checkpoint_every == 0:
-                if stats is not None:
-                    writer.info.extra["sentences"] = stats_total()
-                if row_writer is not None:
-                    row_writer.flush()  # before the shard's resume point, so resumed rows are never missing
-                writer.checkpoint()
-    progress.close()
-    if cut:
-        logger.info("%s: %d %s longer than %d characters (%d per token of --%s_max_len %d) read only that far "
-                    "before tokenizing, e.g. %r", path, len(cut), "queries" if is_query else "documents", limit,
-                    CHARS_PER_TOKEN, "query" if is_query else "passage", max_len, cut[0])
-    if writer.docs_done != end - start:
-        raise MultiViewError(f"{path}: expected {end - start} items in shard {shard_index}, got "
-                             f"{writer.docs_done}; did the file change while encoding?")
-    if stats is not None:
-        writer.info.extra["sentences"] = totals = stats_total()
-        if totals.get("sentences"):
-            logger.info("%s: %d sentences in %d passages (%.2f per passage); %d dropped past --passage_max_len "
-                        "(%.2f%%), %d kept but cut short", output, totals["sentences"], totals.get("passages", 0),
-                        totals["sentences"] / max(1, totals.get("passages", 0)), totals.get("dropped", 0),
-                        100.0 * totals.get("dropped", 0) / totals["sentences"], totals.get("truncated", 0))
-    if row_writer is not None:
-        row_writer.close(writer.rows_done)  # before the sidecar: a complete shard has its view rows
-    info = writer.close()
-    logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
-                "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)
-    return info
+    def encode(self, separator: str, batch_size: int, checkpoint_every: int, fp16: bool) -> None:
+        """Encode and write the remaining items, checkpointing every ``checkpoint_every`` batches."""
+        items = iter_items(self.path, self.is_query, separator)
+        skip = self.start + self.writer.docs_done
+        progress = tqdm(total=self.end - self.start, initial=self.writer.docs_done,
+                        unit="query" if self.is_query else "doc", desc=f"encode {self.output.name}",
+                        dynamic_ncols=True)
+        autocast = (torch.autocast("cuda", dtype=torch.float16) if fp16 and self.device.type == "cuda"
+                    else nullcontext())
+        with torch.inference_mode(), autocast:
+            for n, batch in enumerate(self.batches(items, skip, batch_size), start=1):
+                self._add(batch)
+                progress.update(len(batch))
+                if n % checkpoint_every == 0:
+                    if self.stats is not None:
+                        self.writer.info.extra["sentences"] = self.stats_total()
+                    if self.row_writer is not None:
+                        self.row_writer.flush()  # before the shard's resume point, so resumed rows are never missing
+                    self.writer.checkpoint()
+        progress.close()
+
+    def _add(self, batch: list[tuple[str, str]]) -> None:
+        model, formatter = self.model, self.formatter
+        ids = [i for i, _ in batch]
+        texts = [t for _, t in batch]
+        if self.is_query:
+            reps = model.encode_query(_to(formatter.queries(texts), self.device))
+            self.writer.add(ids, reps.float().cpu().numpy())
+            return
+        reps, mask = encode_passage_batch(model, formatter, ids, texts, self.views, self.device)
+        self.writer.add(ids, reps.float().cpu().numpy(), mask.cpu().numpy())
+        if self.row_writer is not None:
+            self.row_writer.add(model.view_rows(formatter, texts, mask.cpu().numpy()))
+
+    def finish(self) -> ShardInfo:
+        """Check every item was written, record the counts, close the view rows and then the shard (its sidecar)."""
+        path, output, writer, is_query = self.path, self.output, self.writer, self.is_query
+        if self.cut:
+            logger.info("%s: %d %s longer than %d characters (%d per token of --%s_max_len %d) read only that far "
+                        "before tokenizing, e.g. %r", path, len(self.cut), "queries" if is_query else "documents",
+                        self.limit, CHARS_PER_TOKEN, "query" if is_query else "passage", self.max_len, self.cut[0])
+        if writer.docs_done != self.end - self.start:
+            raise MultiViewError(f"{path}: expected {self.end - self.start} items in shard {self.shard_index}, "
+                                 f"got {writer.docs_done}; did the file change while encoding?")
+        if self.stats is not None:
+            writer.info.extra["sentences"] = totals = self.stats_total()
+            if totals.get("sentences"):
+                logger.info("%s: %d sentences in %d passages (%.2f per passage); %d dropped past --passage_max_len "
+                            "(%.2f%%), %d kept but cut short", output, totals["sentences"], totals.get("passages", 0),
+                            totals["sentences"] / max(1, totals.get("passages", 0)), totals.get("dropped", 0),
+                            100.0 * totals.get("dropped", 0) / totals["sentences"], totals.get("truncated", 0))
+        if self.row_writer is not None:
+            self.row_writer.close(writer.rows_done)  # before the sidecar: a complete shard has its view rows
+        info = writer.close()
+        logger.info("wrote %s: %d %s, %d vectors of dim %d (views per item: %s)", output, info.num_items,
+                    "queries" if is_query else "documents", info.num_vectors, info.dim, info.views_per_doc)
+        return info
 
 
 def encode_passage_batch(model: MultiViewEncoder, formatter: Any, ids: list[str], texts: list[str],

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "SearchBackend": "_backend",
-    "IndexMeta": "_index", "build_index": "_index",
+    "IndexMeta": "multiview_plugin.index.meta", "build_index": "multiview_plugin.index.build",
     "ApproximateSearch": "_searcher", "FaissStore": "_searcher", "Hit": "_searcher",
     "MultiVectorSearcher": "_searcher", "search_batched": "_searcher", "search_shards": "_searcher",
     "AGGREGATORS": "aggregators", "Aggregator": "aggregators", "MaxAggregator": "aggregators",
@@ -19,8 +19,9 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from multiview_plugin.index.build import build_index
+    from multiview_plugin.index.meta import IndexMeta
     from multiview_plugin.search._backend import SearchBackend
-    from multiview_plugin.search._index import IndexMeta, build_index
     from multiview_plugin.search._searcher import (
         ApproximateSearch,
         FaissStore,
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    where = _EXPORTS[name]
+    value = getattr(importlib.import_module(where if "." in where else f"{__name__}.{where}"), name)
     globals()[name] = value
     return value
 

@@ -54,23 +54,24 @@ from multiview_plugin.encoding.shards import (
 )
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY, concat_rows
 from multiview_plugin.errors import ConfigError, MultiViewError
-from multiview_plugin.paths import OutputLock, refuse_output_over_input
-from multiview_plugin.search._backend import MIN_DOC_CANDIDATES, SearchBackend
-from multiview_plugin.search._index import (
-    DEFAULT_AGGREGATION,
+from multiview_plugin.index.adds import check_new_docids, contiguous_docs, document_means
+from multiview_plugin.index.folder import (
     DOC_INDEX_FILE,
     DOCID_FILE,
     INDEX_FILE,
     META_FILE,
-    IndexMeta,
-    _check_new_docids,
-    _merge_extra,
     check_index_folder,
-    contiguous_docs,
-    document_means,
     one_writer,
+)
+from multiview_plugin.index.meta import (
+    DEFAULT_AGGREGATION,
+    IndexMeta,
+    check_shard_paths,
+    merge_extra,
     passage_shard_infos,
 )
+from multiview_plugin.paths import OutputLock, refuse_output_over_input
+from multiview_plugin.search._backend import MIN_DOC_CANDIDATES, SearchBackend
 from multiview_plugin.search._qdrant_engines import (
     ENGINES,
     MARKER,
@@ -315,12 +316,7 @@ def build_qdrant_index(
         raise ConfigError(f"--qdrant_engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "client":
         require_qdrant()
-    paths = [Path(p) for p in shards]
-    if not paths:
-        raise ShardFormatError("no shards given")
-    for p in paths:
-        if not p.is_file():
-            raise ShardFormatError(f"shard {p} does not exist")
+    paths = check_shard_paths(shards)
     if batch_size < 1:
         raise ConfigError(f"the ingest batch size must be >= 1, got {batch_size}")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
@@ -416,7 +412,7 @@ def _ingest(paths: list[Path], index_dir: Path, coll: Collection, settings: Qdra
             shard_multi = shard_view_ids(path, lookup, info)  # without a sidecar: inferred, with a warning
             multi = multi or shard_multi
             docs, row_doc = contiguous_docs(split_lookup(lookup, shard_multi), str(path))
-            _check_new_docids(seen, docs, row_doc, num_vectors, tmp_docids, docid_out, shard_multi, path)
+            check_new_docids(seen, docs, row_doc, num_vectors, tmp_docids, docid_out, shard_multi, path)
             if not len(reps):
                 continue
             if dim is None:
@@ -461,7 +457,7 @@ def _ingest(paths: list[Path], index_dir: Path, coll: Collection, settings: Qdra
                      "probe": probe})
     counts = np.concatenate(view_counts)
     os.replace(tmp_docids, index_dir / DOCID_FILE)
-    extra = _merge_extra(infos)
+    extra = merge_extra(infos)
     if extra.get(VIEW_INFO_KEY, {}).get("rows") and not concat_rows(paths, index_dir / INDEX_VIEWS_FILE,
                                                                      num_vectors):
         extra[VIEW_INFO_KEY]["rows"] = False

@@ -47,6 +47,17 @@ from multiview_plugin.encoding.shards import (
 )
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.index.adds import contiguous_docs
+from multiview_plugin.index.faiss_build import read_faiss_index
+from multiview_plugin.index.folder import (
+    DOC_INDEX_FILE,
+    DOCID_FILE,
+    FINGERPRINTED_FILES,
+    INDEX_FILE,
+    META_FILE,
+    RESCORE_STORE_FILE,
+)
+from multiview_plugin.index.meta import IndexMeta, check_index_file
 from multiview_plugin.progress import progress_bar
 from multiview_plugin.search._backend import (
     EF_SEARCH,
@@ -56,18 +67,6 @@ from multiview_plugin.search._backend import (
     SearchBackend,
     capped_depth,
     order_ties,
-)
-from multiview_plugin.search._index import (
-    DOC_INDEX_FILE,
-    DOCID_FILE,
-    FINGERPRINTED_FILES,
-    INDEX_FILE,
-    META_FILE,
-    RESCORE_STORE_FILE,
-    IndexMeta,
-    check_index_file,
-    contiguous_docs,
-    read_faiss_index,
 )
 from multiview_plugin.search.aggregators import AGGREGATORS, Aggregator, get_aggregator
 from multiview_plugin.search.explain import Explanation, ViewExplainer

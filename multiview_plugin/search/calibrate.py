@@ -55,8 +55,10 @@ from tqdm import tqdm
 from multiview_plugin.atomic import atomic_open
 from multiview_plugin.encoding.shards import read_shard, split_lookup
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.index.adds import contiguous_docs
+from multiview_plugin.index.folder import META_FILE
+from multiview_plugin.index.meta import IndexMeta
 from multiview_plugin.search._backend import SearchBackend
-from multiview_plugin.search._index import META_FILE, IndexMeta, contiguous_docs
 from multiview_plugin.search.aggregators import MaxAggregator
 
 logger = logging.getLogger(__name__)

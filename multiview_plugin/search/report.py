@@ -11,7 +11,9 @@ import faiss
 
 from multiview_plugin.encoding.shards import VIEW_DELIMITER, read_info
 from multiview_plugin.encoding.view_info import VIEW_INFO_KEY
-from multiview_plugin.search._index import DOCID_FILE, INDEX_FILE, IndexMeta, read_faiss_index
+from multiview_plugin.index.faiss_build import read_faiss_index
+from multiview_plugin.index.folder import DOCID_FILE, INDEX_FILE
+from multiview_plugin.index.meta import IndexMeta
 
 
 def views_histogram(docid_file: str | os.PathLike, multi_vector: bool) -> Counter:

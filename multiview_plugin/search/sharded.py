@@ -46,9 +46,10 @@ from multiview_plugin.encoding.fingerprint import model_fingerprint
 from multiview_plugin.encoding.shard_sets import check_same_model, check_shard_set
 from multiview_plugin.encoding.shards import split_lookup
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.index.folder import DOCID_FILE, META_FILE
+from multiview_plugin.index.meta import IndexMeta
 from multiview_plugin.progress import progress_bar
 from multiview_plugin.ray_runtime import DEFAULT_MAX_RESTARTS, DEFAULT_SEARCH_TIMEOUT, WorkerActor, check_ray_number
-from multiview_plugin.search._index import DOCID_FILE, META_FILE, IndexMeta
 from multiview_plugin.search._searcher import DEFAULT_QUERY_BATCH_SIZE, Hit, MultiVectorSearcher, merge_topk
 from multiview_plugin.search.aggregators import AGGREGATORS, get_aggregator
 

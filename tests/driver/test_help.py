@@ -130,7 +130,7 @@ def test_driver_help_loads_no_torch_faiss_or_transformers(driver):
     assert not heavy & {"torch", "datasets", "scipy", "transformers.training_args", "transformers.modeling_utils"}
     if driver not in HF_PARSED:
         assert "transformers" not in heavy
-    if driver != "index":  # index: its defaults come from search._index and search.calibrate, which load Faiss
+    if driver != "index":  # index: its defaults come from index/ and search.calibrate, which load Faiss
         assert "faiss" not in heavy
 
 

@@ -17,11 +17,11 @@ from multiview_plugin.driver.search import main as search_main
 from multiview_plugin.driver.train import main as train_main
 from multiview_plugin.encoding.shards import read_info, read_shard
 from multiview_plugin.evaluation.runs import read_run
+from multiview_plugin.index.meta import IndexMeta
 from multiview_plugin.modeling import load_encoder
 from multiview_plugin.modeling.dcsr import SENT_MARKER
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.search import MultiVectorSearcher, build_index
-from multiview_plugin.search._index import IndexMeta
 from multiview_plugin.search.aggregators import HasAnsAggregator, get_aggregator, log_one_minus_softmax
 from tests.conftest import PASSAGES
 from tests.search.test_searcher import DIM, random_corpus, write_shards

@@ -82,7 +82,8 @@ def test_second_index_build_while_the_first_writes_is_refused_and_removes_nothin
     `.docid.tmp` on its way out (the first then failed: no index); a second Faiss build replaced the first's."""
     needs(backend)
     from multiview_plugin.driver.index import main as index_main
-    from multiview_plugin.search import _index, _qdrant
+    from multiview_plugin.index import build as _index
+    from multiview_plugin.search import _qdrant
 
     shard = write_shard(tmp_path / "c.pkl")
     index_dir = tmp_path / "idx"

@@ -14,9 +14,9 @@ import pytest
 from multiview_plugin.driver.index import main as index_main
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 from multiview_plugin.errors import MultiViewError
+from multiview_plugin.index.folder import META_FILE
 from multiview_plugin.paths import OutputLock, WriterBusyError, refuse_output_over_input, same_path
 from multiview_plugin.search import build_index
-from multiview_plugin.search._index import META_FILE
 
 DIM = 8
 

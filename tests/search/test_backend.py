@@ -11,8 +11,8 @@ import pytest
 import multiview_plugin
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.index.meta import BACKENDS, IndexMeta
 from multiview_plugin.search import FaissStore, MultiVectorSearcher, SearchBackend, build_index
-from multiview_plugin.search._index import BACKENDS, IndexMeta
 from multiview_plugin.search.aggregators import MaxAggregator
 
 DIM = 8

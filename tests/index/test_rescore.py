@@ -16,9 +16,12 @@ from multiview_plugin.driver import index as index_driver
 from multiview_plugin.driver import search as search_driver
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard
 from multiview_plugin.errors import ConfigError, MultiViewError
-from multiview_plugin.search import IndexMeta, MultiVectorSearcher, _index, build_index
-from multiview_plugin.search._index import INDEX_FOLDER_FILES, RESCORE_STORE_FILE
+from multiview_plugin.index import build
+from multiview_plugin.index.adds import PresizedIVFAdds
+from multiview_plugin.index.folder import INDEX_FOLDER_FILES, RESCORE_STORE_FILE
+from multiview_plugin.search import IndexMeta, MultiVectorSearcher, build_index
 from multiview_plugin.search.calibrate import calibrate_index
+from multiview_plugin.search.report import index_report
 from tests.search.test_calibrate import synthetic
 from tools.synthetic_vectors import clustered_queries
 
@@ -91,10 +94,10 @@ def test_store_file_and_meta(built):
 
 
 def test_store_is_written_chunk_by_chunk_and_overwrite_replaces_it(built, tmp_path, monkeypatch):
-    monkeypatch.setattr(_index, "ADD_CHUNK", 100)
+    monkeypatch.setattr(build, "ADD_CHUNK", 100)
     sizes = []
-    real_add = _index.RescoreStoreWriter.add
-    monkeypatch.setattr(_index.RescoreStoreWriter, "add",
+    real_add = build.RescoreStoreWriter.add
+    monkeypatch.setattr(build.RescoreStoreWriter, "add",
                         lambda self, chunk, source: (sizes.append(len(chunk)), real_add(self, chunk, source)))
     out = tmp_path / "idx"
     build_index(built["paths"], out, index_factory="HNSW16", rescore_store="fp16")
@@ -137,7 +140,7 @@ def test_driver_flag_reaches_build_and_search(built, tmp_path, capsys):
                               f"IVF{NLIST},SQ8", "--rescore_store", "fp32", "--target_recall", "0"]) == 0
     meta = IndexMeta.load(tmp_path / "h")
     assert meta.rescore_store["dtype"] == "float32" and (tmp_path / "h" / RESCORE_STORE_FILE).is_file()
-    assert "rescore store" in index_driver.index_report(tmp_path / "h")
+    assert "rescore store" in index_report(tmp_path / "h")
     # without the flag: none
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "n"), "--index_factory",
                               f"IVF{NLIST},SQ8", "--target_recall", "0"]) == 0
@@ -191,7 +194,7 @@ def test_a_shard_that_shrank_between_the_ivf_passes_is_an_error(built, tmp_path)
     index = faiss.index_factory(DIM, f"IVF{NLIST},SQ8", faiss.METRIC_INNER_PRODUCT)
     sample = np.concatenate([read_shard(p)[0] for p in built["paths"]]).astype(np.float32)
     index.train(sample)
-    presized = _index.PresizedIVFAdds.prepare(index, built["paths"], tmp_path / "assign", False)
+    presized = PresizedIVFAdds.prepare(index, built["paths"], tmp_path / "assign", False)
     try:
         presized.add(np.ascontiguousarray(sample[:10]))
         with pytest.raises(MultiViewError, match="fewer vectors than the first pass assigned"):

@@ -7,8 +7,8 @@ import pytest
 from multiview_plugin.driver import index as index_driver
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 from multiview_plugin.errors import ConfigError
+from multiview_plugin.index.faiss_build import train_ivf_two_level
 from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index
-from multiview_plugin.search._index import train_ivf_two_level
 from multiview_plugin.search.aggregators import MaxAggregator
 from tools.synthetic_vectors import clustered_documents, clustered_queries
 
@@ -80,15 +80,15 @@ def test_two_level_refusals(data, tmp_path):
 
 def test_driver_flag_reaches_the_builder(data, tmp_path, monkeypatch):
     seen = {}
-    import multiview_plugin.search as search
+    from multiview_plugin.index import build
 
-    real = search.build_index
+    real = build.build_index
 
-    def spy(*a, **k):
-        seen.update(k)
-        return real(*a, **k)
+    def spy(shards, index_dir, config=None, **k):
+        seen.update(vars(build.IndexConfig.of(config, k)))
+        return real(shards, index_dir, config, **k)
 
-    monkeypatch.setattr(search, "build_index", spy)
+    monkeypatch.setattr(build, "build_index", spy)
     assert index_driver.main(["--passage_reps", str(data[0] / "corpus.*.pkl"), "--index_dir", str(tmp_path / "i"),
                               "--index_factory", "IVF16,SQ8", "--ivf_training", "two_level", "--train_size", "2000",
                               "--target_recall", "0"]) == 0

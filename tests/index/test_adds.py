@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
-from multiview_plugin.search import _index, build_index
+from multiview_plugin.index import build
+from multiview_plugin.index.adds import PresizedIVFAdds
+from multiview_plugin.index.build import build_index
+from multiview_plugin.index.faiss_build import make_faiss_index
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,8 +40,8 @@ def test_training_reads_a_capped_sample(tmp_path, monkeypatch):
     corpus: 5 shards x 1,600 vectors, train_size 500."""
     paths = write_shards(tmp_path / "shards", 5, 400, 4, 8)
     seen = []
-    real_train = _index.train_faiss_index
-    monkeypatch.setattr(_index, "train_faiss_index", lambda index, sample, *a: (seen.append(sample.shape),
+    real_train = build.train_faiss_index
+    monkeypatch.setattr(build, "train_faiss_index", lambda index, sample, *a: (seen.append(sample.shape),
                                                                                 real_train(index, sample, *a)))
     build_index(paths, tmp_path / "ivf", index_factory="IVF4,SQ8", train_size=500)
     assert len(seen) == 1 and seen[0][1] == 8
@@ -51,13 +54,13 @@ def test_presized_ivf_build_is_faiss_add_row_for_row(tmp_path, monkeypatch, fact
     gives; the assignments file does not end up in the index folder."""
     paths = write_shards(tmp_path / "shards", 3, 300, 3, 16, dtype="float16")
     adds = []
-    real_add = _index.PresizedIVFAdds.add
-    monkeypatch.setattr(_index.PresizedIVFAdds, "add", lambda self, chunk: (adds.append(len(chunk)),
+    real_add = PresizedIVFAdds.add
+    monkeypatch.setattr(PresizedIVFAdds, "add", lambda self, chunk: (adds.append(len(chunk)),
                                                                            real_add(self, chunk)))
     presized = build_index(paths, tmp_path / "presized", index_factory=factory)
     assert sum(adds) == presized.num_vectors == 2700
     assert sorted(os.listdir(tmp_path / "presized")) == ["docid", "index", "multiview.json"]
-    monkeypatch.setattr(_index.PresizedIVFAdds, "prepare", classmethod(lambda cls, *a, **k: None))
+    monkeypatch.setattr(PresizedIVFAdds, "prepare", classmethod(lambda cls, *a, **k: None))
     build_index(paths, tmp_path / "plain", index_factory=factory)
     a, b = (faiss.read_index(str(tmp_path / name / "index")) for name in ("presized", "plain"))
     assert a.ntotal == b.ntotal == 2700
@@ -67,8 +70,8 @@ def test_presized_ivf_build_is_faiss_add_row_for_row(tmp_path, monkeypatch, fact
 def test_non_ivf_and_pretransformed_indexes_are_added_as_usual(tmp_path):
     paths = write_shards(tmp_path / "shards", 1, 200, 2, 16)
     for factory in ("Flat", "HNSW8", "PCA8,IVF4,Flat"):
-        index = _index.make_faiss_index(16, factory)
-        assert _index.PresizedIVFAdds.prepare(index, paths, tmp_path / "assign") is None
+        index = make_faiss_index(16, factory)
+        assert PresizedIVFAdds.prepare(index, paths, tmp_path / "assign") is None
     meta = build_index(paths, tmp_path / "pca", index_factory="PCA8,IVF4,Flat")
     assert meta.num_vectors == 400 and faiss.read_index(str(tmp_path / "pca" / "index")).ntotal == 400
 
@@ -77,10 +80,11 @@ PEAK = """
 import json, sys
 from pathlib import Path
 import faiss
-from multiview_plugin.search import _index, build_index
+from multiview_plugin.index.adds import PresizedIVFAdds
+from multiview_plugin.index.build import build_index
 faiss.omp_set_num_threads(1)
 if sys.argv[2] == "plain":
-    _index.PresizedIVFAdds.prepare = classmethod(lambda cls, *a, **k: None)
+    PresizedIVFAdds.prepare = classmethod(lambda cls, *a, **k: None)
 def kb(key):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key))
 base = kb("VmRSS:")

@@ -1,5 +1,5 @@
-"""Tests of multiview_plugin/search/_index.py: reading an index folder (multiview.json, docid, the Faiss
-file) and refusing one that is damaged or edited."""
+"""Tests of multiview_plugin/index/meta.py (and the searchers over it): reading an index folder (multiview.json,
+docid, the Faiss file) and refusing one that is damaged or edited."""
 
 from __future__ import annotations
 
@@ -243,3 +243,16 @@ def test_search_over_a_damaged_rescore_store_equals_reference_or_one_line(store_
             return
         assert kind == "none", kind
         assert read_run(out) == read_run(store_folder["reference"])
+
+
+def test_the_shard_paths_are_checked_before_anything_is_read(tmp_path):
+    """Every backend's first check (Faiss and Qdrant builds): at least one shard, each an existing file."""
+    from multiview_plugin.encoding.shards import ShardFormatError
+    from multiview_plugin.index.meta import check_shard_paths
+
+    with pytest.raises(ShardFormatError, match="no shards given"):
+        check_shard_paths([])
+    with pytest.raises(ShardFormatError, match="missing.pkl does not exist"):
+        check_shard_paths([tmp_path / "missing.pkl"])
+    (tmp_path / "c.pkl").write_bytes(b"")
+    assert check_shard_paths([str(tmp_path / "c.pkl")]) == [tmp_path / "c.pkl"]
