@@ -49,9 +49,9 @@ def test_readme_python_example_runs_as_written(dcsr_mean, tmp_path, monkeypatch,
 
 def test_docs_page_examples_run(dcsr_mean, tiny_bert, tmp_path, monkeypatch):
     """docs/python-api.md's examples, with its folders standing for tiny models."""
-    (tmp_path / "runs").mkdir()
-    (tmp_path / "runs" / "dcsr-mean").symlink_to(dcsr_mean, target_is_directory=True)
-    save_model("mvr", tiny_bert, tmp_path / "runs" / "mvr", mvr_num_views=3)
+    (tmp_path / "runs" / "quickstart" / "models").mkdir(parents=True)  # where the quickstart leaves its models
+    (tmp_path / "runs" / "quickstart" / "models" / "dcsr-mean-zero-shot").symlink_to(dcsr_mean,
+                                                                                   target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "docs_example"}
     for block in python_blocks(DOCS):

@@ -28,8 +28,6 @@ UNRELATED = {
     # HasAns' softmax over sentence scores: 1 (raw scores) where the index records no training temperature
     ("search/aggregators.py", "log_one_minus_softmax", "temperature"),
     ("search/aggregators.py", "__init__", "temperature"),
-    # the quickstart's experiment setting, recorded with its rows: it must not follow a change of the default
-    ("quickstart/options.py", "build_parser", "passage_max_len"),
 }
 
 
