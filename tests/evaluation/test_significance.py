@@ -114,3 +114,11 @@ def test_published_monte_carlo_p_values_reproduce():
     p = paired_randomization_test(a, b, num_permutations=10_000, seed=0)
     assert p == 0.08299170082991701
     assert p == pytest.approx(mcnemar_exact_test(a, b), abs=0.01)
+
+
+def test_one_differing_question_gives_p_one():
+    # both sign patterns of a single non-zero difference have the same |mean|: exact p = 1 (scipy's
+    # permutation_test refuses one observation; the docs' significance example on tiny data met it)
+    from multiview_plugin.evaluation.significance import paired_randomization_test
+
+    assert paired_randomization_test([1.0, 0.0, 1.0], [0.0, 0.0, 1.0]) == 1.0
