@@ -20,9 +20,16 @@ Per method: encode docs/s (wall, this CPU), index bytes on disk, build seconds, 
 (1 thread and the default thread count; wall and CPU time per query), the recall of the timed index against the
 method's exact top-10, and the top-1 on SQuAD-dev questions in this untrained setting (gold-passage R@1 and DPR
 answer accuracy @1). The goal lines of the issue are printed as measured / not met. Timings on a shared machine:
-record ``uptime`` beside the log. ``--quick``: a smoke run on a slice (nothing to record).
+record ``uptime`` beside the log; per-query CPU time is the figure load disturbs least.
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 python bench/peers.py --squad_path .../dev-v1.1.json
+The corpus: by default the paragraphs of SQuAD-dev articles 32-39 (354) with 1,000 of their questions (seed 0);
+``--articles all``: every paragraph (2,067) against the protocol's held-out questions (encoding takes ~6x longer).
+Then (``--synthetic_docs N``, 0: skip) a synthetic scale-up: clustered 384-d vectors (tools/synthetic_vectors.py)
+at each method's measured views per document, through the same build_index / searcher; the ColBERT peer as 128-d
+token vectors at its measured tokens per passage, exact MaxSim only. ``--quick``: a smoke run on article 32 and
+500 synthetic documents (nothing to record). Benches are not mirrored under tests/; ``--quick`` is the smoke test.
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 TQDM_DISABLE=1 python bench/peers.py --squad_path .../dev-v1.1.json
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
 COLBERT_DIM = 128
 K = 10
 TARGET = 0.99
+TUNE_MARGIN = 0.005  # the tuning questions must reach TARGET + this, so that held-out ones keep TARGET (--tune_margin)
 OVERFETCH_GRID = (1, 2, 4, 8, 16, 32, 64)
 EF_GRID = (4, 8, 16, 32, 64, 128, 256)
 
@@ -164,7 +172,7 @@ def project_method(name: str, corpus: dict, questions: dict, work: Path, split: 
             for of in OVERFETCH_GRID:
                 s = MultiVectorSearcher(index_dir, None, overfetch=of)
                 ids, _ = s.search_vectors(q[:split], K)
-                if recall(ids, ranked_exact[:split]) >= TARGET:
+                if recall(ids, ranked_exact[:split]) >= TARGET + TUNE_MARGIN:
                     chosen, searcher = of, s
                     break
             if chosen is None:
@@ -267,7 +275,7 @@ def colbert(corpus: dict, questions: dict, work: Path, split: int, args) -> tupl
 
     chosen = None
     for ef in EF_GRID:
-        if recall([approx(q, ef) for q in qs[:split]], exact[:split]) >= TARGET:
+        if recall([approx(q, ef) for q in qs[:split]], exact[:split]) >= TARGET + TUNE_MARGIN:
             chosen = ef
             break
     row.update(hnsw_bytes=(work / "colbert.voyager").stat().st_size + flat_bytes, hnsw_build_s=hnsw_build_s)
@@ -322,7 +330,7 @@ def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: 
         for of in OVERFETCH_GRID:
             searcher = MultiVectorSearcher(index_dir, None, overfetch=of)
             ids, _ = searcher.search_vectors(q[:split], K)
-            if recall(ids, exact[:split]) >= TARGET:
+            if recall(ids, exact[:split]) >= TARGET + TUNE_MARGIN:
                 ids, _ = searcher.search_vectors(q[split:], K)
                 row["hnsw"] = {"overfetch": of, "recall": recall(ids, exact[split:]),
                                **timed(searcher, q[split:], threads)}
@@ -359,8 +367,8 @@ def synthetic_colbert(tokens: int, n_docs: int, n_queries: int, q_tokens: int, t
 
 def synthetic_report(rows: dict) -> list[str]:
     lines = [f"| method | index | vectors/doc | index MiB | build s | recall@{K} | p50 ms 1 thr | p95 ms 1 thr | "
-             f"CPU p50 ms 1 thr | p50 ms {ARGS_THREADS} thr | p50 / dpr's (1 thr) | p50 / colbert's (1 thr) | "
-             "bytes / colbert's |", "|" + "---|" * 13]
+             f"CPU p50 ms 1 thr | p50 ms {ARGS_THREADS} thr | CPU p50 / dpr's | CPU p50 / colbert's | "
+             "p50 / colbert's | bytes / colbert's |", "|" + "---|" * 14]
     c = rows["colbert"]
     for r in rows.values():
         for kind in ("flat", "hnsw"):
@@ -370,8 +378,9 @@ def synthetic_report(rows: dict) -> list[str]:
                     lines.append(f"| {r['method']} | HNSW | not reached |")
                 continue
             d = rows["dpr"].get(kind, {})
-            dp = f"{lat['t1']['p50'] / d['t1']['p50']:.2f}" if "t1" in d else "-"
-            cp = f"{lat['t1']['p50'] / c['flat']['t1']['p50']:.4f}"
+            dp = f"{lat['t1']['cpu_p50'] / d['t1']['cpu_p50']:.2f}" if "t1" in d else "-"
+            cp = (f"{lat['t1']['cpu_p50'] / c['flat']['t1']['cpu_p50']:.4f} | "
+                  f"{lat['t1']['p50'] / c['flat']['t1']['p50']:.4f}")
             b = r[f"{kind}_bytes"]
             build = f"{r[f'{kind}_build_s']:.2f}" if f"{kind}_build_s" in r else "-"
             lines.append(f"| {r['method']} | {'exact' if kind == 'flat' else 'HNSW'} | {r['vectors'] / r['docs']:.0f} "
@@ -386,8 +395,9 @@ def run_synthetic(args, views: dict[str, int]) -> None:
     n_q = args.synthetic_queries
     split = n_q // 2
     print(f"# synthetic clustered vectors (tools/synthetic_vectors.py, 1000 clusters): {args.synthetic_docs} "
-          f"documents; views/doc as measured above ({views}); 384-d (colbert 128-d, {args.colbert_q_tokens} query "
-          f"tokens, exact MaxSim on {args.colbert_latency_queries // 4} queries); {n_q} queries, HNSW tuned on "
+          f"documents; views/doc ({views}: the SQuAD run's, rounded); 384-d (colbert 128-d, "
+          f"{args.colbert_q_tokens} query tokens, exact MaxSim on {args.colbert_latency_queries // 4} queries); "
+          f"{n_q} queries, HNSW tuned on "
           f"{split}, recall and latency on the other {n_q - split}", flush=True)
     rows: dict = {}
     work = Path(tempfile.mkdtemp(prefix=f"peers-syn-{os.getpid()}-"))
@@ -404,6 +414,11 @@ def run_synthetic(args, views: dict[str, int]) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\n".join(synthetic_report(rows)), flush=True)
+
+
+# ratios to a missing ColBERT row print as nan
+EMPTY_PEER = {"r@1": float("nan"), "flat_bytes": float("nan"), "hnsw_bytes": float("nan"),
+              **{k: {"t1": {"p50": float("nan"), "cpu_p50": float("nan")}} for k in ("flat", "hnsw")}}
 
 
 def fmt_row(r: dict, kind: str) -> str:
@@ -440,7 +455,7 @@ def report(rows: dict) -> list[str]:
         for kind in ("flat", "hnsw"):
             if "t1" not in r.get(kind, {}):
                 continue
-            d, c = rows["dpr"], rows["colbert"]
+            d, c = rows["dpr"], rows.get("colbert") or EMPTY_PEER
             p, cp = r[kind]["t1"]["p50"], r[kind]["t1"]["cpu_p50"]
             b = r["flat_bytes" if kind == "flat" else "hnsw_bytes"]
             lines.append(
@@ -454,32 +469,37 @@ def report(rows: dict) -> list[str]:
 
 def goals(rows: dict) -> list[str]:
     out = []
-    d, m, s, c = rows["dpr"], rows["mvr-k8"], rows["dcsr-mean"], rows["colbert"]
+    d, m, s = rows["dpr"], rows["mvr-k8"], rows["dcsr-mean"]
     for kind in ("flat", "hnsw"):
         if "t1" in m.get(kind, {}) and "t1" in d.get(kind, {}):
-            ratio = m[kind]["t1"]["p50"] / d[kind]["t1"]["p50"]
-            out.append(f"goal mvr k=8 p50 <= 1.2x dpr ({kind}, recall >= {TARGET}): {ratio:.2f}x -> "
-                       f"{'met' if ratio <= 1.2 else 'NOT met'}")
-    kind = "flat"
+            for what in ("p50", "cpu_p50"):
+                ratio = m[kind]["t1"][what] / d[kind]["t1"][what]
+                out.append(f"goal mvr k=8 {what} <= 1.2x dpr ({kind}, 1 thread, recall >= {TARGET} of own exact "
+                           f"top-{K}: mvr {m[kind]['recall']:.4f}, dpr {d[kind]['recall']:.4f}): {ratio:.2f}x -> "
+                           f"{'met' if ratio <= 1.2 else 'NOT met'}")
+    if "colbert" not in rows:
+        return [*out, "goal dcsr-mean vs colbert: not measured (the colbert row did not finish)"]
+    c = rows["colbert"]
     ok_top1 = s["r@1"] >= c["r@1"]
     bytes_ratio = s["flat_bytes"] / c["flat_bytes"]
     speed = c["flat"]["t1"]["p50"] / s["flat"]["t1"]["p50"]
+    cpu = c["flat"]["t1"]["cpu_p50"] / s["flat"]["t1"]["cpu_p50"]
     out.append(f"goal dcsr-mean vs colbert (exact both): R@1 {s['r@1']:.4f} vs {c['r@1']:.4f} -> "
                f"{'met' if ok_top1 else 'NOT met'}; bytes {bytes_ratio:.4f} of colbert's (goal <= 0.05) -> "
-               f"{'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower (goal >= 5x) -> "
-               f"{'met' if speed >= 5 else 'NOT met'}")
+               f"{'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x lower "
+               f"(goal >= 5x) -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
     if "t1" in s.get("hnsw", {}) and "t1" in c.get("hnsw", {}):
         speed = c["hnsw"]["t1"]["p50"] / s["hnsw"]["t1"]["p50"]
+        cpu = c["hnsw"]["t1"]["cpu_p50"] / s["hnsw"]["t1"]["cpu_p50"]
         bytes_ratio = s["hnsw_bytes"] / c["hnsw_bytes"]
         out.append(f"goal dcsr-mean HNSW vs colbert Voyager (recall >= {TARGET}): bytes {bytes_ratio:.4f} -> "
-                   f"{'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower -> "
-                   f"{'met' if speed >= 5 else 'NOT met'}")
-    _ = kind
+                   f"{'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x "
+                   f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    global ARGS_THREADS
+    global ARGS_THREADS, TUNE_MARGIN
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--squad_path", required=True)
     parser.add_argument("--questions", type=int, default=1000, help="sampled SQuAD-dev eval questions")
@@ -496,14 +516,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="synthetic documents per method (0: skip the synthetic part)")
     parser.add_argument("--synthetic_queries", type=int, default=400)
     parser.add_argument("--colbert_q_tokens", type=int, default=16, help="synthetic ColBERT query vectors")
+    parser.add_argument("--tune_margin", type=float, default=TUNE_MARGIN,
+                        help="approximate search: recall the tuning questions must reach above 0.99")
+    parser.add_argument("--rows", help="only re-print the SQuAD tables and goal lines from a --json file")
     parser.add_argument("--synthetic_only", action="store_true",
                         help="skip SQuAD; views/doc from --synthetic_views")
     parser.add_argument("--synthetic_views", default="dpr=1,dcsr-mean=6,mvr-k8=8,colbert=155")
     args = parser.parse_args(argv)
-    ARGS_THREADS = args.threads
+    ARGS_THREADS, TUNE_MARGIN = args.threads, args.tune_margin
     if args.quick:
         args.articles, args.questions, args.tune_questions, args.colbert_latency_queries = "32-32", 40, 20, 20
         args.synthetic_docs, args.synthetic_queries = min(args.synthetic_docs, 500), 40
+    if args.rows:
+        rows = json.loads(Path(args.rows).read_text(encoding="utf-8"))
+        print("\n".join([*report(rows), *goals(rows)]))
+        return 0
     if args.synthetic_only:
         ARGS_THREADS = args.threads
         run_synthetic(args, {k: int(v) for k, v in (p.split("=") for p in args.synthetic_views.split(","))})
