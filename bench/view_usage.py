@@ -2,7 +2,7 @@
 DCSR hits for docs/retrieval.md.
 
     python bench/view_usage.py train   --squad_path $DATA/squad/dev-v1.1.json --output_dir runs/views
-    python bench/view_usage.py analyze --output_dir runs/views --readme_block block.md --readme pages/docs/retrieval.md   # the page's source; then python -m tools.reporting render
+    python bench/view_usage.py analyze --output_dir runs/views --readme_block block.md --readme pages/docs/retrieval.md
 
 ``train`` converts SQuAD (the SQuAD-dev protocol, docs/data-formats.md) and fine-tunes all-MiniLM-L6-v2 briefly as each
 multi-view method (``--steps`` steps of ``--batch_size`` questions, 1 positive + 1 BM25 negative each; 2 shared CPU
