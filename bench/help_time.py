@@ -3,9 +3,9 @@
 Each command runs in a fresh process from the source tree (``PYTHONPATH`` set to it). "cold": the first run after
 the page cache is dropped (``sync; echo 3 > /proc/sys/vm/drop_caches``) when this process may do that, else the
 first run of the command; "warm": the median of ``--repeats`` runs right after. ``lines``: what ``--help`` prints;
-``heavy``: the heavy modules the process had imported when it exited (none expected but for the train driver's
-method registry, which loads the encoders and so torch). The first line records the machine load (``uptime``):
-timings on a shared machine are only comparable within one run.
+``heavy``: the heavy modules the process had imported when it exited (none expected but transformers' argument
+parser for the dataclass drivers, and the Trainer's stack for ``train --help_all``). The first line records the
+machine load (``uptime``): timings on a shared machine are only comparable within one run.
 
     python bench/help_time.py > bench/help_time.log
     git archive <old commit> multiview_plugin recipes | tar -x -C OLD && \

@@ -378,13 +378,13 @@ class CommonTrainerFlags:
 def _method_options() -> list[tuple[str, type]]:
     """``(method name, options class)`` of every registered method, in --help order."""
     from multiview_plugin.modeling.options import MethodOptions
-    from multiview_plugin.registry import ENCODERS
+    from multiview_plugin.registry import ENCODERS, get_options_class
 
-    names = ENCODERS.names()
+    names = ENCODERS.listed_names()  # the built-ins' options come without their encoders (no torch)
     ordered = [n for n in _HELP_ORDER if n in names] + [n for n in names if n not in _HELP_ORDER]
     out = []
     for name in ordered:
-        options = getattr(ENCODERS.get(name), "options_class", MethodOptions)
+        options = get_options_class(name) or MethodOptions
         if options.option_fields():
             out.append((name, options))
     return out
@@ -393,7 +393,7 @@ def _method_options() -> list[tuple[str, type]]:
 def _registered(table: str) -> tuple[str, ...]:
     from multiview_plugin import registry
 
-    return tuple(getattr(registry, table).names())
+    return tuple(getattr(registry, table).listed_names())  # the built-ins' names, without importing them
 
 
 def _with_choices(name: str, choices: tuple[str, ...]) -> tuple[str, Any, Any]:

@@ -41,6 +41,14 @@ BUILTIN_ENCODERS = {
     "dcsr": "multiview_plugin.modeling.dcsr:DcsrEncoder",
     "dce": "multiview_plugin.modeling.dce:DceEncoder",
 }
+# the built-in methods' options classes, in a module without torch: the train driver's --help lists their flags
+# without importing the encoders (a method not listed here, a plugin's, is asked for its ``options_class``)
+BUILTIN_OPTIONS = {
+    "mvr": "multiview_plugin.modeling.method_options:MvrOptions",
+    "mlr": "multiview_plugin.modeling.method_options:MlrOptions",
+    "mebert": "multiview_plugin.modeling.method_options:MebertOptions",
+    "dcsr": "multiview_plugin.modeling.method_options:DcsrOptions",
+}
 BUILTIN_LOSSES = {
     "contrastive": "multiview_plugin.losses.contrastive:ContrastiveLoss",
     "mvr_global_local": "multiview_plugin.losses.global_local:GlobalLocalLoss",
@@ -73,7 +81,7 @@ class Registry:
             return
         self._entry_points_loaded = True
         for ep in entry_points(group=self.entry_point_group):
-            if ep.name in self._items:
+            if ep.name in self._items or ep.name in self.builtins:  # a built-in's name stays the built-in's
                 continue
             try:
                 self.register(ep.name)(ep.load())
@@ -84,6 +92,8 @@ class Registry:
         """Import a built-in's module (its decorator registers it) and check that it registered the listed class."""
         module, _, attribute = self.builtins[name].partition(":")
         cls = getattr(importlib.import_module(module), attribute)
+        if name not in self._items and getattr(cls, "registered_name", None) == name:
+            self._items[name] = cls  # imported before under this name (its decorator ran), then the table was reset
         if self._items.get(name) is not cls:
             raise RuntimeError(f"built-in {self.kind} {name!r}: {self.builtins[name]} did not register itself "
                                f"under that name (registry.py lists it)")
@@ -107,6 +117,11 @@ class Registry:
         self._load_builtins()
         self._load_entry_points()
         return sorted(self._items)
+
+    def listed_names(self) -> list[str]:
+        """Every name, without importing the built-ins (their names are listed; plugins are loaded)."""
+        self._load_entry_points()
+        return sorted(set(self.builtins) | set(self._items))
 
     def __contains__(self, name: str) -> bool:
         try:
@@ -132,6 +147,17 @@ def register_loss(name: str) -> Callable[[type[T]], type[T]]:
 
 def get_encoder_class(name: str) -> type:
     return ENCODERS.get(name)
+
+
+def get_options_class(name: str) -> type | None:
+    """A method's options class: a built-in's from ``BUILTIN_OPTIONS`` (no encoder imported), a plugin's from its
+    encoder's ``options_class``; None for a method without one of its own (dpr, dce)."""
+    if name in BUILTIN_OPTIONS:
+        module, _, attribute = BUILTIN_OPTIONS[name].partition(":")
+        return getattr(importlib.import_module(module), attribute)
+    if name in ENCODERS.builtins:
+        return None
+    return getattr(ENCODERS.get(name), "options_class", None)
 
 
 def get_loss_class(name: str) -> type:

@@ -81,6 +81,8 @@ class TextOptions:
 # The other shared defaults (not text options), each written once here.
 PASSAGE_FIELD_SEPARATOR = " "  # joins a passage's title and text (Tevatron's --passage_field_separator)
 TEMPERATURE = 1.0  # the contrastive loss' softmax temperature tau (--temperature), saved with the model
+MIN_TEMPERATURE = 0.3  # the floor of MVR's annealed schedule (eq. 8; --mvr_min_temperature)
+DEFAULT_ALPHA = 0.1  # its decay rate per epoch (--mvr_alpha)
 UNTIE_ENCODER = False  # separate query and passage encoders (--untie_encoder), saved with the model
 MASK_DUPLICATE_POSITIVES = False  # drop in-batch copies of a query's positive (--mask_duplicate_positives)
 OTHER_DEFAULTS: dict[str, Any] = {"passage_field_separator": PASSAGE_FIELD_SEPARATOR, "temperature": TEMPERATURE,

@@ -1,4 +1,4 @@
-"""Index-backend and calibration flags shared by the index and search drivers (Faiss or Qdrant)."""
+"""Index-backend, calibration and shard-safety flags shared by the index and search drivers (Faiss or Qdrant)."""
 
 from __future__ import annotations
 
@@ -94,6 +94,16 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
         raise BelowTargetError(f"{err}; the Qdrant collection was built and {args.index_dir} holds no search "
                                "defaults: recalibrate it with --calibrate and --allow_below_target") from None
     return meta
+
+
+def add_shard_safety_flags(p: argparse.ArgumentParser) -> None:
+    """--allow_partial and --allow_unsafe_pickle: the two ways past the shard checks (index and search)."""
+    p.add_argument("--allow_partial", action="store_true", help="Use the passage shards given even if their "
+                   "sidecars show the set is incomplete (a shard_index of num_shards missing) or a shard has no "
+                   "sidecar (default: refuse, naming the missing shards). Shards of another model are always refused.")
+    p.add_argument("--allow_unsafe_pickle", action="store_true", help="Load shards with plain pickle, which runs "
+                   "any code a crafted file contains; only for trusted files in an older format (default: a "
+                   "restricted loader that admits only Tevatron's (ndarray, ids) payload).")
 
 
 def add_search_backend_flags(p: argparse.ArgumentParser) -> None:

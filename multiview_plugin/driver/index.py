@@ -21,11 +21,11 @@ from multiview_plugin.cli import cli, setup_logging
 from multiview_plugin.driver.backends import (
     add_calibration_flags,
     add_index_backend_flags,
+    add_shard_safety_flags,
     build_from_args,
     calibrate_from_args,
     check_calibration_flags,
 )
-from multiview_plugin.driver.search import add_shard_safety_flags
 from multiview_plugin.encoding.shards import ShardFormatError
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.index.meta import DEFAULT_INDEX_FACTORY

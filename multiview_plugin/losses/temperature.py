@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import math
 
-from multiview_plugin.text_options import TEMPERATURE
-
-MIN_TEMPERATURE = 0.3  # the floor of MVR's annealed schedule (eq. 8)
-DEFAULT_ALPHA = 0.1  # its decay rate per epoch
+from multiview_plugin.text_options import DEFAULT_ALPHA, MIN_TEMPERATURE, TEMPERATURE
 
 
 def temperature_at(

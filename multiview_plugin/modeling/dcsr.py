@@ -18,75 +18,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.data.sentences import sentence_spans, split_sentences
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
 from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
-from multiview_plugin.modeling.options import MethodOptions, option
+from multiview_plugin.modeling.method_options import SENTENCE_POOLINGS, TRAIN_UNITS, DcsrOptions
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
 
 SENT_MARKER = "<sent>"
-SENTENCE_POOLINGS = ("marker", "mean", "independent")
-TRAIN_UNITS = ("sentence", "passage")
-
-
-@dataclass(eq=False)
-class DcsrOptions(MethodOptions):
-    """DCSR's options, the ``--dcsr_*`` flags (Wu et al., 2022)."""
-
-    prefix: ClassVar[str] = "dcsr_"
-    in_passage_negatives: int = option(
-        1,
-        "DCSR: in-passage negatives per query, sentences of the positive passage without an "
-        "answer (a hard-negative passage's sentences stand in when there are too few). Paper: 1.",
-        bounds=(0, MAX_PER_ITEM))
-    bm25_negatives: int = option(
-        1,
-        "DCSR: hard-negative sentences per query, one random sentence from each of this many "
-        "hard-negative passages of the train file (paper: 1; Table 4 also tries 2 with no in-passage). "
-        "Positives are answer sentences; for datasets without answers (MS MARCO, BEIR) the sentence "
-        "sharing the most content words with the query. --train_group_size is not used by dcsr's sentence "
-        "training (it is by --dcsr_train_unit passage).",
-        bounds=(0, MAX_PER_ITEM))
-    marker_init: str = option(
-        "random",
-        "DCSR: how the new <sent> marker embedding starts: 'random' (at the backbone's "
-        "embedding scale) or 'cls' (a copy of the [CLS] embedding).",
-        choices=("random", "cls"))
-    sentence_pooling: str = option(
-        "marker",
-        "DCSR: what a sentence vector is. 'marker' (the paper): the state of the <sent> marker "
-        "put before the sentence in the whole-passage encoding. 'mean': the masked mean of the sentence's "
-        "own token states in the whole-passage encoding, without markers (so an untrained mean-pooled "
-        "backbone such as all-MiniLM-L6-v2 already gives good sentence vectors). 'independent' (a "
-        "baseline without context): each sentence encoded alone and mean-pooled.",
-        choices=SENTENCE_POOLINGS)
-    train_unit: str = option(
-        "sentence",
-        "DCSR: what a training example ranks. 'sentence' (the paper): each query's positive "
-        "sentence against its sentence negatives (--dcsr_in_passage_negatives, --dcsr_bm25_negatives) and "
-        "the batch's other selected sentences. 'passage': whole passages, each scored by its best sentence "
-        "(max over its sentence vectors), against the batch's other passages and --train_group_size - 1 "
-        "hard-negative passages per query; no positive sentence has to be guessed, so use it where the "
-        "data has no answer strings (BEIR, MS MARCO), where the best-overlap sentence is a noisy label. "
-        "The two sentence-negative options do not apply to 'passage' and must stay at their defaults.",
-        choices=("sentence", "passage"))
-    passage_view: bool = option(
-        False,
-        "DCSR (a variant, not the paper): also index the whole passage as one more view, pooled by "
-        "--pooling from the same encoding and placed after the passage's sentence views, so a passage "
-        "scores max(its passage vector, its best sentence). With --pooling mean the untrained model "
-        "already holds dpr's vector beside the sentences. Not with --dcsr_sentence_pooling independent.")
 
 
 class SentenceFormatter(InputFormatter):

@@ -4,26 +4,13 @@ The baseline MVR and MLR compare against."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 import torch
 
-from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
-from multiview_plugin.modeling.options import MethodOptions, option
+from multiview_plugin.modeling.method_options import MebertOptions
 from multiview_plugin.registry import register_encoder
-
-
-@dataclass(eq=False)
-class MebertOptions(MethodOptions):
-    """ME-BERT's options, the ``--mebert_*`` flags."""
-
-    prefix: ClassVar[str] = "mebert_"
-    num_vectors: int = option(8, "ME-BERT: number k of leading last-layer token states per document.",
-                              bounds=(1, MAX_PER_ITEM))
 
 
 @register_encoder("mebert")

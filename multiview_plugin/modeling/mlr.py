@@ -16,8 +16,7 @@ and listed first. Defaults, scaled to the backbone's depth n: ``max`` uses the l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,39 +24,8 @@ from torch import nn
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.modeling.base import MultiViewEncoder
 from multiview_plugin.modeling.config import EncoderConfig
-from multiview_plugin.modeling.options import MethodOptions, option
+from multiview_plugin.modeling.method_options import POOLINGS, MlrOptions
 from multiview_plugin.registry import register_encoder
-
-POOLINGS = ("max", "self_contrastive", "average", "scalar_mix")
-
-
-@dataclass(eq=False)
-class MlrOptions(MethodOptions):
-    """MLR's options, the ``--mlr_*`` flags."""
-
-    prefix: ClassVar[str] = "mlr_"
-    layers: str | None = option(
-        None,
-        "MLR: comma-separated 1-based layers (0 = embeddings), must include the last; default "
-        "scaled to the depth n: last four for --mlr_pooling max (BERT-base 12,11,10,9), n and "
-        "round(10n/12) for the single-vector poolings (BERT-base 12,10).")
-    pooling: str = option(
-        "self_contrastive",
-        "MLR: 'max' (multi-vector, every layer indexed), 'self_contrastive' (single-vector, "
-        "the paper's best: last layer indexed), 'average' or 'scalar_mix' (learned layer weights).",
-        choices=POOLINGS)
-    layer_pooling: str = option(
-        "cls",
-        "MLR: how a layer's vector is read from its token states (queries: the last layer, the "
-        "same way): 'cls' (the first token, the paper for BERT) or 'mean' (masked mean: the paper's form "
-        "for T5, and the one to use for mean-pooled backbones such as all-MiniLM-L6-v2). T5 is always "
-        "'mean'.",
-        choices=("cls", "mean"))
-    lam: float = option(
-        1.0, "MLR self-contrastive: weight of the regulariser (paper: 1.0 for NQ/TriviaQA/SQuAD, 0.01 for MS MARCO).",
-        flag="mlr_lambda", bounds=(0.0, None))
-    reg_temperature: float | None = option(
-        None, "MLR self-contrastive: regulariser temperature (default: --temperature).")
 
 
 def default_layers(num_layers: int, pooling: str) -> list[int]:

@@ -51,23 +51,29 @@ import copy
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from multiview_plugin.bounds import MAX_PER_ITEM
 from multiview_plugin.data.sentences import sentence_spans, split_sentences, token_spans
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.losses.sentence_coverage import sentence_coverage_loss
-from multiview_plugin.losses.temperature import DEFAULT_ALPHA, MIN_TEMPERATURE
 from multiview_plugin.modeling.base import EncoderOutput, MultiViewEncoder, backbone_options
 from multiview_plugin.modeling.config import CONFIG_NAME, EncoderConfig, is_multiview_model
 from multiview_plugin.modeling.dcsr import span_means
 from multiview_plugin.modeling.formatting import InputFormatter, pad_sequences
-from multiview_plugin.modeling.options import MethodOptions, option
+from multiview_plugin.modeling.method_options import (
+    DEFAULT_GATE_LEARNING_RATE,
+    REGION_INITS,
+    RESIDUAL_FORMS,
+    VIEW_FORMS,
+    VIEW_INITS,
+    VIEWER_SCOPES,
+    VIEWERS,
+    MvrOptions,
+)
 from multiview_plugin.modeling.persistence import load_encoder
 from multiview_plugin.modeling.tokens import add_marker_tokens, token_ids
 from multiview_plugin.registry import register_encoder
@@ -75,119 +81,14 @@ from multiview_plugin.registry import register_encoder
 logger = logging.getLogger(__name__)
 
 QUERY_VIEWER = "[VIE]"
-VIEW_FORMS = ("paper", "residual", "region")
-RESIDUAL_FORMS = ("residual", "region")  # text encoded as dpr encodes it, read-only viewers, gated residual views
-REGION_INITS = ("sentences", "segments", "kmeans")
-VIEWERS = ("on", "off")
-VIEWER_SCOPES = ("full", "segments")
-VIEW_INITS = ("none", "sentences", "segments", "kmeans")
 KMEANS_ITERATIONS = 5
 SENTENCE_SPAN_KEYS = ("sentence_starts", "sentence_ends", "sentence_mask")  # dcsr's mean-pooling layout
 COLLAPSE_COSINE = 0.99
-DEFAULT_GATE_LEARNING_RATE = 1e-3
 # A few neutral passages to probe the viewer states of a freshly built model (the collapse guard).
 PROBE_TEXTS = ("The river flows north through the old city before it reaches the sea.",
                "In 1850 the company built a railway line between the two largest towns.",
                "The festival is held every summer and attracts musicians from many countries.",
                "Its highest mountain was first climbed by a team of three in the winter.")
-
-
-@dataclass(eq=False)
-class MvrOptions(MethodOptions):
-    """MVR's options, the ``--mvr_*`` flags (Zhang et al., 2022)."""
-
-    prefix: ClassVar[str] = "mvr_"
-    num_views: int = option(8, "MVR: number k of document viewer tokens [VIE1]..[VIEk] (paper best: 8).",
-                            bounds=(1, MAX_PER_ITEM))
-    lam: float = option(0.01, "MVR: weight lambda of the local uniformity loss (paper: 0.01).", flag="mvr_lambda",
-                        bounds=(0.0, None))
-    alpha: float = option(DEFAULT_ALPHA, "Annealed temperature: decay rate alpha per epoch (MVR paper: 0.1).",
-                          bounds=(0.0, None))
-    min_temperature: float = option(MIN_TEMPERATURE, "Annealed temperature: floor of tau (MVR paper: 0.3).")
-    viewer_init: str = option(
-        "random",
-        "MVR: how new viewer-token embeddings start: 'random' (the paper: initialised like "
-        "the backbone's embeddings) or 'cls' (copies of the [CLS] embedding).",
-        choices=("random", "cls"))
-    views: str = option(
-        "paper",
-        "MVR: what a document view is. 'paper': the last-layer state of viewer token i (eq. 3). "
-        "'residual' (for mean-pooled backbones such as all-MiniLM-L6-v2): the document text is encoded "
-        "exactly as dpr encodes it (the viewers are appended as read-only tokens: they attend to the text, "
-        "the text does not attend to them), and view i = pool(text) + g_i * h(viewer i) with a learned gate "
-        "g_i that starts at 0, so an untrained model scores exactly like dpr with the same --pooling; "
-        "queries are pooled like dpr's. 'region': the residual form with region bases, named for what it "
-        "computes (needs --mvr_view_init segments, sentences or kmeans; with segments: 'segment views + MVR "
-        "viewers', view i = normalise(mean of segment i + g_i * h(viewer i))): region pooling with a gated viewer "
-        "residual, not the paper's MVR; the same model as 'residual' with that --mvr_view_init.",
-        choices=VIEW_FORMS)
-    viewers: str = option(
-        "on",
-        "MVR --mvr_views region: 'on' (default): view i = normalise(b_i + g_i * h(viewer i)), the region mean "
-        "plus the gated viewer residual. 'off': the ablation without viewers: no viewer tokens are read and no "
-        "gates exist, view i = normalise(b_i), the mean of region i's text token states (what the viewers add "
-        "is the difference between the two).",
-        choices=VIEWERS)
-    gate_learning_rate: float | None = option(
-        None,
-        "MVR --mvr_views residual: learning rate of the view gates g_i (default 1e-3: at the "
-        "backbone's 2e-5 they barely leave 0 within a few thousand steps, so the views never diverge).",
-        bounds=(0.0, None))
-    viewer_positions: str = option(
-        "shared",
-        "MVR: 'shared' (the paper: every viewer at position id 0, text from 1) or 'distinct' "
-        "(viewers at 0..k-1, text from k). Backbones whose position 0 is an attention sink (e.g. "
-        "all-MiniLM-L6-v2) map all shared-position viewers to one state (Local Variation ~ 0); "
-        "'distinct' keeps the views apart.",
-        choices=("shared", "distinct"))
-    balance_weight: float = option(
-        0.0,
-        "MVR: weight of a load-balancing term on the view assignment, as in mixture-of-experts routing (Switch "
-        "Transformer, Fedus et al. 2021): k * sum_i f_i * P_i over the batch's queries, with P_i the mean softmax "
-        "probability of view i over the positive passage's views (at the loss's temperature) and f_i the "
-        "fraction of queries whose best view is i. 1 when the views share the queries evenly, up to k when one "
-        "view takes every query. Default 0: the paper's loss, unchanged.")
-    viewer_scope: str = option(
-        "full",
-        "MVR --mvr_views residual: what each read-only viewer attends to. 'full' (default): the whole passage "
-        "text. 'segments': the passage's real tokens ([CLS] and [SEP] included) are cut into k contiguous, "
-        "near-equal segments, floor(i*n/k) .. floor((i+1)*n/k) - 1 for viewer i (0-based), and viewer i attends "
-        "only to its own segment and itself (a passage of fewer than k tokens: a viewer whose segment is empty "
-        "attends to the whole text). The text never attends to the viewers either way, so an untrained model "
-        "still scores exactly like dpr.",
-        choices=VIEWER_SCOPES)
-    sentence_distill_weight: float = option(
-        0.0,
-        "MVR --mvr_views residual: weight w of a sentence-coverage term distilling the views toward the passage's "
-        "sentence views: w * mean_j (1 - max_i cos(v_i, s_j)) over each training passage, with s_j the mean of "
-        "sentence j's text token states from the same forward pass (as --dcsr_sentence_pooling mean forms its "
-        "sentence views), finished like the views and detached (a teacher). Every sentence should be covered by "
-        "some view, which pushes the views apart toward distinct sentences. Logged as loss_distill; training "
-        "only (encoding is unchanged). Default 0: off.")
-    view_init: str = option(
-        "none",
-        "MVR --mvr_views residual: what view i is before its viewer adds anything (its base b_i; view i = b_i + "
-        "g_i * h(viewer i), the gates g_i start at 0, so at step 0 view i is b_i). 'none' (default): every b_i is "
-        "pool(text), dpr's passage vector (the k views start identical). 'sentences': b_i is the mean of sentence "
-        "i's text token states (dcsr's --dcsr_sentence_pooling mean sentence view); a passage of more than k "
-        "sentences gives the last view sentences k..S together, one of fewer gives its spare views pool(text); "
-        "the sentences are found at encoding too. 'segments': b_i is the mean of the i-th of k contiguous "
-        "near-equal token segments (--mvr_viewer_scope segments' segments). 'kmeans': b_i is the mean of the "
-        "token states of cluster i of a spherical k-means of the passage's token states (initialised from the "
-        "segments, a few deterministic iterations without gradient; an empty cluster gives pool(text)). Not the "
-        "viewer-token embeddings: that is --mvr_viewer_init.",
-        choices=VIEW_INITS)
-    init_from: str | None = option(
-        None,
-        "MVR: a model folder saved by this package (e.g. a trained dcsr --dcsr_sentence_pooling mean model, or a "
-        "dpr --pooling cls model for --mvr_views paper) whose backbone and tokenizer this model starts from "
-        "instead of --model_name_or_path's (the viewer tokens are added to them); a staged start. Its "
-        "--untie_encoder must match; a folder that is not such a model is refused. Only the path is saved.")
-    diversity_weight: float = option(
-        0.0,
-        "MVR: weight w of a diversity term between each training passage's views: w * the mean pairwise cosine "
-        "of its k views (off the diagonal), averaged over the batch's passages (positives and negatives), "
-        "logged as loss_diversity. Pushes a passage's views apart. Default 0: off.")
 
 
 def viewer_tokens(num_views: int) -> list[str]:

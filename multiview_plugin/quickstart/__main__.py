@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.atomic import atomic_open
@@ -41,18 +40,17 @@ from multiview_plugin.cli import cli, parse_dataclasses, setup_logging
 from multiview_plugin.data.answers import load_answers
 from multiview_plugin.data.readers import load_corpus, load_qrels, load_queries
 from multiview_plugin.driver.train import main as train_main
-from multiview_plugin.encoding.encode import encode_to_shard
 from multiview_plugin.encoding.shard_sets import load_query_reps
 from multiview_plugin.encoding.shards import read_shard, split_lookup
 from multiview_plugin.evaluation.answers import build_retrieval, retrieval_accuracy
 from multiview_plugin.evaluation.metrics import evaluate_run
 from multiview_plugin.evaluation.runs import to_run, write_run
-from multiview_plugin.modeling import load_encoder
 from multiview_plugin.quickstart.options import BM25, DESCRIPTIONS, SYSTEMS, build_parser, train_seed
 from multiview_plugin.records import dumps_rows
 from multiview_plugin.registry import get_encoder_class
-from multiview_plugin.scoring import local_variation, view_perplexity
-from multiview_plugin.search import MultiVectorSearcher, build_index
+
+# torch, the encoders, the encoding loop and the searchers are imported in the functions that use them, so that
+# ``--help`` loads none of them
 
 logger = logging.getLogger("multiview_plugin.quickstart")
 
@@ -333,6 +331,9 @@ def evaluate_bm25(data: EvalData, out: Path) -> list[dict]:
 def dev_dense_run(name: str, model, files: dict[str, Path], out: Path, dce_max_queries: int, depth: int) -> dict:
     """The model's run of the dev split's queries over the dev corpus (index aggregation), for choosing fusion
     weights on dev."""
+    from multiview_plugin.encoding.encode import encode_to_shard
+    from multiview_plugin.search import MultiVectorSearcher, build_index
+
     emb = out / "emb" / f"{name}-dev"
     pseudo_queries = None
     if model.config.model_name == "dce":
@@ -355,6 +356,10 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], data: Ev
                     dce_max_queries: int = 10, hybrid: Hybrid | None = None) -> list[dict]:
     """One row per aggregation: the index's own, plus max where that is something else (dcsr: HasAns); with
     ``hybrid``, the index aggregation's dense + BM25 fusion rows too."""
+    from multiview_plugin.encoding.encode import encode_to_shard
+    from multiview_plugin.modeling import load_encoder
+    from multiview_plugin.search import MultiVectorSearcher, build_index
+
     model = load_encoder(model_dir).eval()
     emb = out / "emb" / name
     start = time.perf_counter()
@@ -399,11 +404,17 @@ def evaluate_system(name: str, model_dir: Path, files: dict[str, Path], data: Ev
 
 def run_device() -> str:
     """Where the run trained and encoded (recorded with every row): the CUDA device's name, else "cpu"."""
+    import torch
+
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
 
 
 def view_diagnostics(shard: Path, q_reps: np.ndarray, q_ids: list[str], qrels: dict) -> dict:
     """MVR §5.2: Local Variation and view perplexity over (eval query, gold passage) pairs; {} for one view."""
+    import torch
+
+    from multiview_plugin.scoring import local_variation, view_perplexity
+
     reps, lookup, info = read_shard(shard)
     if info is None or not info.multi_vector or info.views_per_doc == "variable":
         return {}
@@ -474,6 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          f"{args.data}")
     setup_logging(logging.WARNING)
     logging.getLogger("multiview_plugin.quickstart").setLevel(logging.INFO)
+    import torch
+
     torch.manual_seed(0)
     np.random.seed(0)
     out = Path(args.output_dir)

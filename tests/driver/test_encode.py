@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from multiview_plugin.arguments import DataArguments, ModelArguments
 from multiview_plugin.data.readers import load_corpus
-from multiview_plugin.driver.encode import EncodeArguments, load_model
+from multiview_plugin.driver.encode import EncodeArguments
 from multiview_plugin.driver.encode import main as encode_main
+from multiview_plugin.encoding.command import load_model
 from multiview_plugin.encoding.shards import read_shard
 from multiview_plugin.registry import get_encoder_class
 from multiview_plugin.text_options import OPTION_NAMES

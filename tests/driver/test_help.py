@@ -119,7 +119,7 @@ def _help_imports(module: str, flag: str = "--help") -> tuple[int, str, set[str]
     return done.returncode, done.stdout, set(lines[-1].split()) if lines else set()
 
 
-@pytest.mark.parametrize("driver", sorted(set(DRIVERS) - {"train"}))
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
 def test_driver_help_loads_no_torch_faiss_or_transformers(driver):
     """Every driver's ``--help`` builds its parser before torch, Faiss, datasets or transformers' models load
     (imported in the functions that need them): fast on a cold start (bench/help_time.log). The plain argparse
@@ -136,10 +136,10 @@ def test_driver_help_loads_no_torch_faiss_or_transformers(driver):
 
 def test_train_help_lists_the_common_flags_and_help_all_every_flag():
     """``train --help``: the project's flags and the common Trainer flags, without transformers.TrainingArguments
-    (it loads torch and accelerate); ``--help_all``: every flag. (The method options still come from the encoder
-    modules, which import torch.)"""
+    (it loads torch and accelerate); ``--help_all``: every flag. The method options come from
+    ``modeling.method_options`` (no torch), so the short help loads no torch."""
     code, short, heavy = _help_imports("multiview_plugin.driver.train")
-    assert code == 0 and "transformers.training_args" not in heavy
+    assert code == 0 and not heavy & {"torch", "transformers.training_args", "transformers.modeling_utils"}
     code, full, heavy_all = _help_imports("multiview_plugin.driver.train", "--help_all")
     assert code == 0 and "transformers.training_args" in heavy_all
     for flag in ("--model_name", "--mvr_num_views", "--dataset_path", "--dev_queries", "--grad_cache",
@@ -149,6 +149,14 @@ def test_train_help_lists_the_common_flags_and_help_all_every_flag():
     for flag in ("--lr_scheduler_type", "--adam_beta1", "--eval_strategy", "--push_to_hub"):
         assert f"  {flag} " not in short and f"  {flag} " in full, flag
     assert "--help_all lists" in short and len(short.splitlines()) < len(full.splitlines())
+
+
+def test_quickstart_help_loads_no_torch_faiss_or_transformers():
+    """``python -m multiview_plugin.quickstart --help``: torch, the encoders and the searchers are imported where
+    they are used, after the arguments are parsed."""
+    code, out, heavy = _help_imports("multiview_plugin.quickstart")
+    assert code == 0 and out.startswith("usage: python -m multiview_plugin.quickstart"), out[:300]
+    assert not heavy, heavy
 
 
 def test_common_trainer_flags_match_training_arguments():
