@@ -44,7 +44,7 @@ def quickstart_record() -> dict | None:
 def rendered(out: Path, readme: Path, write_plots: bool, base: Path | None = None) -> dict[Path, str]:
     """What ``out`` (the results page) and ``readme`` (the quickstart table) should hold, from the records.
     Plot links are relative to ``base`` (default: ``out``'s folder)."""
-    base = base or out.resolve().parent
+    base = base or sources.published_of(out).resolve().parent  # links as the published page sees them
     data_sets = [d for d in tables.P.datasets if (rec.RESULTS / d).is_dir()]
     parts = [tables.table(d, selected, base=base, write_plot=write_plots) for d in data_sets
              for selected in (True, False) if rec.records(d, selected)]
