@@ -167,19 +167,11 @@ def tiny_beir(folder: Path, docs: int = 120, queries: int = 300, seed: int = 0) 
 def tiny_bert(folder: Path, hidden: int = 32, layers: int = 4, seed: int = 0) -> Path:
     """A random BERT (4 layers, enough for mlr's default layers; 32 dims, 512 positions) with a WordPiece vocabulary
     of common words and characters: nothing is downloaded."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    if str(ROOT) not in sys.path:  # run as a script (python tools/doc_blocks.py): the repository's tools importable
+        sys.path.insert(0, str(ROOT))
+    from tools.testing import make_tiny_bert
 
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *"abcdefghijklmnopqrstuvwxyz0123456789.,?'"]
-    vocab += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(str(folder / "vocab.txt")).save_pretrained(folder)
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-                        intermediate_size=2 * hidden, max_position_embeddings=512)
-    BertModel(config).save_pretrained(folder)
-    return folder
+    return make_tiny_bert(folder, hidden=hidden, layers=layers, seed=seed, positions=512)
 
 
 def tiny_t5(folder: Path, seed: int = 0) -> Path:

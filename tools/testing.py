@@ -12,7 +12,7 @@ WORDS = (
 ).split()
 
 
-def make_tiny_bert(folder: str | Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+def make_tiny_bert(folder: str | Path, hidden: int = 32, layers: int = 2, seed: int = 0, positions: int = 128) -> Path:
     """A 2-layer, 32-dim random BERT with a WordPiece vocabulary of common words and characters."""
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
@@ -25,7 +25,7 @@ def make_tiny_bert(folder: str | Path, hidden: int = 32, layers: int = 2, seed: 
     BertTokenizerFast(str(folder / "vocab.txt")).save_pretrained(folder)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-                        intermediate_size=2 * hidden, max_position_embeddings=128)
+                        intermediate_size=2 * hidden, max_position_embeddings=positions)
     BertModel(config).save_pretrained(folder)
     return folder
 
