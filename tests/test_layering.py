@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "multiview_plugin"
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     # cross-cutting helpers every floor may use; they know nothing of models, data formats or drivers
     ("base", ("errors", "atomic", "bounds", "paths", "registry", "cli", "tevatron_parity", "backbones", "scoring",
-              "records", "text_options", "ray_runtime", "progress")),
+              "records", "text_options", "ray_runtime", "progress", "lazy")),
     ("data", ("data",)),
     ("losses", ("losses",)),
     ("modeling", ("modeling",)),

@@ -5,8 +5,9 @@ on first use (PEP 562), so importing a light submodule (``index.meta``: a driver
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from multiview_plugin.lazy import lazy_exports
 
 _EXPORTS = {"IndexConfig": "build", "build_index": "build", "IndexMeta": "meta"}
 
@@ -15,16 +16,7 @@ if TYPE_CHECKING:
     from multiview_plugin.index.meta import IndexMeta
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = ["IndexConfig", "IndexMeta", "build_index"]

@@ -6,8 +6,9 @@ The names below load on first use (PEP 562), so importing one light submodule (`
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from multiview_plugin.lazy import lazy_exports
 
 _EXPORTS = {
     "EncoderOutput": "base",
@@ -46,16 +47,7 @@ if TYPE_CHECKING:
     from multiview_plugin.modeling.persistence import load_encoder
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [

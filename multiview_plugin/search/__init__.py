@@ -5,8 +5,9 @@ driver's ``--help``) does not load Faiss and every backend."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from multiview_plugin.lazy import lazy_exports
 
 _EXPORTS = {
     "SearchBackend": "_backend",
@@ -34,17 +35,7 @@ if TYPE_CHECKING:
     from multiview_plugin.search.explain import Explanation, ViewExplainer, write_explanations
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    where = _EXPORTS[name]
-    value = getattr(importlib.import_module(where if "." in where else f"{__name__}.{where}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __all__ = [
