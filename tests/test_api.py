@@ -35,16 +35,19 @@ def dcsr_mean(tiny_bert, tmp_path_factory) -> Path:
 
 
 def test_readme_python_example_runs_as_written(dcsr_mean, tmp_path, monkeypatch, capsys):
+    """The README's Python example, on a tiny model standing where the quickstart leaves its dcsr-mean model."""
     (example,) = python_blocks(README)
     assert len(example.strip().splitlines()) <= 15
-    assert '"runs/dcsr-mean"' in example  # the folder the README's train step writes
-    (tmp_path / "runs").mkdir()
-    (tmp_path / "runs" / "dcsr-mean").symlink_to(dcsr_mean, target_is_directory=True)
+    assert '"runs/quickstart/models/dcsr-mean-zero-shot"' in example  # the folder the quickstart writes
+    models = tmp_path / "runs" / "quickstart" / "models"
+    models.mkdir(parents=True)
+    (models / "dcsr-mean-zero-shot").symlink_to(dcsr_mean, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     exec(compile(example, str(README), "exec"), {"__name__": "readme_example"})
-    printed = capsys.readouterr().out
-    assert "(1, 32) [(2, 32), (1, 32)] d" in printed  # dcsr: one view per sentence
-    assert (tmp_path / "indexes" / "python-demo" / "multiview.json").is_file()
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == "[(2, 32), (2, 32)]"  # dcsr: one view per sentence, two sentences each
+    assert len(printed) == 3 and {line.split()[0] for line in printed[:2]} == {"fl", "fr"}
+    assert (tmp_path / "indexes" / "readme-demo" / "multiview.json").is_file()
 
 
 def test_docs_page_examples_run(dcsr_mean, tiny_bert, tmp_path, monkeypatch):

@@ -48,17 +48,15 @@ def test_systems_steps_and_passage_length_default_per_data_set_and_read_back_fro
 
 
 def test_the_untrained_segment_views_are_segment_means_with_no_viewer_contribution(tiny_bert):
-    """segment-means-zero-shot is untrained mvr in the residual form with segment bases: view i = the mean of the
-    i-th of 8 token segments + g_i * h(viewer i) with every gate g_i = 0, so exactly the 8 segment means."""
-    import torch
-
+    """segment-means-zero-shot is untrained mvr in the region form with its viewers off: view i = the mean of the
+    i-th of 8 token segments, no viewer tokens and no gates."""
     method, flags, trained = SYSTEMS["segment-means-zero-shot"]
     margs, dargs = parse_dataclasses((ModelArguments, DataArguments),
                                      ["--model_name", method, "--model_name_or_path", str(tiny_bert), *flags])
     model = get_encoder_class(method).build(margs, dargs)
-    assert not trained and (model.options.views, model.options.view_init, model.options.num_views) == \
-        ("residual", "segments", 8)
-    assert torch.equal(model.view_gates.detach(), torch.zeros(8))
+    assert not trained and (model.options.views, model.options.view_init, model.options.num_views,
+                            model.options.viewers) == ("region", "segments", 8, "off")
+    assert getattr(model, "view_gates", None) is None
 
 
 def test_the_parser_defaults_and_refuses_unknown_systems(capsys):
