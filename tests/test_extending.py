@@ -42,6 +42,9 @@ def apply_blocks(blocks: list[tuple[str, str, str]], root: Path) -> list[str]:
             assert path.is_file(), f"{name}: the page adds a line to a file that does not exist"
             text = path.read_text(encoding="utf-8")
             doc, sep, rest = text.partition('"""\n\n') if text.startswith('"""') else ("", "", text)
+            future = "from __future__ import annotations\n\n"
+            if rest.startswith(future):  # a __future__ import stays first
+                doc, sep, rest = doc + sep + future, "", rest[len(future):]
             path.write_text(doc + sep + code + rest, encoding="utf-8")
         elif mode == "continued":
             assert name in written, f"{name}: continued before it was started"
