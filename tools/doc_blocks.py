@@ -176,22 +176,11 @@ def tiny_bert(folder: Path, hidden: int = 32, layers: int = 4, seed: int = 0) ->
 
 def tiny_t5(folder: Path, seed: int = 0) -> Path:
     """A random T5 encoder-decoder (2 + 2 layers, 32 dims) with a word-level tokenizer: a doc2query stand-in."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+    if str(ROOT) not in sys.path:  # run as a script (python tools/doc_blocks.py): the repository's tools importable
+        sys.path.insert(0, str(ROOT))
+    from tools.testing import make_tiny_t5
 
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab = {t: i for i, t in enumerate(["<pad>", "</s>", "<unk>", *WORDS])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
-    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
-                            unk_token="<unk>").save_pretrained(folder)
-    torch.manual_seed(seed)
-    config = T5Config(vocab_size=len(vocab), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
-                      num_heads=4, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
-    T5ForConditionalGeneration(config).save_pretrained(folder)
-    return folder
+    return make_tiny_t5(folder, seq2seq=True, seed=seed)
 
 
 def prepare(work: Path, args: argparse.Namespace) -> dict[str, str]:
