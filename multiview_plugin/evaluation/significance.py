@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,6 +44,8 @@ RANDOMIZATION = "paired randomization"
 MCNEMAR = "exact McNemar"
 T_TEST = "paired t-test"
 EXACT_MAX = 16
+# a Monte Carlo test's sample size, as a row's p_test names it ("10000 sign flips", "9999 resamples")
+_SAMPLED = re.compile(r"(\d+) (?:sign flips|permutations|resamples)")
 
 
 def hits_at(ranks: Sequence[int], k: int = 1) -> np.ndarray:
@@ -158,3 +161,28 @@ def compare_ranks(ranks: Sequence[int], baseline: Sequence[int], k: int = 1, num
             "p_test_exact": f"{MCNEMAR} (two-sided binomial, top-{k} hits, {differing} questions differ)",
             "p_value_ttest": paired_t_test(a, b),
             "p_delta": 100.0 * float(a.mean() - b.mean())}
+
+
+def at_floor(p: float, test: str | None) -> int | None:
+    """``N`` when ``p`` is the floor ``1 / (N + 1)`` of the Monte Carlo test ``test`` names (no sampled sign
+    pattern of ``N`` was as extreme as the observed one, so ``p`` bounds the p-value rather than measures it);
+    None otherwise (exact tests and t-tests have no floor)."""
+    sampled = _SAMPLED.search(test or "")
+    if sampled and p <= (1 + 1e-9) / (int(sampled.group(1)) + 1):
+        return int(sampled.group(1))
+    return None
+
+
+def format_p(p: float | None, test: str | None = None) -> str:
+    """A p-value as tables and logs print it: two significant digits, or ``< 1/N`` at its Monte Carlo test's
+    floor (10,000 sign flips: ``< 0.0001``); '' for None.
+
+    >>> format_p(1 / 10001, "paired randomization (two-sided, top-1 hits, 10000 sign flips, seed 0)")
+    '< 0.0001'
+    >>> format_p(0.0033, "paired randomization (two-sided, top-1 hits, 10000 sign flips, seed 0)")
+    '0.0033'
+    """
+    if p is None:
+        return ""
+    floor = at_floor(p, test)
+    return f"< {1 / floor:.2g}" if floor else f"{p:.2g}"

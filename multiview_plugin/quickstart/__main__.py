@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import shlex
 import sys
 import time
@@ -238,15 +237,11 @@ def add_significance(rows: list[dict], tag: str = "", num_permutations: int = 10
 
 
 def format_p(row: dict) -> str:
-    """A row's p for printing: ``< 1e-4`` where a Monte Carlo randomization test found no sign pattern as extreme
-    as the observed one (its p is then the floor 1 / (N + 1), not a measured value); '' without a test."""
-    p = row.get("p_value")
-    if p is None:
-        return ""
-    flips = re.search(r"(\d+) sign flips", row.get("p_test", ""))
-    if flips and p <= 1.0 / (int(flips.group(1)) + 1) * (1 + 1e-9):
-        return f"< {1.0 / int(flips.group(1)):g}"
-    return f"{p:.2g}"
+    """A row's p for printing (:func:`~multiview_plugin.evaluation.significance.format_p`): ``< 0.0001`` at its
+    Monte Carlo test's floor; '' without a test."""
+    from multiview_plugin.evaluation.significance import format_p as p_text
+
+    return p_text(row.get("p_value"), row.get("p_test", ""))
 
 
 def relative_paths(value, out: Path):

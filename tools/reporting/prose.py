@@ -52,6 +52,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from multiview_plugin.evaluation.significance import at_floor
 from tools.reporting import records as rec
 from tools.reporting import sources, tables
 
@@ -127,6 +128,32 @@ def row_value(name: str, system: str, field: str, cache: dict) -> float:
                 if r["_record"] == name and r["system"] == system and g["tests"].get(seed, {}).get(field) is not None:
                     return float(g["tests"][seed][field])
     raise ProseError(f"record {name!r} row {system!r} has no {field!r}")
+
+
+def p_test(spec: str, cache: dict) -> str | None:
+    """The test behind a ``p_value`` tag's number (the row's ``p_test``, or its seed group's), None for others."""
+    pairs, field, aggregate = parse_spec(spec)
+    if field != "p_value" or aggregate is not None:
+        return None
+    name, system = pairs[0]
+    record = cache.get(("record", name)) or rec.load_record(name)
+    row = next((r for r in record["rows"] if r["system"] == system), {})
+    if row.get("p_value") is not None:
+        return row.get("p_test")
+    for g in cache.get(("groups", rec.record_settings(record).data)) or []:
+        for seed, r in g["seeds"].items():
+            if r["_record"] == name and r["system"] == system:
+                return g["tests"].get(seed, {}).get("p_test")
+    return None
+
+
+def floor_unmarked(text: str, m: re.Match, v: float, cache: dict) -> str | None:
+    """Why a p-value at its Monte Carlo test's floor is written as if measured (``p = 0.0001`` for a p that only
+    says no sampled sign pattern was as extreme: write ``p < 0.0001``), else None."""
+    floor = at_floor(v, p_test(m.group("spec"), cache))
+    if floor and not text[max(0, m.start() - 3):m.start()].rstrip().endswith("<"):
+        return f"is {m.group('num')}, the floor of its test ({floor} sign flips): write < {1 / floor:.2g}"
+    return None
 
 
 def value(spec: str, cache: dict | None = None) -> float:
@@ -330,6 +357,8 @@ def check_text(text: str, where: str, cache: dict | None = None) -> list[str]:
         if written not in forms and written.lstrip("-") not in {f for f in forms if v >= 0}:
             problems.append(f"{where}:{line}: is {m.group('num')}, the record gives {v:.4g} "
                             f"({m.group('spec').strip()})")
+        elif why := floor_unmarked(text, m, v, cache):
+            problems.append(f"{where}:{line}: {why}")
     return problems + check_blocks(text, where, cache) + tags_in_code(text, where)
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from multiview_plugin.evaluation.significance import format_p
 from tools.reporting import records as rec
 from tools.reporting.plots import plot_curves
 
@@ -51,18 +51,11 @@ SELECTED_NOTE = ("Model selection: articles {groups} are carved out of the train
                  "![training curves]({plot})")
 
 
-# a permutation test's sample size, as a row's p_test names it ("10000 sign flips", "9999 resamples")
-PERMUTATIONS = re.compile(r"(\d+) (?:sign flips|permutations|resamples)")
-
-
 def p_cell(p: float, test: str | None = None) -> str:
     """A p-value as the tables print it: two significant digits; one at its permutation test's floor (no sign
     flip of N as extreme as the observed difference: p = 1/(N+1)) as ``< 1/N`` (10,000 flips: ``< 0.0001``), the
     smallest p the test can tell (issue 37). Exact tests and t-tests have no such floor."""
-    sampled = PERMUTATIONS.search(test or "")
-    if sampled and p <= (1 + 1e-9) / (int(sampled.group(1)) + 1):
-        return f"< {1 / int(sampled.group(1)):.2g}"
-    return f"{p:.2g}"
+    return format_p(p, test)
 
 
 def cell(value) -> str:

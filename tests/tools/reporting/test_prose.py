@@ -59,6 +59,18 @@ def test_aggregates_and_paired_tests():
                             "x.md") == []
 
 
+def test_a_p_at_its_tests_floor_is_written_as_a_bound():
+    """p = 1/(N+1) says only that none of N sign flips was as extreme: the prose must say ``< 0.0001``."""
+    tag = "<!-- record: squad-sel300-gpu-mvr-viseg:mvr-residual-300-viseg | p_value -->"
+    wrong = prose.check_text(f"a win (p = 0.0001{tag})", "x.md")
+    assert wrong == ["x.md:1: is 0.0001, the floor of its test (10000 sign flips): write < 0.0001"]
+    assert prose.check_text(f"a win (p < 0.0001{tag})", "x.md") == []
+    assert prose.check_text(f"+9.1 (< 0.0001{tag})", "x.md") == []
+    # a p above the floor is written as measured
+    assert prose.check_text("p = 0.011<!-- record: squad-sel600-mvr-residual-rerun:mvr-residual-600 | p_value -->",
+                            "x.md") == []
+
+
 def test_dev_curve_fields():
     """``dev@STEP`` / ``dev@best`` read the row's dev curve (a fraction) as %; a step the curve lacks is an error."""
     spec = "squad-sel-dpr:dpr | dev@{}"
