@@ -2,8 +2,9 @@
 
 Same corpus, questions and machine in one run: the project's dpr (one vector per passage), dcsr-mean (one
 vector per sentence: span means of the passage's token states) and mvr with k = 8 views (``--mvr_views
-residual --mvr_view_init segments``), each built untrained from all-MiniLM-L6-v2 with the project's own encoders
-(``get_encoder_class(name).build``, as the quickstart builds untrained systems), encoded with
+region --mvr_view_init segments``), each built untrained from all-MiniLM-L6-v2 with the project's own encoders
+(``--mvr_views region``: segment views + MVR viewers; untrained, its gates are 0, so the views are the 8
+segment means) (``get_encoder_class(name).build``, as the quickstart builds untrained systems), encoded with
 ``encode_to_shard``, indexed with ``build_index`` and searched with ``MultiVectorSearcher`` (Faiss ``Flat``:
 exact; ``HNSW32``: approximate, its ``overfetch`` tuned on held-out questions to reach recall >= 0.99 of the
 method's own exact top-10); beside a ColBERT peer: MiniLM's token states (every attended token of the passage,
@@ -22,14 +23,20 @@ method's exact top-10, and the top-1 on SQuAD-dev questions in this untrained se
 answer accuracy @1). The goal lines of the issue are printed as measured / not met. Timings on a shared machine:
 record ``uptime`` beside the log; per-query CPU time is the figure load disturbs least.
 
-The corpus: by default the paragraphs of SQuAD-dev articles 32-39 (354) with 1,000 of their questions (seed 0);
-``--articles all``: every paragraph (2,067) against the protocol's held-out questions (encoding takes ~6x longer).
-Then (``--synthetic_docs N``, 0: skip) a synthetic scale-up: clustered 384-d vectors (tools/synthetic_vectors.py)
-at each method's measured views per document, through the same build_index / searcher; the ColBERT peer as 128-d
-token vectors at its measured tokens per passage, exact MaxSim only. ``--quick``: a smoke run on article 32 and
-500 synthetic documents (nothing to record). Benches are not mirrored under tests/; ``--quick`` is the smoke test.
+The corpora (each part optional): ``--squad_path``: by default the paragraphs of SQuAD-dev articles 32-39 (354)
+with 1,000 of their questions (seed 0); ``--articles all``: every paragraph (2,067) against 1,000 of the protocol's
+held-out questions (articles 32-47). ``--beir_dir``: BEIR SciFact, all 5,183 abstracts against the protocol's 200
+held-out queries (the quickstart's ``--data scifact`` split: 200 judged train queries, seed 42), quality as success@1
+(``R@1``: a relevant abstract first) and nDCG@10. Then (``--synthetic_docs N``, 0: skip) a synthetic scale-up:
+clustered 384-d vectors (tools/synthetic_vectors.py) at each method's measured views per document (the first
+corpus's), through the same build_index / searcher; the ColBERT peer as 128-d token vectors at its measured tokens
+per passage, exact MaxSim only. ``--quick``: a smoke run on article 32, 300 SciFact abstracts and their judged
+ones, and 500 synthetic documents (nothing to record). Benches are not mirrored under tests/; ``--quick`` is the
+smoke test. ``--json`` writes the rows by corpus (``{"squad": {...}, "scifact": {...}}``); ``--rows`` re-prints
+the tables from such a file (or from the older SQuAD-only rows).
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 TQDM_DISABLE=1 python bench/peers.py --squad_path .../dev-v1.1.json
+    PYTHONPATH=. HF_HUB_OFFLINE=1 TQDM_DISABLE=1 python bench/peers.py --squad_path $DATA/squad/dev-v1.1.json \
+        --articles all --beir_dir $DATA/beir/scifact --json bench/peers.json > bench/peers.log
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ COSINE = ["--normalize", "--temperature", "0.05"]
 METHODS = {
     "dpr": ("dpr", ["--pooling", "mean", *COSINE]),
     "dcsr-mean": ("dcsr", ["--pooling", "mean", "--dcsr_sentence_pooling", "mean", *COSINE]),
-    "mvr-k8": ("mvr", ["--mvr_views", "residual", "--mvr_view_init", "segments", "--pooling", "mean",
+    "mvr-k8": ("mvr", ["--mvr_views", "region", "--mvr_view_init", "segments", "--pooling", "mean",
                        "--mvr_num_views", "8", "--temperature_schedule", "fixed", *COSINE]),
 }
 BACKBONE = "sentence-transformers/all-MiniLM-L6-v2"
@@ -119,6 +126,29 @@ def load_squad(path: str, n_questions: int, articles: range | None, seed: int) -
     gold = {q: next(iter(split.eval_qrels[q])) for q in qids}
     titled = {d: (p["title"], p["text"]) for d, p in split.corpus.items()}
     return corpus, {q: split.eval_queries[q] for q in qids}, gold, {q: split.eval_answers[q] for q in qids}, titled
+
+
+def load_scifact(beir_dir: str, seed: int = 42, dev_size: int = 200) -> tuple:
+    """The SciFact protocol's held-out queries (the quickstart's: ``dev_size`` judged train queries sampled with
+    ``seed``, data/beir.py's convert_beir) against the whole corpus; their qrels."""
+    import random
+
+    from multiview_plugin.data.readers import load_beir
+
+    corpus, queries, qrels = load_beir(beir_dir, "train")
+    judged = [q for q in queries if any(r > 0 for r in qrels[q].values())]
+    dev = set(random.Random(seed).sample(judged, dev_size))
+    qids = [q for q in queries if q in dev]
+    return corpus, {q: queries[q] for q in qids}, {q: qrels[q] for q in qids}
+
+
+def beir_quality(ranked: dict, qrels: dict) -> dict:
+    """Success@1 (a relevant document first) and nDCG@10 of ``{qid: [docid, ...]}``."""
+    from multiview_plugin.evaluation.metrics import evaluate_run
+
+    run = {q: [(d, 1.0 / (i + 1)) for i, d in enumerate(ds)] for q, ds in ranked.items()}
+    r1 = float(np.mean([qrels[q].get(ds[0], 0) > 0 for q, ds in ranked.items()]))
+    return {"r@1": r1, "nDCG@10": evaluate_run(run, qrels, ["nDCG@10"])["nDCG@10"]}
 
 
 def top1(ranked: dict, questions: dict, gold: dict, answers: dict, titled: dict) -> dict:
@@ -432,7 +462,12 @@ def fmt_row(r: dict, kind: str) -> str:
             f"{r['encode_docs_per_s']:.1f} | {r['encode_docs_per_cpu_s']:.1f} | {bytes_ / 2 ** 20:.2f} | "
             f"{build:.2f} | {lat['recall']:.4f} | "
             f"{lat['t1']['p50']:.3f} | {lat['t1']['p95']:.3f} | {lat['t1']['cpu_p50']:.3f} | "
-            f"{t['p50']:.3f} | {t['p95']:.3f} | {r['r@1']:.4f} | {r['answer@1']:.4f} |")
+            f"{t['p50']:.3f} | {t['p95']:.3f} | {r['r@1']:.4f} | {r[second(r)]:.4f} |")
+
+
+def second(r: dict) -> str:
+    """The second quality column: SQuAD's answer accuracy @1, or BEIR's nDCG@10."""
+    return "answer@1" if "answer@1" in r else "nDCG@10"
 
 
 ARGS_THREADS = 2
@@ -441,7 +476,7 @@ ARGS_THREADS = 2
 def report(rows: dict) -> list[str]:
     lines = [f"| method | index | vectors/doc | encode docs/s | docs/CPU-s | index MiB | build s | recall@{K} | "
              f"p50 ms 1 thr | p95 ms 1 thr | CPU p50 ms 1 thr | p50 ms {ARGS_THREADS} thr | "
-             f"p95 ms {ARGS_THREADS} thr | R@1 | answer@1 |", "|" + "---|" * 15]
+             f"p95 ms {ARGS_THREADS} thr | R@1 | {second(rows['dpr'])} |", "|" + "---|" * 15]
     for r in rows.values():
         for kind in ("flat", "hnsw"):
             lines.append(fmt_row(r, kind))
@@ -498,10 +533,70 @@ def goals(rows: dict) -> list[str]:
     return out
 
 
+def squad_rows(args) -> dict:
+    """The SQuAD-dev part: paragraphs of ``--articles`` against their sampled questions."""
+    articles = None
+    if args.articles != "all":
+        first, last = (int(x) for x in args.articles.split("-"))
+        articles = range(first, last + 1)
+    corpus, questions, gold, answers, titled = load_squad(args.squad_path, args.questions, articles, 0)
+    split = min(args.tune_questions, len(questions) // 2)
+    print(f"# SQuAD v1.1 dev, articles {args.articles}: {len(corpus)} passages, {len(questions)} sampled eval "
+          f"questions (seed 0); approximate search tuned on the first {split}, recall and latency on the other "
+          f"{len(questions) - split} (colbert: latency on "
+          f"{min(args.colbert_latency_queries, len(questions) - split)} of them)", flush=True)
+    docs = [{"docid": d, "title": titled[d][0], "text": titled[d][1]} for d in corpus]
+    return run_corpus("squad", corpus, docs, questions, split, args,
+                      lambda ranked: top1(ranked, questions, gold, answers, titled))
+
+
+def scifact_rows(args) -> dict:
+    """The SciFact part: the whole corpus against the protocol's 200 held-out queries."""
+    corpus, questions, qrels = load_scifact(args.beir_dir)
+    if args.quick:
+        keep = {d for q in qrels for d in qrels[q]} | set(list(corpus)[:300])
+        corpus = {d: t for d, t in corpus.items() if d in keep}
+    split = len(questions) // 2
+    print(f"# BEIR SciFact: {len(corpus)} abstracts, the protocol's {len(questions)} held-out queries; approximate "
+          f"search tuned on the first {split}, recall and latency on the other {len(questions) - split}", flush=True)
+    docs = [{"docid": d, "text": t} for d, t in corpus.items()]
+    return run_corpus("scifact", corpus, docs, questions, split, args, lambda ranked: beir_quality(ranked, qrels))
+
+
+def run_corpus(label: str, corpus: dict, docs: list[dict], questions: dict, split: int, args, quality) -> dict:
+    """Every method on one corpus: rows by method name, printed as they finish, then the tables and goals."""
+    qids, docids = list(questions), list(corpus)
+    rows: dict = {}
+    work = Path(tempfile.mkdtemp(prefix=f"peers-{label}-{os.getpid()}-"))
+    try:
+        with (work / "corpus.jsonl").open("w", encoding="utf-8") as f:
+            for d in docs:
+                f.write(json.dumps(d) + "\n")
+        for name in [*METHODS, "colbert"]:
+            start = time.perf_counter()
+            if name == "colbert":
+                row, res = colbert(corpus, questions, work, split, args)
+                ranked = {q: [docids[i] for i in ids] for q, ids in zip(qids, res["ids"])}
+            else:
+                row, res = project_method(name, corpus, questions, work, split, args)
+                ranked = {q: list(ids) for q, ids in zip(qids, res["ids"])}
+            row.update(quality(ranked))
+            rows[name] = row
+            print(f"# {label} {name} done in {time.perf_counter() - start:.0f} s; load {os.getloadavg()}; "
+                  + json.dumps(row), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"## {label}")
+    print("\n".join(report(rows)))
+    print("\n".join(goals(rows)), flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     global ARGS_THREADS, TUNE_MARGIN
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--squad_path", required=True)
+    parser.add_argument("--squad_path", help="SQuAD v1.1 dev (dev-v1.1.json); without it, no SQuAD part")
+    parser.add_argument("--beir_dir", help="BEIR SciFact folder; without it, no SciFact part")
     parser.add_argument("--questions", type=int, default=1000, help="sampled SQuAD-dev eval questions")
     parser.add_argument("--tune_questions", type=int, default=200, help="of them, used to tune approximate search")
     parser.add_argument("--colbert_latency_queries", type=int, default=200)
@@ -528,54 +623,27 @@ def main(argv: list[str] | None = None) -> int:
         args.articles, args.questions, args.tune_questions, args.colbert_latency_queries = "32-32", 40, 20, 20
         args.synthetic_docs, args.synthetic_queries = min(args.synthetic_docs, 500), 40
     if args.rows:
-        rows = json.loads(Path(args.rows).read_text(encoding="utf-8"))
-        print("\n".join([*report(rows), *goals(rows)]))
+        every = json.loads(Path(args.rows).read_text(encoding="utf-8"))
+        for label, rows in ({"squad": every} if "dpr" in every else every).items():
+            print("\n".join([f"## {label}", *report(rows), *goals(rows)]))
         return 0
     if args.synthetic_only:
         ARGS_THREADS = args.threads
         run_synthetic(args, {k: int(v) for k, v in (p.split("=") for p in args.synthetic_views.split(","))})
         return 0
-    articles = None
-    if args.articles != "all":
-        first, last = (int(x) for x in args.articles.split("-"))
-        articles = range(first, last + 1)
     import faiss
 
     print(f"# cpu: {cpu_name()}; threads default {args.threads}; faiss {faiss.__version__}; torch "
           f"{torch.__version__}; voyager {voyager_version()}; load at start: {os.getloadavg()}", flush=True)
-    corpus, questions, gold, answers, titled = load_squad(args.squad_path, args.questions, articles, 0)
-    split = min(args.tune_questions, len(questions) // 2)
-    print(f"# SQuAD v1.1 dev, articles {args.articles}: {len(corpus)} passages, {len(questions)} sampled eval "
-          f"questions (seed 0); "
-          f"approximate search tuned on the first {split}, recall and latency on the other {len(questions) - split}"
-          f" (colbert: latency on {min(args.colbert_latency_queries, len(questions) - split)} of them)", flush=True)
-    qids = list(questions)
-    docids = list(corpus)
-    rows: dict = {}
-    work = Path(tempfile.mkdtemp(prefix=f"peers-{os.getpid()}-"))
-    try:
-        with (work / "corpus.jsonl").open("w", encoding="utf-8") as f:
-            for d in corpus:
-                f.write(json.dumps({"docid": d, "title": titled[d][0], "text": titled[d][1]}) + "\n")
-        for name in [*METHODS, "colbert"]:
-            start = time.perf_counter()
-            if name == "colbert":
-                row, res = colbert(corpus, questions, work, split, args)
-                ranked = {q: [docids[i] for i in ids] for q, ids in zip(qids, res["ids"])}
-            else:
-                row, res = project_method(name, corpus, questions, work, split, args)
-                ranked = {q: list(ids) for q, ids in zip(qids, res["ids"])}
-            row.update(top1(ranked, questions, gold, answers, titled))
-            rows[name] = row
-            print(f"# {name} done in {time.perf_counter() - start:.0f} s; load {os.getloadavg()}; "
-                  + json.dumps(row), flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print("\n".join(report(rows)))
-    print("\n".join(goals(rows)))
+    every: dict = {}
+    if args.squad_path:
+        every["squad"] = squad_rows(args)
+    if args.beir_dir:
+        every["scifact"] = scifact_rows(args)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    if args.synthetic_docs:
+        Path(args.json).write_text(json.dumps(every, indent=1) + "\n", encoding="utf-8")
+    if args.synthetic_docs and every:
+        rows = next(iter(every.values()))
         run_synthetic(args, {name: max(1, round(r["vectors"] / r["docs"])) for name, r in rows.items()})
     print(f"# load at end: {os.getloadavg()}")
     return 0
