@@ -87,7 +87,7 @@ def main() -> int:
     cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(
         ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), "?")
     print(f"# command: python bench/build_scaling.py {' '.join(sys.argv[1:])}")
-    print(f"# hardware: {cpu}, {os.cpu_count()} cores visible (shared with other jobs); build_index "
+    print(f"# hardware: {cpu}, {os.cpu_count()} cores visible; build_index "
           f"{args.factory} --ivf_training two_level --train_size {args.train_size} on {args.vectors:,} synthetic "
           f"vectors x {args.dim} dims ({args.views} views per document, {args.shards} shards); fastest of "
           f"{args.repeats} per thread count, interleaved; load average at start {os.getloadavg()}", flush=True)
