@@ -14,8 +14,11 @@ MaxSim (torch brute force over every token vector) and (b) Voyager's HNSW over t
 documents from each query token's nearest token vectors, then exact MaxSim re-ranking, as PLAID-style engines
 do; the per-token neighbour count tuned to recall >= 0.99 of exact MaxSim's top-10).
 
-PLAID (PyLate / fast-plaid) is not measured: fast-plaid 1.7 pins torch 2.11.0 (the registry has it only as the
-multi-GB CUDA build) and segfaults on this environment's torch 2.13; no GPU was lent to this run.
+PLAID: ``--plaid_python PATH`` (the python of a virtualenv with fast-plaid 1.7 and the torch 2.11.0 it pins,
+which the registry has only as the multi-GB CUDA build; fast-plaid segfaults on this project's torch 2.13) runs
+``bench/plaid_peer.py`` in this run on the ColBERT peer's own token vectors: fast-plaid, the engine of PyLate's
+PLAID index, on the CPU (``--plaid_nbits`` residual bits, fast-plaid's default 4), tuned like the others to recall
+>= 0.99 of exact MaxSim's top-10 (a ``colbert-plaid`` row, its index in the approximate column).
 
 Per method: encode docs/s (wall, this CPU), index bytes on disk, build seconds, single-query latency p50/p95
 (1 thread and the default thread count; wall and CPU time per query), the recall of the timed index against the
@@ -315,7 +318,38 @@ def colbert(corpus: dict, questions: dict, work: Path, split: int, args) -> tupl
         row["hnsw"] = {"tokens_per_query_token": chosen,
                        "recall": recall([approx(q, chosen) for q in qs[split:]], exact[split:]),
                        **{f"t{t}": latencies(lambda x: approx(x, chosen), lat_q, t) for t in (1, args.threads)}}
-    return row, {"ids": exact}
+    return row, {"ids": exact, "doc_embs": doc_embs, "queries": qs}
+
+
+def export_colbert(folder: Path, res: dict, qids: list, docids: list, relevant: dict, split: int) -> None:
+    """The ColBERT peer's token vectors, query vectors, exact MaxSim top-10 and judgments, for bench/plaid_peer.py
+    (PLAID runs in its own virtualenv: fast-plaid pins another torch)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "doc_vectors.npy", np.concatenate(res["doc_embs"]).astype(np.float16))
+    np.save(folder / "doc_lengths.npy", np.array([len(e) for e in res["doc_embs"]]))
+    np.save(folder / "query_vectors.npy", np.concatenate(res["queries"]).astype(np.float16))
+    np.save(folder / "query_lengths.npy", np.array([len(e) for e in res["queries"]]))
+    np.save(folder / "exact_top10.npy", res["ids"])
+    index = {d: i for i, d in enumerate(docids)}
+    judged = [{str(index[d]): r for d, r in relevant[q].items() if d in index} for q in qids]
+    (folder / "meta.json").write_text(json.dumps({"split": split, "k": K, "relevant": judged}), encoding="utf-8")
+
+
+def plaid_row(args, export: Path, label: str, colbert_row: dict, docids: list, qids: list) -> tuple[dict, dict]:
+    """ColBERT's PLAID engine on the ColBERT peer's own token vectors: bench/plaid_peer.py under ``--plaid_python``
+    (fast-plaid's virtualenv), in this run; its row shaped like the others (its index in the approximate column)."""
+    import subprocess
+
+    out = export / f"plaid-{label}.json"
+    subprocess.run([args.plaid_python, str(Path(__file__).with_name("plaid_peer.py")), "--export", str(export),
+                    "--only", label, "--threads", str(args.threads), "--nbits", str(args.plaid_nbits),
+                    "--json", str(out)], check=True)
+    p = json.loads(out.read_text(encoding="utf-8"))[label]
+    row = {"method": "colbert-plaid", "approx_name": f"PLAID {args.plaid_nbits}-bit", "docs": p["docs"],
+           "vectors": p["vectors"], "encode_docs_per_s": colbert_row["encode_docs_per_s"],
+           "encode_docs_per_cpu_s": colbert_row["encode_docs_per_cpu_s"], "hnsw_bytes": p["plaid_bytes"],
+           "hnsw_build_s": p["plaid_build_s"], "hnsw": p["plaid"], "plaid_version": p.get("version")}
+    return row, {q: [docids[i] for i in ids] for q, ids in zip(qids, p["ranked"])}
 
 
 def write_shard(path: Path, docs: np.ndarray) -> Path:
@@ -451,6 +485,10 @@ EMPTY_PEER = {"r@1": float("nan"), "flat_bytes": float("nan"), "hnsw_bytes": flo
               **{k: {"t1": {"p50": float("nan"), "cpu_p50": float("nan")}} for k in ("flat", "hnsw")}}
 
 
+def index_name(r: dict, kind: str) -> str:
+    return "exact" if kind == "flat" else r.get("approx_name", "HNSW")
+
+
 def fmt_row(r: dict, kind: str) -> str:
     lat = r.get(kind, {})
     if "t1" not in lat:
@@ -458,7 +496,7 @@ def fmt_row(r: dict, kind: str) -> str:
     bytes_ = r["flat_bytes"] if kind == "flat" else r["hnsw_bytes"]
     build = r["flat_build_s"] if kind == "flat" else r["hnsw_build_s"]
     t = lat[f"t{ARGS_THREADS}"]
-    return (f"| {r['method']} | {'exact' if kind == 'flat' else 'HNSW'} | {r['vectors'] / r['docs']:.2f} | "
+    return (f"| {r['method']} | {index_name(r, kind)} | {r['vectors'] / r['docs']:.2f} | "
             f"{r['encode_docs_per_s']:.1f} | {r['encode_docs_per_cpu_s']:.1f} | {bytes_ / 2 ** 20:.2f} | "
             f"{build:.2f} | {lat['recall']:.4f} | "
             f"{lat['t1']['p50']:.3f} | {lat['t1']['p95']:.3f} | {lat['t1']['cpu_p50']:.3f} | "
@@ -479,7 +517,8 @@ def report(rows: dict) -> list[str]:
              f"p95 ms {ARGS_THREADS} thr | R@1 | {second(rows['dpr'])} |", "|" + "---|" * 15]
     for r in rows.values():
         for kind in ("flat", "hnsw"):
-            lines.append(fmt_row(r, kind))
+            if kind in r:
+                lines.append(fmt_row(r, kind))
     lines.append("")
     lines.append("Ratios (1 thread p50 wall; bytes on disk; exact = Flat / exact MaxSim, "
                  "HNSW at recall >= 0.99):")
@@ -494,7 +533,7 @@ def report(rows: dict) -> list[str]:
             p, cp = r[kind]["t1"]["p50"], r[kind]["t1"]["cpu_p50"]
             b = r["flat_bytes" if kind == "flat" else "hnsw_bytes"]
             lines.append(
-                f"| {r['method']} | {'exact' if kind == 'flat' else 'HNSW'} | {p / d[kind]['t1']['p50']:.2f} | "
+                f"| {r['method']} | {index_name(r, kind)} | {p / d[kind]['t1']['p50']:.2f} | "
                 f"{p / c[kind]['t1']['p50']:.3f} | {cp / d[kind]['t1']['cpu_p50']:.2f} | "
                 f"{cp / c[kind]['t1']['cpu_p50']:.3f} | "
                 f"{b / d['flat_bytes' if kind == 'flat' else 'hnsw_bytes']:.2f} | "
@@ -530,6 +569,18 @@ def goals(rows: dict) -> list[str]:
         out.append(f"goal dcsr-mean HNSW vs colbert Voyager (recall >= {TARGET}): bytes {bytes_ratio:.4f} -> "
                    f"{'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x "
                    f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
+    pl = rows.get("colbert-plaid", {})
+    if "t1" in s.get("hnsw", {}) and "t1" in pl.get("hnsw", {}):
+        speed = pl["hnsw"]["t1"]["p50"] / s["hnsw"]["t1"]["p50"]
+        cpu = pl["hnsw"]["t1"]["cpu_p50"] / s["hnsw"]["t1"]["cpu_p50"]
+        bytes_ratio = s["hnsw_bytes"] / pl["hnsw_bytes"]
+        out.append(f"goal dcsr-mean HNSW vs colbert {pl['approx_name']} (recall of own exact top-{K}: "
+                   f"{s['hnsw']['recall']:.4f} vs {pl['hnsw']['recall']:.4f}"
+                   f"{'' if pl['hnsw'].get('reached', True) else ', PLAID below the target at its widest setting'}): "
+                   f"R@1 {s['r@1']:.4f} "
+                   f"vs {pl['r@1']:.4f} -> {'met' if s['r@1'] >= pl['r@1'] else 'NOT met'}; bytes {bytes_ratio:.4f} "
+                   f"-> {'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x "
+                   f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
     return out
 
 
@@ -547,7 +598,7 @@ def squad_rows(args) -> dict:
           f"{min(args.colbert_latency_queries, len(questions) - split)} of them)", flush=True)
     docs = [{"docid": d, "title": titled[d][0], "text": titled[d][1]} for d in corpus]
     return run_corpus("squad", corpus, docs, questions, split, args,
-                      lambda ranked: top1(ranked, questions, gold, answers, titled))
+                      lambda ranked: top1(ranked, questions, gold, answers, titled), {q: {gold[q]: 1} for q in gold})
 
 
 def scifact_rows(args) -> dict:
@@ -560,10 +611,12 @@ def scifact_rows(args) -> dict:
     print(f"# BEIR SciFact: {len(corpus)} abstracts, the protocol's {len(questions)} held-out queries; approximate "
           f"search tuned on the first {split}, recall and latency on the other {len(questions) - split}", flush=True)
     docs = [{"docid": d, "text": t} for d, t in corpus.items()]
-    return run_corpus("scifact", corpus, docs, questions, split, args, lambda ranked: beir_quality(ranked, qrels))
+    return run_corpus("scifact", corpus, docs, questions, split, args, lambda ranked: beir_quality(ranked, qrels),
+                      qrels)
 
 
-def run_corpus(label: str, corpus: dict, docs: list[dict], questions: dict, split: int, args, quality) -> dict:
+def run_corpus(label: str, corpus: dict, docs: list[dict], questions: dict, split: int, args, quality,
+               relevant: dict) -> dict:
     """Every method on one corpus: rows by method name, printed as they finish, then the tables and goals."""
     qids, docids = list(questions), list(corpus)
     rows: dict = {}
@@ -572,7 +625,7 @@ def run_corpus(label: str, corpus: dict, docs: list[dict], questions: dict, spli
         with (work / "corpus.jsonl").open("w", encoding="utf-8") as f:
             for d in docs:
                 f.write(json.dumps(d) + "\n")
-        for name in [*METHODS, "colbert"]:
+        for name in [m for m in [*METHODS, "colbert"] if m in args.methods.split(",")]:
             start = time.perf_counter()
             if name == "colbert":
                 row, res = colbert(corpus, questions, work, split, args)
@@ -580,15 +633,24 @@ def run_corpus(label: str, corpus: dict, docs: list[dict], questions: dict, spli
             else:
                 row, res = project_method(name, corpus, questions, work, split, args)
                 ranked = {q: list(ids) for q, ids in zip(qids, res["ids"])}
-            row.update(quality(ranked))
-            rows[name] = row
+            rows[name] = {**row, **quality(ranked)}
             print(f"# {label} {name} done in {time.perf_counter() - start:.0f} s; load {os.getloadavg()}; "
-                  + json.dumps(row), flush=True)
+                  + json.dumps(rows[name]), flush=True)
+            if name == "colbert" and (args.export_colbert or args.plaid_python):
+                export = Path(args.export_colbert or work / "export")
+                export_colbert(export / label, res, qids, docids, relevant, split)
+            if name == "colbert" and args.plaid_python:
+                start = time.perf_counter()
+                row, ranked = plaid_row(args, export, label, row, docids, qids)
+                rows["colbert-plaid"] = {**row, **quality(ranked)}
+                print(f"# {label} colbert-plaid done in {time.perf_counter() - start:.0f} s; load "
+                      f"{os.getloadavg()}; " + json.dumps(rows["colbert-plaid"]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"## {label}")
-    print("\n".join(report(rows)))
-    print("\n".join(goals(rows)), flush=True)
+    if {"dpr", "dcsr-mean", "mvr-k8"} <= set(rows):  # the tables compare with dpr; a --methods subset prints rows only
+        print(f"## {label}")
+        print("\n".join(report(rows)))
+        print("\n".join(goals(rows)), flush=True)
     return rows
 
 
@@ -597,6 +659,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--squad_path", help="SQuAD v1.1 dev (dev-v1.1.json); without it, no SQuAD part")
     parser.add_argument("--beir_dir", help="BEIR SciFact folder; without it, no SciFact part")
+    parser.add_argument("--methods", default=",".join([*METHODS, "colbert"]), help="which methods to run")
+    parser.add_argument("--export_colbert", help="write the ColBERT peer's vectors here, per corpus, for "
+                                                 "bench/plaid_peer.py")
+    parser.add_argument("--plaid_python", help="fast-plaid's virtualenv python: run bench/plaid_peer.py on the ColBERT "
+                                               "peer's vectors in this run (a colbert-plaid row)")
+    parser.add_argument("--plaid_nbits", type=int, default=4)
     parser.add_argument("--questions", type=int, default=1000, help="sampled SQuAD-dev eval questions")
     parser.add_argument("--tune_questions", type=int, default=200, help="of them, used to tune approximate search")
     parser.add_argument("--colbert_latency_queries", type=int, default=200)
@@ -642,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
         every["scifact"] = scifact_rows(args)
     if args.json:
         Path(args.json).write_text(json.dumps(every, indent=1) + "\n", encoding="utf-8")
-    if args.synthetic_docs and every:
+    if args.synthetic_docs and every and {"dpr", "dcsr-mean", "mvr-k8"} <= set(next(iter(every.values()))):
         rows = next(iter(every.values()))
         run_synthetic(args, {name: max(1, round(r["vectors"] / r["docs"])) for name, r in rows.items()})
     print(f"# load at end: {os.getloadavg()}")
