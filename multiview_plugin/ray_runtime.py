@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -439,27 +439,40 @@ def unwrap_task_error(err: BaseException) -> BaseException:
     return err
 
 
-def get_result(ref: Any, what: str, timeout: float) -> Any:
+def get_result(ref: Any, what: str, timeout: float, retry: Callable[[], Any] | None = None) -> Any:
     """The result of an actor call (``ref``), which Ray retries itself after the actor is lost and restarted.
 
     An error raised by the actor's own code is re-raised as itself (a :class:`MultiViewError` stays a one-line
     error); no answer within ``timeout`` seconds, or the actor gone for good: :class:`WorkerLostError` naming
-    ``what``."""
+    ``what``. ``retry`` (an idempotent call: a search, a ping) resubmits the call when Ray reports the actor
+    *temporarily* unavailable (``ActorUnavailableError``: restarting, or being rescheduled off a lost node, after
+    Ray's own task retries ran out), until ``timeout`` seconds have passed in all."""
     ray = require_ray()
-    try:
-        return ray.get(ref, timeout=timeout)
-    except ray.exceptions.GetTimeoutError:
-        raise WorkerLostError(f"{what}: no answer from its Ray worker in {timeout:g} s (its node lost, and no "
-                              "surviving node has room for it?); the run stops rather than return partial "
-                              "results") from None
-    except ray.exceptions.RayActorError as err:
-        raise WorkerLostError(f"{what}: its Ray worker was lost and not restarted ({type(err).__name__}: "
-                              f"{one_line(err, 160)}); the run stops rather than return partial results") from None
-    except ray.exceptions.RayTaskError as err:
-        raise unwrap_task_error(err) from None
-    except ray.exceptions.RayError as err:  # e.g. OutOfMemoryError: Ray's memory monitor killed the worker
-        raise WorkerLostError(f"{what}: its Ray worker failed ({type(err).__name__}: {one_line(err, 200)}); the run "
-                              "stops rather than return partial results") from None
+    unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+        except unavailable as err:
+            if retry is None or time.monotonic() >= deadline:
+                raise WorkerLostError(f"{what}: its Ray worker stayed unavailable ({one_line(err, 160)}); the run "
+                                      "stops rather than return partial results") from None
+            logger.info("%s: its Ray worker is temporarily unavailable; calling it again", what)
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            ref = retry()
+        except ray.exceptions.GetTimeoutError:
+            raise WorkerLostError(f"{what}: no answer from its Ray worker in {timeout:g} s (its node lost, and no "
+                                  "surviving node has room for it?); the run stops rather than return partial "
+                                  "results") from None
+        except ray.exceptions.RayActorError as err:
+            raise WorkerLostError(f"{what}: its Ray worker was lost and not restarted ({type(err).__name__}: "
+                                  f"{one_line(err, 160)}); the run stops rather than return partial results"
+                                  ) from None
+        except ray.exceptions.RayTaskError as err:
+            raise unwrap_task_error(err) from None
+        except ray.exceptions.RayError as err:  # e.g. OutOfMemoryError: Ray's memory monitor killed the worker
+            raise WorkerLostError(f"{what}: its Ray worker failed ({type(err).__name__}: {one_line(err, 200)}); "
+                                  "the run stops rather than return partial results") from None
 
 
 if __name__ == "__main__":  # the watchdog of LocalRay: python -m multiview_plugin.ray_runtime FOLDER CMD...

@@ -219,3 +219,39 @@ def test_a_port_of_another_service_is_one_line_in_seconds():
     finally:
         server.close()
     assert time.monotonic() - start < 10
+
+
+def test_an_actor_temporarily_unavailable_is_called_again_until_the_timeout(monkeypatch):
+    """A search whose actor Ray reports *temporarily* unavailable (ActorUnavailableError: restarting, or being
+    rescheduled off a lost node after Ray's own task retries ran out) is resubmitted (the call is idempotent) until
+    it answers, within the one timeout; with no retry, or past the timeout, one WorkerLostError line."""
+    import types
+
+    from multiview_plugin import ray_runtime
+
+    class RayError(Exception):
+        pass
+
+    class RayActorError(RayError):
+        pass
+
+    class ActorUnavailableError(RayActorError):
+        pass
+
+    exceptions = types.SimpleNamespace(RayError=RayError, RayActorError=RayActorError, RayTaskError=type(
+        "RayTaskError", (RayError,), {}), GetTimeoutError=type("GetTimeoutError", (RayError,), {}),
+        ActorUnavailableError=ActorUnavailableError)
+
+    def get(ref, timeout=None):
+        if ref == "down":
+            raise ActorUnavailableError("The actor is temporarily unavailable")
+        return ref
+
+    monkeypatch.setattr(ray_runtime, "require_ray", lambda: types.SimpleNamespace(exceptions=exceptions, get=get))
+    monkeypatch.setattr(ray_runtime.time, "sleep", lambda s: None)
+    calls = iter(["down", "answer"])
+    assert ray_runtime.get_result("down", "shard 0", 30, retry=lambda: next(calls)) == "answer"
+    with pytest.raises(ray_runtime.WorkerLostError, match="shard 0: its Ray worker stayed unavailable"):
+        ray_runtime.get_result("down", "shard 0", 30)
+    with pytest.raises(ray_runtime.WorkerLostError, match="stayed unavailable"):
+        ray_runtime.get_result("down", "shard 0", 0, retry=lambda: "down")

@@ -263,7 +263,7 @@ class ShardedSearcher:
         self.actors = [remote.remote(group, self.options, threads) for group in self.actor_shards]
         refs = [actor.ping.remote() for actor in self.actors]
         for i, ref in enumerate(refs):  # every shard is open (or its error is raised) before searching
-            get_result(ref, self._what(i), self.timeout)
+            get_result(ref, self._what(i), self.timeout, retry=self.actors[i].ping.remote)
         logger.info("sharded search: %d shards on %d Ray actors", len(self.index_dirs), len(self.actors))
 
     def _load_encoder(self, query_encoder: Any, device: str | None) -> Any:
@@ -301,7 +301,7 @@ class ShardedSearcher:
         out = {}
         for i, actor in enumerate(self.actors):
             out.update(dict.fromkeys(self.actor_shards[i], get_result(actor.node.remote(), self._what(i),
-                                                                      self.timeout)))
+                                                                      self.timeout, retry=actor.node.remote)))
         return out
 
     def search_vectors(self, q_reps: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
@@ -319,8 +319,9 @@ class ShardedSearcher:
         q_ref = ray.put(q_reps)
         refs = [actor.search.remote(q_ref, k) for actor in self.actors]  # fan out first, then collect
         parts: list[tuple[np.ndarray, np.ndarray]] = []
-        for i, ref in enumerate(refs):  # a call lost with its actor is retried by Ray once the actor is back
-            parts.extend(get_result(ref, self._what(i), self.timeout))
+        for i, ref in enumerate(refs):  # a call lost with its actor is retried by Ray once the actor is back,
+            again = self.actors[i].search.remote  # and by us while Ray calls the actor temporarily unavailable
+            parts.extend(get_result(ref, self._what(i), self.timeout, retry=lambda a=again: a(q_ref, k)))
         return merge_topk(parts, k)
 
     def search_batched(self, q_reps: np.ndarray, k: int, batch_size: int | None = None,
