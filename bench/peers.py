@@ -541,6 +541,13 @@ def report(rows: dict) -> list[str]:
     return lines
 
 
+def versus(ours: dict, peer: dict, kind: str) -> tuple[float, float, float]:
+    """How many times lower ``ours``'s 1-thread p50 and CPU p50 are than ``peer``'s, and its share of the peer's
+    bytes, both searched with index ``kind`` (``flat`` / ``hnsw``)."""
+    a, b = ours[kind]["t1"], peer[kind]["t1"]
+    return b["p50"] / a["p50"], b["cpu_p50"] / a["cpu_p50"], ours[f"{kind}_bytes"] / peer[f"{kind}_bytes"]
+
+
 PLATEAU = ", PLAID below the target on its tuning queries: timed at its plateau"
 
 
@@ -558,25 +565,19 @@ def goals(rows: dict) -> list[str]:
         return [*out, "goal dcsr-mean vs colbert: not measured (the colbert row did not finish)"]
     c = rows["colbert"]
     ok_top1 = s["r@1"] >= c["r@1"]
-    bytes_ratio = s["flat_bytes"] / c["flat_bytes"]
-    speed = c["flat"]["t1"]["p50"] / s["flat"]["t1"]["p50"]
-    cpu = c["flat"]["t1"]["cpu_p50"] / s["flat"]["t1"]["cpu_p50"]
+    speed, cpu, bytes_ratio = versus(s, c, "flat")
     out.append(f"goal dcsr-mean vs colbert (exact both): R@1 {s['r@1']:.4f} vs {c['r@1']:.4f} -> "
                f"{'met' if ok_top1 else 'NOT met'}; bytes {bytes_ratio:.4f} of colbert's (goal <= 0.05) -> "
                f"{'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x lower "
                f"(goal >= 5x) -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
     if "t1" in s.get("hnsw", {}) and "t1" in c.get("hnsw", {}):
-        speed = c["hnsw"]["t1"]["p50"] / s["hnsw"]["t1"]["p50"]
-        cpu = c["hnsw"]["t1"]["cpu_p50"] / s["hnsw"]["t1"]["cpu_p50"]
-        bytes_ratio = s["hnsw_bytes"] / c["hnsw_bytes"]
+        speed, cpu, bytes_ratio = versus(s, c, "hnsw")
         out.append(f"goal dcsr-mean HNSW vs colbert Voyager (recall >= {TARGET}): bytes {bytes_ratio:.4f} -> "
                    f"{'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x "
                    f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
     pl = rows.get("colbert-plaid", {})
     if "t1" in s.get("hnsw", {}) and "t1" in pl.get("hnsw", {}):
-        speed = pl["hnsw"]["t1"]["p50"] / s["hnsw"]["t1"]["p50"]
-        cpu = pl["hnsw"]["t1"]["cpu_p50"] / s["hnsw"]["t1"]["cpu_p50"]
-        bytes_ratio = s["hnsw_bytes"] / pl["hnsw_bytes"]
+        speed, cpu, bytes_ratio = versus(s, pl, "hnsw")
         out.append(f"goal dcsr-mean HNSW vs colbert {pl['approx_name']} (recall of own exact top-{K}: "
                    f"{s['hnsw']['recall']:.4f} vs {pl['hnsw']['recall']:.4f}"
                    f"{'' if pl['hnsw'].get('reached', True) else PLATEAU}): "
