@@ -352,8 +352,8 @@ def plaid_row(args, export: Path, label: str, colbert_row: dict, docids: list, q
     return row, {q: [docids[i] for i in ids] for q, ids in zip(qids, p["ranked"])}
 
 
-def write_shard(path: Path, docs: np.ndarray) -> Path:
-    """A synthetic encode shard (every document ``views`` vectors) for the project's ``build_index``."""
+def write_shard(path: Path, docs: np.ndarray, first: int = 0) -> Path:
+    """A synthetic encode shard (every document ``views`` vectors; docids from ``d{first}``) for ``build_index``."""
     from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 
     info = ShardInfo(model_name="synthetic", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
@@ -361,38 +361,57 @@ def write_shard(path: Path, docs: np.ndarray) -> Path:
     w = ShardWriter(path, info, multi_vector=True)
     for a in range(0, len(docs), 8192):
         chunk = docs[a:a + 8192]
-        w.add([f"d{i}" for i in range(a, a + len(chunk))], chunk, np.ones(chunk.shape[:2], dtype=bool))
+        w.add([f"d{first + i}" for i in range(a, a + len(chunk))], chunk, np.ones(chunk.shape[:2], dtype=bool))
     w.close()
     return path
 
 
-def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: int, work: Path,
-                     threads: int) -> dict:
-    """One method's vectors as clustered synthetic 384-d vectors at its views per document: Flat and HNSW32
-    through the project's build_index / MultiVectorSearcher, HNSW's overfetch tuned to recall >= 0.99."""
-    from multiview_plugin.search import MultiVectorSearcher, build_index
-    from tools.synthetic_vectors import clustered_documents, clustered_queries
+def synthetic_shards(name: str, views: int, n_docs: int, n_queries: int, work: Path) -> tuple[list[Path], np.ndarray]:
+    """Clustered synthetic 384-d documents written block by block, one shard per block (memory bounded by a
+    block, not the set: mvr-k8 at 1M documents is 12 GB of float32), and the queries near their views."""
+    from tools.synthetic_vectors import iter_clustered_documents, queries_near, query_picks
 
-    docs = clustered_documents(n_docs, views, 384, clusters=1000, seed=0)
-    q = clustered_queries(docs, n_queries, seed=1)
-    shard = write_shard(work / f"syn-{name}.pkl", docs)
-    del docs
+    rng, pick_doc, pick_view = query_picks(n_docs, views, n_queries)
+    bases = np.empty((n_queries, 384), dtype=np.float32)
+    shards = []
+    for start, block in iter_clustered_documents(n_docs, views, 384, clusters=1000, seed=0):
+        here = (pick_doc >= start) & (pick_doc < start + len(block))
+        bases[here] = block[pick_doc[here] - start, pick_view[here]]
+        shards.append(write_shard(work / f"syn-{name}-{len(shards):04d}.pkl", block, first=start))
+    return shards, queries_near(bases, rng)
+
+
+def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: int, work: Path,
+                     threads: int, exact_timed: int | None = None) -> dict:
+    """One method's vectors as clustered synthetic 384-d vectors at its views per document: Flat and HNSW32
+    through the project's build_index / MultiVectorSearcher, HNSW's overfetch tuned to recall >= 0.99; exact
+    search timed on the first ``exact_timed`` held-out queries (None: all)."""
+    import gc
+
+    from multiview_plugin.search import MultiVectorSearcher, build_index
+
+    shards, q = synthetic_shards(name, views, n_docs, n_queries, work)
     row: dict = {"method": name, "docs": n_docs, "vectors": n_docs * views}
     exact = None
     for factory in ("Flat", "HNSW32"):
         index_dir = work / f"syn-{name}-{factory}"
         start = time.perf_counter()
-        build_index([shard], index_dir, index_factory=factory)
+        build_index(shards, index_dir, index_factory=factory)
         build_s = time.perf_counter() - start
         key = "flat" if factory == "Flat" else "hnsw"
         row.update({f"{key}_bytes": folder_bytes(index_dir), f"{key}_build_s": build_s})
         if factory == "Flat":
             searcher = MultiVectorSearcher(index_dir, None)
             exact, _ = searcher.search_vectors(q, K)
-            row["flat"] = {"recall": 1.0, **timed(searcher, q[split:], threads)}
+            held = q[split:] if exact_timed is None else q[split:split + exact_timed]
+            row["flat"] = {"recall": 1.0, "timed_queries": len(held), **timed(searcher, held, threads)}
+            del searcher  # before the HNSW build: both at once would not fit at 1M documents
+            gc.collect()
+            shutil.rmtree(index_dir, ignore_errors=True)
             continue
+        searcher = MultiVectorSearcher(index_dir, None)  # loaded once: one copy of a 1M-document index fits
         for of in OVERFETCH_GRID:
-            searcher = MultiVectorSearcher(index_dir, None, overfetch=of)
+            searcher.store.approximate.overfetch = of
             ids, _ = searcher.search_vectors(q[:split], K)
             if recall(ids, exact[:split]) >= TARGET + TUNE_MARGIN:
                 ids, _ = searcher.search_vectors(q[split:], K)
@@ -401,9 +420,10 @@ def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: 
                 break
         else:
             row["hnsw"] = {"reached": False}
-    shutil.rmtree(work / f"syn-{name}-Flat", ignore_errors=True)
+        del searcher
     shutil.rmtree(work / f"syn-{name}-HNSW32", ignore_errors=True)
-    shard.unlink()
+    for shard in shards:
+        shard.unlink()
     return row
 
 
@@ -433,8 +453,12 @@ def synthetic_report(rows: dict) -> list[str]:
     lines = [f"| method | index | vectors/doc | index MiB | build s | recall@{K} | p50 ms 1 thr | p95 ms 1 thr | "
              f"CPU p50 ms 1 thr | p50 ms {ARGS_THREADS} thr | CPU p50 / dpr's | CPU p50 / colbert's | "
              "p50 / colbert's | bytes / colbert's |", "|" + "---|" * 14]
-    c = rows["colbert"]
+    c = rows.get("colbert", {})
+    ran = "flat" in c
     for r in rows.values():
+        if "skipped" in r:
+            lines.append(f"| {r['method']} | not run: {r['skipped']} |")
+            continue
         for kind in ("flat", "hnsw"):
             lat = r.get(kind, {})
             if "t1" not in lat:
@@ -444,14 +468,15 @@ def synthetic_report(rows: dict) -> list[str]:
             d = rows["dpr"].get(kind, {})
             dp = f"{lat['t1']['cpu_p50'] / d['t1']['cpu_p50']:.2f}" if "t1" in d else "-"
             cp = (f"{lat['t1']['cpu_p50'] / c['flat']['t1']['cpu_p50']:.4f} | "
-                  f"{lat['t1']['p50'] / c['flat']['t1']['p50']:.4f}")
+                  f"{lat['t1']['p50'] / c['flat']['t1']['p50']:.4f}") if ran else "- | -"
             b = r[f"{kind}_bytes"]
             build = f"{r[f'{kind}_build_s']:.2f}" if f"{kind}_build_s" in r else "-"
+            cb = f"{b / c['flat_bytes']:.4f}" if ran else "-"
             lines.append(f"| {r['method']} | {'exact' if kind == 'flat' else 'HNSW'} | {r['vectors'] / r['docs']:.0f} "
                          f"| {b / 2 ** 20:.1f} | {build} | {lat['recall']:.4f} | {lat['t1']['p50']:.3f} | "
                          f"{lat['t1']['p95']:.3f} | {lat['t1']['cpu_p50']:.3f} | "
                          f"{lat[f't{ARGS_THREADS}']['p50']:.3f} | "
-                         f"{dp} | {cp} | {b / c['flat_bytes']:.4f} |")
+                         f"{dp} | {cp} | {cb} |")
     return lines
 
 
@@ -462,17 +487,25 @@ def run_synthetic(args, views: dict[str, int]) -> None:
           f"documents; views/doc ({views}: the SQuAD run's, rounded); 384-d (colbert 128-d, "
           f"{args.colbert_q_tokens} query tokens, exact MaxSim on {args.colbert_latency_queries // 4} queries); "
           f"{n_q} queries, HNSW tuned on "
-          f"{split}, recall and latency on the other {n_q - split}", flush=True)
+          f"{split}, recall and latency on the other {n_q - split}"
+          + (f" (exact search timed on {args.synthetic_exact_queries} of them)" if args.synthetic_exact_queries
+             else ""), flush=True)
     rows: dict = {}
     work = Path(tempfile.mkdtemp(prefix=f"peers-syn-{os.getpid()}-"))
     try:
         for name, v in views.items():
             start = time.perf_counter()
-            if name == "colbert":
+            gb = args.synthetic_docs * v * COLBERT_DIM * 4 / 1e9
+            if name == "colbert" and gb > args.synthetic_colbert_max_gb:
+                rows[name] = {"method": name, "docs": args.synthetic_docs, "vectors": args.synthetic_docs * v,
+                              "skipped": f"{args.synthetic_docs * v:,} token vectors, {gb:.1f} GB of float32 "
+                                         f"(over --synthetic_colbert_max_gb {args.synthetic_colbert_max_gb:g})"}
+            elif name == "colbert":
                 rows[name] = synthetic_colbert(v, args.synthetic_docs, args.colbert_latency_queries // 4,
                                                args.colbert_q_tokens, args.threads, work)
             else:
-                rows[name] = synthetic_method(name, v, args.synthetic_docs, n_q, split, work, args.threads)
+                rows[name] = synthetic_method(name, v, args.synthetic_docs, n_q, split, work, args.threads,
+                                              args.synthetic_exact_queries)
             print(f"# synthetic {name} done in {time.perf_counter() - start:.0f} s; load {os.getloadavg()}; "
                   + json.dumps(rows[name]), flush=True)
     finally:
@@ -682,6 +715,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synthetic_docs", type=int, default=5_000,
                         help="synthetic documents per method (0: skip the synthetic part)")
     parser.add_argument("--synthetic_queries", type=int, default=400)
+    parser.add_argument("--synthetic_exact_queries", type=int, default=None,
+                        help="time exact search on this many of the held-out synthetic queries (default: all; "
+                             "at 1M documents one exact query scans GBs)")
+    parser.add_argument("--synthetic_colbert_max_gb", type=float, default=8.0,
+                        help="skip the synthetic ColBERT peer (and say so) when its float32 token vectors exceed this")
     parser.add_argument("--colbert_q_tokens", type=int, default=16, help="synthetic ColBERT query vectors")
     parser.add_argument("--tune_margin", type=float, default=TUNE_MARGIN,
                         help="approximate search: recall the tuning questions must reach above 0.99")

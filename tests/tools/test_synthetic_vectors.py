@@ -25,3 +25,16 @@ def test_queries_lie_near_a_view():
     np.testing.assert_allclose(np.linalg.norm(queries, axis=-1), 1.0, rtol=1e-5)
     best = (queries @ docs.reshape(-1, 32).T).max(axis=1)
     assert (best > 0.95).all()
+
+
+def test_streamed_blocks_and_their_queries_equal_the_whole_set():
+    from tools.synthetic_vectors import iter_clustered_documents, queries_near, query_picks
+
+    docs = clustered_documents(150, 4, 8, clusters=3, seed=2, chunk=64)
+    rng, d, v = query_picks(150, 4, 30)
+    bases = np.empty((30, 8), dtype=np.float32)
+    for start, block in iter_clustered_documents(150, 4, 8, clusters=3, seed=2, chunk=64):
+        np.testing.assert_array_equal(block, docs[start:start + len(block)])
+        here = (d >= start) & (d < start + len(block))
+        bases[here] = block[d[here] - start, v[here]]
+    np.testing.assert_array_equal(queries_near(bases, rng), clustered_queries(docs, 30))
