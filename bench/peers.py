@@ -71,7 +71,7 @@ COLBERT_DIM = 128
 K = 10
 TARGET = 0.99
 TUNE_MARGIN = 0.005  # the tuning questions must reach TARGET + this, so that held-out ones keep TARGET (--tune_margin)
-OVERFETCH_GRID = (1, 2, 4, 8, 16, 32, 64)
+OVERFETCH_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the top two: clustered synthetic sets of 1M documents
 EF_GRID = (4, 8, 16, 32, 64, 128, 256)
 
 
@@ -352,12 +352,13 @@ def plaid_row(args, export: Path, label: str, colbert_row: dict, docids: list, q
     return row, {q: [docids[i] for i in ids] for q, ids in zip(qids, p["ranked"])}
 
 
-def write_shard(path: Path, docs: np.ndarray, first: int = 0) -> Path:
-    """A synthetic encode shard (every document ``views`` vectors; docids from ``d{first}``) for ``build_index``."""
+def write_shard(path: Path, docs: np.ndarray, first: int = 0, shard: tuple[int, int] = (0, 1)) -> Path:
+    """A synthetic encode shard (every document ``views`` vectors; docids from ``d{first}``; ``shard``: its
+    index and the set's size) for ``build_index``."""
     from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 
     info = ShardInfo(model_name="synthetic", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
-                     shard_index=0, num_shards=1, source="synthetic")
+                     shard_index=shard[0], num_shards=shard[1], source="synthetic")
     w = ShardWriter(path, info, multi_vector=True)
     for a in range(0, len(docs), 8192):
         chunk = docs[a:a + 8192]
@@ -373,11 +374,12 @@ def synthetic_shards(name: str, views: int, n_docs: int, n_queries: int, work: P
 
     rng, pick_doc, pick_view = query_picks(n_docs, views, n_queries)
     bases = np.empty((n_queries, 384), dtype=np.float32)
-    shards = []
-    for start, block in iter_clustered_documents(n_docs, views, 384, clusters=1000, seed=0):
+    shards, block_docs = [], 65_536
+    count = -(-n_docs // block_docs)
+    for start, block in iter_clustered_documents(n_docs, views, 384, clusters=1000, seed=0, chunk=block_docs):
         here = (pick_doc >= start) & (pick_doc < start + len(block))
         bases[here] = block[pick_doc[here] - start, pick_view[here]]
-        shards.append(write_shard(work / f"syn-{name}-{len(shards):04d}.pkl", block, first=start))
+        shards.append(write_shard(work / f"syn-{name}-{len(shards):04d}.pkl", block, start, (len(shards), count)))
     return shards, queries_near(bases, rng)
 
 
