@@ -383,11 +383,30 @@ def synthetic_shards(name: str, views: int, n_docs: int, n_queries: int, work: P
     return shards, queries_near(bases, rng)
 
 
+def tune(searcher, knob: str, grid: tuple, q: np.ndarray, exact: np.ndarray, split: int, threads: int) -> dict:
+    """The cheapest ``knob`` setting (``overfetch`` / ``nprobe`` of the searcher's approximate search) whose recall
+    on the tuning queries ``q[:split]`` reaches TARGET + TUNE_MARGIN, timed on the rest; where none does, the
+    widest setting, timed and marked ``reached: False`` (its recall below TARGET said in the table)."""
+    for value in grid:
+        setattr(searcher.store.approximate, knob, value)
+        ids, _ = searcher.search_vectors(q[:split], K)
+        if recall(ids, exact[:split]) >= TARGET + TUNE_MARGIN or value == grid[-1]:
+            reached = recall(ids, exact[:split]) >= TARGET + TUNE_MARGIN
+            ids, _ = searcher.search_vectors(q[split:], K)
+            return {knob: value, "reached": reached, "recall": recall(ids, exact[split:]),
+                    **timed(searcher, q[split:], threads)}
+    raise AssertionError("unreachable")
+
+
+NPROBE_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
 def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: int, work: Path,
-                     threads: int, exact_timed: int | None = None) -> dict:
-    """One method's vectors as clustered synthetic 384-d vectors at its views per document: Flat and HNSW32
-    through the project's build_index / MultiVectorSearcher, HNSW's overfetch tuned to recall >= 0.99; exact
-    search timed on the first ``exact_timed`` held-out queries (None: all)."""
+                     threads: int, exact_timed: int | None = None, ivf: str | None = None) -> dict:
+    """One method's vectors as clustered synthetic 384-d vectors at its views per document through the project's
+    build_index / MultiVectorSearcher: Flat (exact; timed on the first ``exact_timed`` held-out queries, None:
+    all), HNSW32 (``overfetch`` tuned to recall >= 0.99) and, given ``ivf`` (a factory such as ``IVF1024,Flat``),
+    an IVF index (``nprobe`` tuned). One index in memory at a time: at 1M documents mvr-k8's is 12 GB."""
     import gc
 
     from multiview_plugin.search import MultiVectorSearcher, build_index
@@ -395,35 +414,25 @@ def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: 
     shards, q = synthetic_shards(name, views, n_docs, n_queries, work)
     row: dict = {"method": name, "docs": n_docs, "vectors": n_docs * views}
     exact = None
-    for factory in ("Flat", "HNSW32"):
-        index_dir = work / f"syn-{name}-{factory}"
+    for key, factory in (("flat", "Flat"), ("hnsw", "HNSW32"), ("ivf", ivf)):
+        if factory is None:
+            continue
+        index_dir = work / f"syn-{name}-{key}"
         start = time.perf_counter()
         build_index(shards, index_dir, index_factory=factory)
-        build_s = time.perf_counter() - start
-        key = "flat" if factory == "Flat" else "hnsw"
-        row.update({f"{key}_bytes": folder_bytes(index_dir), f"{key}_build_s": build_s})
-        if factory == "Flat":
-            searcher = MultiVectorSearcher(index_dir, None)
+        row.update({f"{key}_bytes": folder_bytes(index_dir), f"{key}_build_s": time.perf_counter() - start})
+        searcher = MultiVectorSearcher(index_dir, None)
+        if key == "flat":
             exact, _ = searcher.search_vectors(q, K)
             held = q[split:] if exact_timed is None else q[split:split + exact_timed]
             row["flat"] = {"recall": 1.0, "timed_queries": len(held), **timed(searcher, held, threads)}
-            del searcher  # before the HNSW build: both at once would not fit at 1M documents
-            gc.collect()
-            shutil.rmtree(index_dir, ignore_errors=True)
-            continue
-        searcher = MultiVectorSearcher(index_dir, None)  # loaded once: one copy of a 1M-document index fits
-        for of in OVERFETCH_GRID:
-            searcher.store.approximate.overfetch = of
-            ids, _ = searcher.search_vectors(q[:split], K)
-            if recall(ids, exact[:split]) >= TARGET + TUNE_MARGIN:
-                ids, _ = searcher.search_vectors(q[split:], K)
-                row["hnsw"] = {"overfetch": of, "recall": recall(ids, exact[split:]),
-                               **timed(searcher, q[split:], threads)}
-                break
+        elif key == "hnsw":
+            row["hnsw"] = tune(searcher, "overfetch", OVERFETCH_GRID, q, exact, split, threads)
         else:
-            row["hnsw"] = {"reached": False}
-        del searcher
-    shutil.rmtree(work / f"syn-{name}-HNSW32", ignore_errors=True)
+            row["ivf"] = {"factory": factory, **tune(searcher, "nprobe", NPROBE_GRID, q, exact, split, threads)}
+        del searcher  # before the next build: two 1M-document indexes at once would not fit
+        gc.collect()
+        shutil.rmtree(index_dir, ignore_errors=True)
     for shard in shards:
         shard.unlink()
     return row
@@ -451,6 +460,18 @@ def synthetic_colbert(tokens: int, n_docs: int, n_queries: int, q_tokens: int, t
             "flat": {"recall": 1.0, **{f"t{t}": latencies(index.exact, qs, t) for t in (1, threads)}}}
 
 
+def synthetic_index_name(lat: dict, kind: str) -> str:
+    """exact, ``HNSW (overfetch 8)``, ``IVF1024,Flat (nprobe 16)``; a setting that never reached the target on
+    the tuning queries: ``widest tried, below 0.99``."""
+    if kind == "flat":
+        return "exact"
+    name, knob = ("HNSW", "overfetch") if kind == "hnsw" else (lat["factory"], "nprobe")
+    if knob not in lat:  # rows of runs before the setting was recorded
+        return name
+    short = "" if lat.get("reached", True) else f", widest tried, below {TARGET}"
+    return f"{name} ({knob} {lat[knob]}{short})"
+
+
 def synthetic_report(rows: dict) -> list[str]:
     lines = [f"| method | index | vectors/doc | index MiB | build s | recall@{K} | p50 ms 1 thr | p95 ms 1 thr | "
              f"CPU p50 ms 1 thr | p50 ms {ARGS_THREADS} thr | CPU p50 / dpr's | CPU p50 / colbert's | "
@@ -461,11 +482,11 @@ def synthetic_report(rows: dict) -> list[str]:
         if "skipped" in r:
             lines.append(f"| {r['method']} | not run: {r['skipped']} |")
             continue
-        for kind in ("flat", "hnsw"):
+        for kind in ("flat", "hnsw", "ivf"):
             lat = r.get(kind, {})
             if "t1" not in lat:
                 if kind in r:
-                    lines.append(f"| {r['method']} | HNSW | not reached |")
+                    lines.append(f"| {r['method']} | {kind.upper()} | not reached |")
                 continue
             d = rows["dpr"].get(kind, {})
             dp = f"{lat['t1']['cpu_p50'] / d['t1']['cpu_p50']:.2f}" if "t1" in d else "-"
@@ -474,7 +495,7 @@ def synthetic_report(rows: dict) -> list[str]:
             b = r[f"{kind}_bytes"]
             build = f"{r[f'{kind}_build_s']:.2f}" if f"{kind}_build_s" in r else "-"
             cb = f"{b / c['flat_bytes']:.4f}" if ran else "-"
-            lines.append(f"| {r['method']} | {'exact' if kind == 'flat' else 'HNSW'} | {r['vectors'] / r['docs']:.0f} "
+            lines.append(f"| {r['method']} | {synthetic_index_name(lat, kind)} | {r['vectors'] / r['docs']:.0f} "
                          f"| {b / 2 ** 20:.1f} | {build} | {lat['recall']:.4f} | {lat['t1']['p50']:.3f} | "
                          f"{lat['t1']['p95']:.3f} | {lat['t1']['cpu_p50']:.3f} | "
                          f"{lat[f't{ARGS_THREADS}']['p50']:.3f} | "
@@ -507,7 +528,7 @@ def run_synthetic(args, views: dict[str, int]) -> None:
                                                args.colbert_q_tokens, args.threads, work)
             else:
                 rows[name] = synthetic_method(name, v, args.synthetic_docs, n_q, split, work, args.threads,
-                                              args.synthetic_exact_queries)
+                                              args.synthetic_exact_queries, args.synthetic_ivf or None)
             print(f"# synthetic {name} done in {time.perf_counter() - start:.0f} s; load {os.getloadavg()}; "
                   + json.dumps(rows[name]), flush=True)
     finally:
@@ -720,6 +741,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synthetic_exact_queries", type=int, default=None,
                         help="time exact search on this many of the held-out synthetic queries (default: all; "
                              "at 1M documents one exact query scans GBs)")
+    parser.add_argument("--synthetic_ivf", default="",
+                        help="also an IVF index of the synthetic vectors, nprobe tuned (a factory, e.g. IVF1024,Flat)")
     parser.add_argument("--synthetic_colbert_max_gb", type=float, default=8.0,
                         help="skip the synthetic ColBERT peer (and say so) when its float32 token vectors exceed this")
     parser.add_argument("--colbert_q_tokens", type=int, default=16, help="synthetic ColBERT query vectors")
