@@ -19,6 +19,9 @@ which the registry has only as the multi-GB CUDA build; fast-plaid segfaults on 
 ``bench/plaid_peer.py`` in this run on the ColBERT peer's own token vectors: fast-plaid, the engine of PyLate's
 PLAID index, on the CPU (``--plaid_nbits`` residual bits, fast-plaid's default 4), tuned like the others to recall
 >= 0.99 of exact MaxSim's top-10 (a ``colbert-plaid`` row, its index in the approximate column).
+``--compressed FACTORY`` (e.g. ``IVF64,PQ48``) indexes dcsr-mean's same vectors compressed, ``nprobe`` tuned the
+same way (below the target, at the cheapest setting of its plateau, as PLAID): a ``dcsr-mean-compressed`` row and
+its goal line against PLAID's bytes.
 
 Per method: encode docs/s (wall, this CPU), index bytes on disk, build seconds, single-query latency p50/p95
 (1 thread and the default thread count; wall and CPU time per query), the recall of the timed index against the
@@ -32,8 +35,11 @@ held-out questions (articles 32-47). ``--beir_dir``: BEIR SciFact, all 5,183 abs
 held-out queries (the quickstart's ``--data scifact`` split: 200 judged train queries, seed 42), quality as success@1
 (``R@1``: a relevant abstract first) and nDCG@10. Then (``--synthetic_docs N``, 0: skip) a synthetic scale-up:
 clustered 384-d vectors (tools/synthetic_vectors.py) at each method's measured views per document (the first
-corpus's), through the same build_index / searcher; the ColBERT peer as 128-d token vectors at its measured tokens
-per passage, exact MaxSim only. ``--quick``: a smoke run on article 32, 300 SciFact abstracts and their judged
+corpus's), through the same build_index / searcher (Flat, HNSW32 and, with ``--synthetic_ivf FACTORY``, an IVF
+index, ``nprobe`` tuned), written and indexed block by block so that 1M documents fit (``--synthetic_exact_queries``
+times exact search on fewer queries there); the ColBERT peer as 128-d token vectors at its measured tokens per
+passage, exact MaxSim only, skipped with its size said past ``--synthetic_colbert_max_gb``.
+``--quick``: a smoke run on article 32, 300 SciFact abstracts and their judged
 ones, and 500 synthetic documents (nothing to record). Benches are not mirrored under tests/; ``--quick`` is the
 smoke test. ``--json`` writes the rows by corpus (``{"squad": {...}, "scifact": {...}}``); ``--rows`` re-prints
 the tables from such a file (or from the older SQuAD-only rows).
@@ -73,6 +79,7 @@ TARGET = 0.99
 TUNE_MARGIN = 0.005  # the tuning questions must reach TARGET + this, so that held-out ones keep TARGET (--tune_margin)
 OVERFETCH_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the top two: clustered synthetic sets of 1M documents
 EF_GRID = (4, 8, 16, 32, 64, 128, 256)
+NPROBE_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 def folder_bytes(path: Path) -> int:
@@ -215,7 +222,52 @@ def project_method(name: str, corpus: dict, questions: dict, work: Path, split: 
             row.update(hnsw_bytes=folder_bytes(index_dir), hnsw_build_s=build_s)
             row["hnsw"] = {"overfetch": chosen, "recall": recall(ids, ranked_exact[split:]),
                            **timed(searcher, q[split:], args.threads)}
-    return row, {"ids": ranked_exact}
+    res = {"ids": ranked_exact}
+    if args.compressed and name in args.compressed_methods.split(","):
+        from multiview_plugin.errors import ConfigError
+
+        try:
+            res["compressed"] = compressed_row(name, row, shard, q, ranked_exact, split, work, args)
+        except ConfigError as err:  # e.g. --quick's 21 passages: too few vectors to train PQ's 256 centroids
+            print(f"# {name}-compressed not built: {err}", flush=True)
+    return row, res
+
+
+def compressed_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.ndarray, split: int, work: Path,
+                   args) -> tuple[dict, np.ndarray]:
+    """The same vectors in a compressed index (``--compressed``, e.g. ``IVF64,PQ48``: 48 bytes a vector): its
+    ``nprobe`` tuned like PLAID's settings (the cheapest reaching recall TARGET + margin on the tuning questions,
+    else the cheapest within 0.001 of the best recall it levels off at: PQ scores are approximate, as PLAID's
+    residuals are); its row (index in the approximate column, as PLAID's) and its own ranking of every question."""
+    from multiview_plugin.search import MultiVectorSearcher, build_index
+
+    index_dir = work / f"{name}-compressed"
+    start = time.perf_counter()
+    build_index([shard], index_dir, index_factory=args.compressed)
+    build_s = time.perf_counter() - start
+    searcher = MultiVectorSearcher(index_dir, None)
+    tuned, chosen = [], None
+    for probe in NPROBE_GRID:
+        searcher.store.approximate.nprobe = probe
+        tuned.append(recall(searcher.search_vectors(q[:split], K)[0], exact[:split]))
+        if tuned[-1] >= TARGET + TUNE_MARGIN:
+            chosen = probe
+            break
+        if len(tuned) >= 3 and tuned[-1] - tuned[-3] < 0.001:  # a plateau, as for PLAID
+            break
+    reached = chosen is not None
+    chosen = chosen or NPROBE_GRID[next(i for i, r in enumerate(tuned) if r >= max(tuned) - 0.001)]
+    searcher.store.approximate.nprobe = chosen
+    ids, _ = searcher.search_vectors(q, K)
+    probed = int(searcher.store.approximate._ivf.nprobe)  # the searcher probes at least enough lists for its fetch
+    out = {"method": f"{name}-compressed", "approx_name": f"{args.compressed} ({probed} lists probed)",
+           "docs": row["docs"], "vectors": row["vectors"], "encode_docs_per_s": row["encode_docs_per_s"],
+           "encode_docs_per_cpu_s": row["encode_docs_per_cpu_s"], "hnsw_bytes": folder_bytes(index_dir),
+           "hnsw_build_s": build_s, "hnsw": {"nprobe": chosen, "probed": probed, "reached": reached,
+                                             "tuning_recalls": tuned,
+                                             "recall": recall(ids[split:], exact[split:]),
+                                             **timed(searcher, q[split:], args.threads)}}
+    return out, ids
 
 
 class ColbertEncoder:
@@ -398,8 +450,6 @@ def tune(searcher, knob: str, grid: tuple, q: np.ndarray, exact: np.ndarray, spl
     raise AssertionError("unreachable")
 
 
-NPROBE_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-
 
 def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: int, work: Path,
                      threads: int, exact_timed: int | None = None, ivf: str | None = None) -> dict:
@@ -409,6 +459,7 @@ def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: 
     an IVF index (``nprobe`` tuned). One index in memory at a time: at 1M documents mvr-k8's is 12 GB."""
     import gc
 
+    from multiview_plugin.errors import ConfigError
     from multiview_plugin.search import MultiVectorSearcher, build_index
 
     shards, q = synthetic_shards(name, views, n_docs, n_queries, work)
@@ -419,7 +470,11 @@ def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: 
             continue
         index_dir = work / f"syn-{name}-{key}"
         start = time.perf_counter()
-        build_index(shards, index_dir, index_factory=factory)
+        try:
+            build_index(shards, index_dir, index_factory=factory)
+        except ConfigError as err:  # e.g. --quick's 500 documents for IVF1024's 1024 lists
+            print(f"# synthetic {name} {factory} not built: {err}", flush=True)
+            continue
         row.update({f"{key}_bytes": folder_bytes(index_dir), f"{key}_build_s": time.perf_counter() - start})
         searcher = MultiVectorSearcher(index_dir, None)
         if key == "flat":
@@ -429,7 +484,8 @@ def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: 
         elif key == "hnsw":
             row["hnsw"] = tune(searcher, "overfetch", OVERFETCH_GRID, q, exact, split, threads)
         else:
-            row["ivf"] = {"factory": factory, **tune(searcher, "nprobe", NPROBE_GRID, q, exact, split, threads)}
+            row["ivf"] = {"factory": factory, **tune(searcher, "nprobe", NPROBE_GRID, q, exact, split, threads),
+                          "probed": int(searcher.store.approximate._ivf.nprobe)}  # the searcher's floor included
         del searcher  # before the next build: two 1M-document indexes at once would not fit
         gc.collect()
         shutil.rmtree(index_dir, ignore_errors=True)
@@ -461,15 +517,14 @@ def synthetic_colbert(tokens: int, n_docs: int, n_queries: int, q_tokens: int, t
 
 
 def synthetic_index_name(lat: dict, kind: str) -> str:
-    """exact, ``HNSW (overfetch 8)``, ``IVF1024,Flat (nprobe 16)``; a setting that never reached the target on
+    """exact, ``HNSW (overfetch 8)``, ``IVF1024,Flat (2 lists probed)``; a setting that never reached the target on
     the tuning queries: ``widest tried, below 0.99``."""
     if kind == "flat":
         return "exact"
-    name, knob = ("HNSW", "overfetch") if kind == "hnsw" else (lat["factory"], "nprobe")
-    if knob not in lat:  # rows of runs before the setting was recorded
-        return name
     short = "" if lat.get("reached", True) else f", widest tried, below {TARGET}"
-    return f"{name} ({knob} {lat[knob]}{short})"
+    if kind == "hnsw":
+        return f"HNSW (overfetch {lat['overfetch']}{short})" if "overfetch" in lat else "HNSW"
+    return f"{lat['factory']} ({lat.get('probed', lat['nprobe'])} lists probed{short})"
 
 
 def synthetic_report(rows: dict) -> list[str]:
@@ -641,6 +696,15 @@ def goals(rows: dict) -> list[str]:
                    f"vs {pl['r@1']:.4f} -> {'met' if s['r@1'] >= pl['r@1'] else 'NOT met'}; bytes {bytes_ratio:.4f} "
                    f"-> {'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x "
                    f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
+    z = rows.get("dcsr-mean-compressed", {})
+    if "t1" in z.get("hnsw", {}) and "t1" in pl.get("hnsw", {}):
+        speed, cpu, bytes_ratio = versus(z, pl, "hnsw")
+        below = "" if z["hnsw"]["reached"] else f", below {TARGET} on its tuning questions: timed at its plateau"
+        out.append(f"goal dcsr-mean {z['approx_name']} vs colbert {pl['approx_name']} (recall of own exact top-{K}: "
+                   f"{z['hnsw']['recall']:.4f}{below} vs {pl['hnsw']['recall']:.4f}): R@1 {z['r@1']:.4f} vs "
+                   f"{pl['r@1']:.4f} -> {'met' if z['r@1'] >= pl['r@1'] else 'NOT met'}; bytes {bytes_ratio:.4f} "
+                   f"-> {'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x "
+                   f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
     return out
 
 
@@ -696,6 +760,10 @@ def run_corpus(label: str, corpus: dict, docs: list[dict], questions: dict, spli
             rows[name] = {**row, **quality(ranked)}
             print(f"# {label} {name} done in {time.perf_counter() - start:.0f} s; load {os.getloadavg()}; "
                   + json.dumps(rows[name]), flush=True)
+            if "compressed" in res:
+                extra, ids = res["compressed"]
+                rows[extra["method"]] = {**extra, **quality({q: list(d) for q, d in zip(qids, ids)})}
+                print(f"# {label} {extra['method']}: " + json.dumps(rows[extra["method"]]), flush=True)
             if name == "colbert" and (args.export_colbert or args.plaid_python):
                 export = Path(args.export_colbert or work / "export")
                 export_colbert(export / label, res, qids, docids, relevant, split)
@@ -725,6 +793,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plaid_python", help="fast-plaid's virtualenv python: run bench/plaid_peer.py on the ColBERT "
                                                "peer's vectors in this run (a colbert-plaid row)")
     parser.add_argument("--plaid_nbits", type=int, default=4)
+    parser.add_argument("--compressed", default="",
+                        help="also index --compressed_methods' vectors with this compressed Faiss factory (e.g. "
+                             "IVF64,PQ48), nprobe tuned; a '<method>-compressed' row beside PLAID's")
+    parser.add_argument("--compressed_methods", default="dcsr-mean")
     parser.add_argument("--questions", type=int, default=1000, help="sampled SQuAD-dev eval questions")
     parser.add_argument("--tune_questions", type=int, default=200, help="of them, used to tune approximate search")
     parser.add_argument("--colbert_latency_queries", type=int, default=200)
