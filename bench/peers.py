@@ -852,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.synthetic_docs and every and {"dpr", "dcsr-mean", "mvr-k8"} <= set(next(iter(every.values()))):
         rows = next(iter(every.values()))
         run_synthetic(args, {name: max(1, round(r["vectors"] / r["docs"])) for name, r in rows.items()
-                             if name != "colbert-plaid"})  # PLAID's synthetic counterpart is not run
+                             if name in (*METHODS, "colbert")})  # not the rows of other indexes (PLAID, compressed)
     print(f"# load at end: {os.getloadavg()}")
     return 0
 
