@@ -246,20 +246,10 @@ def compressed_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.n
     build_index([shard], index_dir, index_factory=args.compressed)
     build_s = time.perf_counter() - start
     searcher = MultiVectorSearcher(index_dir, None)
-    tuned, chosen = [], None
-    for probe in NPROBE_GRID:
-        searcher.store.approximate.nprobe = probe
-        tuned.append(recall(searcher.search_vectors(q[:split], K)[0], exact[:split]))
-        if tuned[-1] >= TARGET + TUNE_MARGIN:
-            chosen = probe
-            break
-        if len(tuned) >= 3 and tuned[-1] - tuned[-3] < 0.001:  # a plateau, as for PLAID
-            break
-    reached = chosen is not None
-    chosen = chosen or NPROBE_GRID[next(i for i, r in enumerate(tuned) if r >= max(tuned) - 0.001)]
-    searcher.store.approximate.nprobe = chosen
-    ids, _ = searcher.search_vectors(q, K)
-    probed = int(searcher.store.approximate._ivf.nprobe)  # the searcher probes at least enough lists for its fetch
+    chosen, reached, tuned = sweep(NPROBE_GRID, lambda v: recall(set_knob(searcher, "nprobe", v).search_vectors(
+        q[:split], K)[0], exact[:split]), TUNE_MARGIN, plateau=True)
+    ids, _ = set_knob(searcher, "nprobe", chosen).search_vectors(q, K)
+    probed = probed_lists(searcher)
     out = {"method": f"{name}-compressed", "approx_name": f"{args.compressed} ({probed} lists probed)",
            "docs": row["docs"], "vectors": row["vectors"], "encode_docs_per_s": row["encode_docs_per_s"],
            "encode_docs_per_cpu_s": row["encode_docs_per_cpu_s"], "hnsw_bytes": folder_bytes(index_dir),
@@ -435,20 +425,45 @@ def synthetic_shards(name: str, views: int, n_docs: int, n_queries: int, work: P
     return shards, queries_near(bases, rng)
 
 
+def sweep(grid: tuple, recall_at, margin: float, plateau: bool) -> tuple:
+    """Walk ``grid`` (cheapest first), ``recall_at(value)`` the tuning recall there: the first value reaching
+    TARGET + ``margin``, reached True. Where none does: ``plateau`` False, the widest value; True (an index that
+    scores approximately: PLAID, PQ), the walk stops where the last 3 recalls rose by < 0.001 and takes the cheapest
+    value within 0.001 of the best recall. Returns ``(value, reached, tuning recalls)``."""
+    tuned = []
+    for value in grid:
+        tuned.append(recall_at(value))
+        if tuned[-1] >= TARGET + margin:
+            return value, True, tuned
+        if plateau and len(tuned) >= 3 and tuned[-1] - tuned[-3] < 0.001:
+            break
+    if not plateau:
+        return grid[-1], False, tuned
+    return grid[next(i for i, r in enumerate(tuned) if r >= max(tuned) - 0.001)], False, tuned
+
+
+def set_knob(searcher, knob: str, value) -> object:
+    """``searcher`` with its approximate search's ``knob`` (``overfetch`` / ``nprobe``) at ``value``."""
+    setattr(searcher.store.approximate, knob, value)
+    return searcher
+
+
+def probed_lists(searcher) -> int:
+    """The IVF lists the searcher's last search probed (its probe floor for the fetch depth included)."""
+    import faiss
+
+    return int(faiss.extract_index_ivf(searcher.store.index).nprobe)
+
+
 def tune(searcher, knob: str, grid: tuple, q: np.ndarray, exact: np.ndarray, split: int, threads: int) -> dict:
     """The cheapest ``knob`` setting (``overfetch`` / ``nprobe`` of the searcher's approximate search) whose recall
     on the tuning queries ``q[:split]`` reaches TARGET + TUNE_MARGIN, timed on the rest; where none does, the
     widest setting, timed and marked ``reached: False`` (its recall below TARGET said in the table)."""
-    for value in grid:
-        setattr(searcher.store.approximate, knob, value)
-        ids, _ = searcher.search_vectors(q[:split], K)
-        if recall(ids, exact[:split]) >= TARGET + TUNE_MARGIN or value == grid[-1]:
-            reached = recall(ids, exact[:split]) >= TARGET + TUNE_MARGIN
-            ids, _ = searcher.search_vectors(q[split:], K)
-            return {knob: value, "reached": reached, "recall": recall(ids, exact[split:]),
-                    **timed(searcher, q[split:], threads)}
-    raise AssertionError("unreachable")
-
+    value, reached, _ = sweep(grid, lambda v: recall(set_knob(searcher, knob, v).search_vectors(q[:split], K)[0],
+                                                     exact[:split]), TUNE_MARGIN, plateau=False)
+    ids, _ = set_knob(searcher, knob, value).search_vectors(q[split:], K)
+    return {knob: value, "reached": reached, "recall": recall(ids, exact[split:]),
+            **timed(searcher, q[split:], threads)}
 
 
 def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: int, work: Path,
@@ -485,7 +500,7 @@ def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: 
             row["hnsw"] = tune(searcher, "overfetch", OVERFETCH_GRID, q, exact, split, threads)
         else:
             row["ivf"] = {"factory": factory, **tune(searcher, "nprobe", NPROBE_GRID, q, exact, split, threads),
-                          "probed": int(searcher.store.approximate._ivf.nprobe)}  # the searcher's floor included
+                          "probed": probed_lists(searcher)}
         del searcher  # before the next build: two 1M-document indexes at once would not fit
         gc.collect()
         shutil.rmtree(index_dir, ignore_errors=True)
@@ -573,7 +588,7 @@ def run_synthetic(args, views: dict[str, int]) -> None:
     try:
         for name, v in views.items():
             start = time.perf_counter()
-            gb = args.synthetic_docs * v * COLBERT_DIM * 4 / 1e9
+            gb = args.synthetic_docs * v * COLBERT_DIM * 4 / 1e9  # the ColBERT peer's float32 token vectors
             if name == "colbert" and gb > args.synthetic_colbert_max_gb:
                 rows[name] = {"method": name, "docs": args.synthetic_docs, "vectors": args.synthetic_docs * v,
                               "skipped": f"{args.synthetic_docs * v:,} token vectors, {gb:.1f} GB of float32 "
@@ -688,24 +703,24 @@ def goals(rows: dict) -> list[str]:
                    f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
     pl = rows.get("colbert-plaid", {})
     if "t1" in s.get("hnsw", {}) and "t1" in pl.get("hnsw", {}):
-        speed, cpu, bytes_ratio = versus(s, pl, "hnsw")
         out.append(f"goal dcsr-mean HNSW vs colbert {pl['approx_name']} (recall of own exact top-{K}: "
                    f"{s['hnsw']['recall']:.4f} vs {pl['hnsw']['recall']:.4f}"
-                   f"{'' if pl['hnsw'].get('reached', True) else PLATEAU}): "
-                   f"R@1 {s['r@1']:.4f} "
-                   f"vs {pl['r@1']:.4f} -> {'met' if s['r@1'] >= pl['r@1'] else 'NOT met'}; bytes {bytes_ratio:.4f} "
-                   f"-> {'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x "
-                   f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
+                   f"{'' if pl['hnsw'].get('reached', True) else PLATEAU}): {plaid_verdict(s, pl)}")
     z = rows.get("dcsr-mean-compressed", {})
     if "t1" in z.get("hnsw", {}) and "t1" in pl.get("hnsw", {}):
-        speed, cpu, bytes_ratio = versus(z, pl, "hnsw")
         below = "" if z["hnsw"]["reached"] else f", below {TARGET} on its tuning questions: timed at its plateau"
         out.append(f"goal dcsr-mean {z['approx_name']} vs colbert {pl['approx_name']} (recall of own exact top-{K}: "
-                   f"{z['hnsw']['recall']:.4f}{below} vs {pl['hnsw']['recall']:.4f}): R@1 {z['r@1']:.4f} vs "
-                   f"{pl['r@1']:.4f} -> {'met' if z['r@1'] >= pl['r@1'] else 'NOT met'}; bytes {bytes_ratio:.4f} "
-                   f"-> {'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, CPU p50 {cpu:.1f}x "
-                   f"lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
+                   f"{z['hnsw']['recall']:.4f}{below} vs {pl['hnsw']['recall']:.4f}): {plaid_verdict(z, pl)}")
     return out
+
+
+def plaid_verdict(ours: dict, pl: dict) -> str:
+    """The goal's three tests of ``ours``'s approximate index against PLAID's: R@1, <= 1/20 of the bytes, >= 5x
+    lower p50."""
+    speed, cpu, bytes_ratio = versus(ours, pl, "hnsw")
+    return (f"R@1 {ours['r@1']:.4f} vs {pl['r@1']:.4f} -> {'met' if ours['r@1'] >= pl['r@1'] else 'NOT met'}; "
+            f"bytes {bytes_ratio:.4f} -> {'met' if bytes_ratio <= 0.05 else 'NOT met'}; p50 {speed:.1f}x lower, "
+            f"CPU p50 {cpu:.1f}x lower -> {'met' if min(speed, cpu) >= 5 else 'NOT met'}")
 
 
 def squad_rows(args) -> dict:

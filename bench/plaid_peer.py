@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from peers import sweep  # bench/peers.py: the tuning rule every approximate index of the table follows
 
-TARGET = 0.99
 # (n_ivf_probe, n_full_scores), cheapest first; fast-plaid's default is (8, 4096)
 GRID = ((1, 256), (2, 256), (2, 512), (4, 512), (4, 1024), (8, 1024), (8, 4096), (16, 4096), (32, 8192))
 
@@ -97,19 +97,12 @@ def run(folder: Path, args, work: Path) -> dict:
         plaid.search(queries_embeddings=[q], top_k=meta["k"], n_ivf_probe=probe, n_full_scores=full,
                      show_progress=False, batch_size=1, n_processes=1)
 
-    chosen, tuned, tune = None, [], slice(0, min(split, args.tune_queries))
-    for probe, full in GRID:
-        tuned.append(recall(top(queries[tune], probe, full), exact[tune]))
-        if tuned[-1] >= TARGET + args.tune_margin:
-            chosen = (probe, full)
-            break
-        if len(tuned) >= 3 and tuned[-1] - tuned[-3] < 0.001:  # a plateau: wider searches stopped helping
-            break
     # PLAID re-ranks from compressed residuals: its scores are not exact MaxSim, so near-ties at rank 10 may swap
     # however wide it searches. Below the target, it is timed at the cheapest setting of its plateau (within 0.001
     # of the best recall it reached) and says so
-    reached = chosen is not None
-    chosen = chosen or GRID[next(i for i, r in enumerate(tuned) if r >= max(tuned) - 0.001)]
+    tune = slice(0, min(split, args.tune_queries))
+    chosen, reached, tuned = sweep(GRID, lambda setting: recall(top(queries[tune], *setting), exact[tune]),
+                                   args.tune_margin, plateau=True)
     row = {"method": f"colbert PLAID (fast-plaid, nbits {args.nbits})", "docs": len(docs),
            "vectors": int(sum(len(d) for d in docs)), "plaid_bytes": folder_bytes(index_dir), "plaid_build_s": build_s}
     held = queries[split:]
