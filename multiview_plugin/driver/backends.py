@@ -9,6 +9,8 @@ from multiview_plugin.errors import ConfigError
 
 logger = logging.getLogger("multiview_plugin.index")
 
+QDRANT_MIN_EF_CONSTRUCT = 4  # Qdrant refuses a smaller HNSW ef_construct
+
 
 def add_index_backend_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Backend (Faiss in the index folder, or a Qdrant collection)")
@@ -64,6 +66,7 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
             use_gpu=args.use_gpu, overwrite=args.overwrite, allow_partial=args.allow_partial,
             unsafe_pickle=args.allow_unsafe_pickle, doc_index_factory=args.doc_index_factory,
             rescore_store=args.rescore_store, ivf_training=args.ivf_training,
+            hnsw_ef_construction=args.hnsw_ef_construction,
             before_swap=lambda folder: calibrate_from_args(args, str(folder), args.index_dir)))
     if (args.index_factory != DEFAULT_INDEX_FACTORY or args.doc_index_factory or args.use_gpu
             or args.rescore_store != "none" or args.ivf_training != "flat"):
@@ -77,6 +80,14 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                           "(--qdrant_url) is reached with the client engine")
     if args.qdrant_timeout is not None and not args.qdrant_url:
         raise ConfigError("--qdrant_timeout applies to a server (--qdrant_url); embedded storage has no requests")
+    from multiview_plugin.index.meta import MAX_EF_CONSTRUCTION
+
+    beam = {}
+    if args.hnsw_ef_construction is not None:  # Qdrant's ef_construct (its minimum is 4)
+        if not QDRANT_MIN_EF_CONSTRUCT <= args.hnsw_ef_construction <= MAX_EF_CONSTRUCTION:
+            raise ConfigError(f"--hnsw_ef_construction with --backend qdrant must be >= {QDRANT_MIN_EF_CONSTRUCT} "
+                              f"and <= {MAX_EF_CONSTRUCTION}, got {args.hnsw_ef_construction}")
+        beam["ef_construct"] = args.hnsw_ef_construction
     from multiview_plugin.search._qdrant import build_qdrant_index
 
     meta = build_qdrant_index(shards, args.index_dir, qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url,
@@ -85,7 +96,7 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                               aggregation=args.aggregation, overwrite=args.overwrite,
                               allow_partial=args.allow_partial, unsafe_pickle=args.allow_unsafe_pickle,
                               batch_size=args.qdrant_batch_size, engine=args.qdrant_engine,
-                              timeout=args.qdrant_timeout)
+                              timeout=args.qdrant_timeout, **beam)
     from multiview_plugin.search.calibrate import BelowTargetError
 
     try:

@@ -2,7 +2,7 @@
 
     python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr \
         [--index_factory Flat|HNSW32|IVF1024,SQ8|SQfp16] [--doc_index_factory HNSW32] [--rescore_store fp16] \
-        [--use_gpu]
+        [--hnsw_ef_construction 200] [--use_gpu]
 
     python -m multiview_plugin.driver.index --passage_reps 'emb/corpus.*.pkl' --index_dir indexes/mvr-qdrant \
         --backend qdrant [--qdrant_path DIR | --qdrant_url http://host:6333 --qdrant_shards 6 --qdrant_replication 2]
@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "its share of the lists: sample x 2 sqrt(nlist); for 10^4-10^6 lists, where flat k-means "
                    "dominates the build). Pair it with an HNSW quantiser (IVF131072_HNSW32,SQ8) so the adds do not "
                    "scan every centroid either; bench/ivf_build.log measures both.")
+    p.add_argument("--hnsw_ef_construction", type=int, metavar="EF", help="The beam every HNSW graph of the "
+                   "build is made with (the index's, an IVF<n>_HNSW32 quantiser's, --doc_index_factory's; with "
+                   "--backend qdrant its ef_construct). Default: Faiss's 40 (Qdrant's 100). A wider beam costs build "
+                   "time, about linearly, and makes a graph whose search reaches recall a narrow one cannot at any "
+                   "efSearch, e.g. on tightly clustered vectors (bench/hnsw_construction.log).")
     p.add_argument("--aggregation", choices=sorted(AGGREGATORS), help="Aggregation recorded for searchers "
                    "(default: the model's, i.e. max).")
     p.add_argument("--use_gpu", action="store_true", help="Build with GPU Faiss (faiss-gpu) when available.")

@@ -48,6 +48,7 @@ from multiview_plugin.index.faiss_build import (
     IVF_TRAININGS,
     make_faiss_index,
     sample_for_training,
+    set_hnsw_construction,
     shard_sizes,
     to_gpu,
     train_faiss_index,
@@ -66,6 +67,7 @@ from multiview_plugin.index.folder import (
 from multiview_plugin.index.meta import (
     DEFAULT_AGGREGATION,
     DEFAULT_INDEX_FACTORY,
+    MAX_EF_CONSTRUCTION,
     IndexMeta,
     check_shard_paths,
     merge_extra,
@@ -99,6 +101,10 @@ class IndexConfig:
     :func:`~multiview_plugin.index.faiss_build.train_ivf_two_level`, for 10⁴–10⁶ lists, where flat k-means
     dominates the build) says how an IVF index's coarse centroids are trained; pair it with an HNSW quantiser
     (``IVF131072_HNSW32,SQ8``) so the adds do not scan every centroid either (``bench/ivf_build.py``).
+    ``hnsw_ef_construction`` (None: Faiss's default, 40) is the beam every HNSW graph of the build is made with
+    (the index's, an ``IVF<n>_HNSW32`` quantiser's, the document index's): a wider beam costs build time, about
+    linearly, and gives a graph whose search reaches recall a narrow one cannot at any ``efSearch``
+    (``bench/hnsw_construction.log``); refused for factories without a graph.
     ``before_swap`` is called with the finished folder while it is still beside ``index_dir`` (the build's
     temporary folder): an error it raises (a calibration below target) leaves ``index_dir`` as it was.
     """
@@ -114,6 +120,7 @@ class IndexConfig:
     doc_index_factory: str | None = None
     rescore_store: str = "none"
     ivf_training: str = "flat"
+    hnsw_ef_construction: int | None = None
     before_swap: Callable[[Path], None] | None = None
 
     def __post_init__(self) -> None:
@@ -124,6 +131,10 @@ class IndexConfig:
                               "fast) or use --ivf_training flat")
         if self.rescore_store not in RESCORE_STORES:
             raise ConfigError(f"--rescore_store {self.rescore_store!r}: expected one of {', '.join(RESCORE_STORES)}")
+        ef = self.hnsw_ef_construction
+        if ef is not None and (isinstance(ef, bool) or not isinstance(ef, int) or not 1 <= ef <= MAX_EF_CONSTRUCTION):
+            raise ConfigError(f"--hnsw_ef_construction must be an integer >= 1 and <= {MAX_EF_CONSTRUCTION}, "
+                              f"got {ef!r}")
 
     @property
     def store_dtype(self) -> str | None:
@@ -232,17 +243,21 @@ class _Build:
                  if config.store_dtype is not None or not index.is_trained else [])
         if config.store_dtype is not None:
             self.store = RescoreStoreWriter(self.tmp_dir / RESCORE_STORE_FILE, config.store_dtype, sum(sizes), dim)
+        if config.doc_index_factory:
+            self.doc_index = make_faiss_index(dim, config.doc_index_factory, "--doc_index_factory")
+            if not self.doc_index.is_trained:
+                raise ConfigError(f"--doc_index_factory {config.doc_index_factory} needs training; use one "
+                                  "that does not (HNSW32, Flat)")
+        if config.hnsw_ef_construction is not None:  # before the training builds an IVF's HNSW quantiser
+            set_hnsw_construction([index, self.doc_index], config.hnsw_ef_construction, f"--index_factory "
+                                  f"{factory!r}" + (f" with --doc_index_factory {config.doc_index_factory!r}"
+                                                    if config.doc_index_factory else ""))
         if config.use_gpu:
             index = to_gpu(index)
         if not index.is_trained:
             self._train(index, sizes)
         self.index = index
         self.presized = PresizedIVFAdds.prepare(index, self.paths, self.tmp_dir / ASSIGN_FILE, config.unsafe_pickle)
-        if config.doc_index_factory:
-            self.doc_index = make_faiss_index(dim, config.doc_index_factory, "--doc_index_factory")
-            if not self.doc_index.is_trained:
-                raise ConfigError(f"--doc_index_factory {config.doc_index_factory} needs training; use one "
-                                  "that does not (HNSW32, Flat)")
 
     def _train(self, index: faiss.Index, sizes: list[int]) -> None:
         config = self.config

@@ -66,6 +66,42 @@ def train_faiss_index(index: faiss.Index, sample: np.ndarray, factory: str, flag
                           "which need no training)") from None
 
 
+def hnsw_graphs(index: faiss.Index | None) -> list:
+    """Every HNSW graph of a Faiss index: the index itself (``HNSW32``, ``HNSW32,SQ8``), an IVF index's HNSW
+    quantiser (``IVF4096_HNSW32,SQ8``), also behind a pre-transform (``PCA64,HNSW32``) or a refinement; [] for
+    none (``Flat``, ``IVF1024,Flat``). Each is a downcast view: keep ``index`` alive while using it."""
+    if index is None:
+        return []
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.IndexHNSW):
+        return [index]
+    if isinstance(index, faiss.IndexPreTransform):
+        return hnsw_graphs(index.index)
+    if isinstance(index, faiss.IndexRefine):
+        return hnsw_graphs(index.base_index)
+    ivf = faiss.try_extract_index_ivf(index)
+    return hnsw_graphs(ivf.quantizer) if ivf is not None else []
+
+
+def set_hnsw_construction(indexes: list[faiss.Index | None], ef_construction: int, factories: str) -> None:
+    """Build every HNSW graph of ``indexes`` with the construction beam ``ef_construction`` (Faiss's
+    ``efConstruction``, stored in the index file); set before anything is added or trained (an IVF index's HNSW
+    quantiser is built when its centroids are trained). ``indexes`` without any HNSW graph is a one-line error
+    naming ``factories``."""
+    graphs = [g for index in indexes for g in hnsw_graphs(index)]
+    if not graphs:
+        raise ConfigError(f"--hnsw_ef_construction {ef_construction}: {factories} has no HNSW graph (HNSW32, "
+                          "HNSW32,SQ8, IVF4096_HNSW32,... have one); drop the flag")
+    for graph in graphs:
+        graph.hnsw.efConstruction = ef_construction
+
+
+def construction_beam(indexes: list[faiss.Index | None]) -> int | None:
+    """The narrowest construction beam of the HNSW graphs in ``indexes`` (None: no graph)."""
+    beams = [int(g.hnsw.efConstruction) for index in indexes for g in hnsw_graphs(index)]
+    return min(beams) if beams else None
+
+
 IVF_TRAININGS = ("flat", "two_level")  # --ivf_training: how an IVF index's coarse centroids are trained
 
 

@@ -23,6 +23,9 @@ FORMAT_VERSION = 1
 # Default aggregation per model: DCSR ranks passages by HasAns (its paper's eq. 2).
 DEFAULT_AGGREGATION = {"dcsr": "hasans"}
 DEFAULT_INDEX_FACTORY = "Flat"  # exact inner-product search: build_index, driver.index --index_factory, the API
+# --hnsw_ef_construction: the beam an HNSW graph is built with (Faiss's default is 40); construction time grows
+# about linearly with it, so a typo of 10**6 would build for days
+MAX_EF_CONSTRUCTION = 4096
 BACKENDS = ("faiss", "qdrant")  # multiview.json "backend": each a SearchBackend's kind (search/_backend.py)
 
 

@@ -57,7 +57,7 @@ from multiview_plugin.encoding.shards import read_shard, split_lookup
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.index.adds import contiguous_docs
 from multiview_plugin.index.folder import META_FILE
-from multiview_plugin.index.meta import IndexMeta
+from multiview_plugin.index.meta import MAX_EF_CONSTRUCTION, IndexMeta
 from multiview_plugin.search._backend import SearchBackend
 from multiview_plugin.search.aggregators import MaxAggregator
 
@@ -309,8 +309,19 @@ def store_trial(store: SearchBackend, meta: IndexMeta, q: np.ndarray, src: np.nd
     return calibrate_store(trial, q, src, exact, target, k, aim)
 
 
-def below_target_line(meta: IndexMeta, record: dict, trial: dict | None) -> str:
-    """The one line refusing an index below target, naming what reaches it (measured, or exact search)."""
+def wider_beam(store: SearchBackend) -> int | None:
+    """The construction beam to suggest for a Faiss store's HNSW graphs (their narrowest beam doubled, at least
+    200, at most ``MAX_EF_CONSTRUCTION``); None without a graph or when it is already that wide."""
+    from multiview_plugin.index.faiss_build import construction_beam
+
+    beam = construction_beam([getattr(store, "index", None), getattr(store, "doc_index", None)])
+    wider = None if beam is None else min(MAX_EF_CONSTRUCTION, max(200, 2 * beam))
+    return wider if wider is not None and wider > beam else None
+
+
+def below_target_line(meta: IndexMeta, record: dict, trial: dict | None, beam: int | None = None) -> str:
+    """The one line refusing an index below target, naming what reaches it (measured, or exact search); for an
+    HNSW graph also ``beam``, a wider construction beam to try (not measured here: it needs a rebuild)."""
     settings = ", ".join(f"{n}={v}" for n, v in record["settings"].items())
     reach = []
     if trial is not None and trial["reached"]:
@@ -322,7 +333,9 @@ def below_target_line(meta: IndexMeta, record: dict, trial: dict | None) -> str:
     return (f"{what}: its best setting ({settings}) keeps recall@{record['k']} "
             f"{record['recall']:.4f} of exact (95% lower bound {record['recall_lower95']:.4f}, {record['queries']} "
             f"queries from {record['queries_from']}), below --target_recall {record['target_recall']}; reaches it: "
-            f"{' or '.join(reach)}; or pass --allow_below_target to keep this index")
+            f"{' or '.join(reach)}; or pass --allow_below_target to keep this index"
+            + (f"; not tried here: rebuilding the graph with a wider beam (--hnsw_ef_construction {beam})"
+               if beam is not None else ""))
 
 
 def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT_TARGET,
@@ -378,7 +391,7 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
     record["queries_from"] = queries_from or ("given query vectors" if queries is not None else f"corpus {sampler}")
     if refuse_below_target and not record["reached"] and not tied.all():
         trial = store_trial(searcher.store, meta, q, src, exact, target_recall, k, aim, unsafe_pickle)
-        raise BelowTargetError(below_target_line(meta, record, trial))
+        raise BelowTargetError(below_target_line(meta, record, trial, wider_beam(searcher.store)))
     if tied.any():
         logger.warning("calibration: %d of %d queries' exact scores tie at the top-%d cut-off (equal scores: "
                        "constant or duplicate vectors?), so which documents are their top %d is arbitrary and "

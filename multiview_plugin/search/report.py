@@ -11,7 +11,7 @@ import faiss
 
 from multiview_plugin.encoding.shards import VIEW_DELIMITER, read_info
 from multiview_plugin.encoding.view_info import VIEW_INFO_KEY
-from multiview_plugin.index.faiss_build import read_faiss_index
+from multiview_plugin.index.faiss_build import hnsw_graphs, read_faiss_index
 from multiview_plugin.index.folder import DOCID_FILE, INDEX_FILE
 from multiview_plugin.index.meta import IndexMeta
 
@@ -45,8 +45,9 @@ def _faiss_summary(path: Path) -> str:
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is not None:
         parts.append(f"{ivf.nlist} lists")
-    if hasattr(index, "hnsw"):
-        parts.append(f"HNSW M={index.hnsw.nb_neighbors(1)}")
+    for graph in hnsw_graphs(index):
+        parts.append(f"{'quantiser ' if ivf is not None else ''}HNSW M={graph.hnsw.nb_neighbors(1)} "
+                     f"(built with efConstruction {graph.hnsw.efConstruction})")
     return ", ".join(parts)
 
 

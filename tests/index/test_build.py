@@ -30,6 +30,9 @@ def test_config_defaults_are_the_documented_ones():
     ({"ivf_training": "kmeans"}, "--ivf_training 'kmeans': expected one of flat, two_level"),
     ({"ivf_training": "two_level", "use_gpu": True}, "trains on the CPU"),
     ({"rescore_store": "fp8"}, "--rescore_store 'fp8': expected one of none, fp16, fp32"),
+    ({"hnsw_ef_construction": 0}, "--hnsw_ef_construction must be an integer >= 1 and <= 4096, got 0"),
+    ({"hnsw_ef_construction": 10**6}, "--hnsw_ef_construction must be an integer >= 1 and <= 4096"),
+    ({"hnsw_ef_construction": 2.5}, "--hnsw_ef_construction must be an integer"),
 ])
 def test_bad_options_are_refused_when_the_config_is_made(options, message):
     with pytest.raises(ConfigError, match=message):
@@ -74,3 +77,27 @@ def test_a_stage_that_fails_leaves_nothing_beside_the_folder(tmp_path):
     with pytest.raises(ConfigError, match="needs training"):
         build_index(paths, out / "idx", IndexConfig(doc_index_factory="IVF2,Flat"))
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+@pytest.mark.parametrize("factory, doc_factory", [("HNSW8", None), ("HNSW8,SQ8", None), ("IVF8_HNSW8,Flat", None),
+                                                  ("Flat", "HNSW8")])
+def test_every_hnsw_graph_is_built_with_the_beam_and_the_file_keeps_it(tmp_path, factory, doc_factory):
+    """--hnsw_ef_construction reaches every graph of the build (the index's, an IVF's HNSW quantiser, the document
+    index) before anything is added, and the written files hold it (Faiss stores efConstruction)."""
+    from multiview_plugin.index.faiss_build import hnsw_graphs
+
+    shards = write_shards(tmp_path / "emb", 1, 300, 2, 16)
+    build_index(shards, tmp_path / "ix", IndexConfig(index_factory=factory, doc_index_factory=doc_factory,
+                                                    hnsw_ef_construction=77, train_size=600))
+    files = ["index"] if doc_factory is None else ["doc_index"]
+    for name in files:
+        owner = faiss.read_index(str(tmp_path / "ix" / name))
+        graphs = hnsw_graphs(owner)
+        assert graphs and all(g.hnsw.efConstruction == 77 for g in graphs), name
+
+
+def test_a_beam_for_a_build_without_a_graph_is_one_line(tmp_path):
+    shards = write_shards(tmp_path / "emb", 1, 50, 2, 8)
+    with pytest.raises(ConfigError, match=r"--hnsw_ef_construction 100: --index_factory 'Flat' has no HNSW graph"):
+        build_index(shards, tmp_path / "ix", IndexConfig(hnsw_ef_construction=100))
+    assert not (tmp_path / "ix").exists() and not list(tmp_path.glob(".ix.*"))

@@ -7,7 +7,12 @@ import pytest
 from multiview_plugin.driver import index as index_driver
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter
 from multiview_plugin.errors import ConfigError
-from multiview_plugin.index.faiss_build import train_ivf_two_level
+from multiview_plugin.index.faiss_build import (
+    construction_beam,
+    hnsw_graphs,
+    set_hnsw_construction,
+    train_ivf_two_level,
+)
 from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index
 from multiview_plugin.search.aggregators import MaxAggregator
 from tools.synthetic_vectors import clustered_documents, clustered_queries
@@ -114,3 +119,18 @@ def test_second_level_runs_in_parallel_with_the_serial_centroids(monkeypatch):
     assert pools == [2, 3]  # the serial run made no pool
     assert np.array_equal(quantisers[1], quantisers[2]) and np.array_equal(quantisers[1], quantisers[3])
     assert faiss.omp_get_max_threads() == omp  # each k-means ran on one OpenMP thread in the pool, then restored
+
+
+@pytest.mark.parametrize("factory, graphs", [("HNSW8", 1), ("HNSW8,SQ8", 1), ("IVF16_HNSW8,Flat", 1),
+                                             ("PCA8,HNSW8", 1), ("HNSW8,Flat,Refine(Flat)", 1), ("Flat", 0),
+                                             ("IVF16,Flat", 0), ("IVF16,PQ4", 0)])
+def test_hnsw_graphs_finds_each_graph_of_a_factory(factory, graphs):
+    index = faiss.index_factory(16, factory, faiss.METRIC_INNER_PRODUCT)
+    assert len(hnsw_graphs(index)) == graphs
+    if graphs:
+        set_hnsw_construction([index, None], 123, factory)
+        assert construction_beam([index]) == 123
+    else:
+        assert construction_beam([index, None]) is None
+        with pytest.raises(ConfigError, match="has no HNSW graph"):
+            set_hnsw_construction([index], 123, factory)

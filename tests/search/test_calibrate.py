@@ -363,3 +363,26 @@ def test_below_target_line_names_each_backends_exact_search():
                        backend="qdrant")
     line = below_target_line(qdrant, record, None)
     assert line.startswith("--backend qdrant: ") and "search with --qdrant_exact (exact)" in line
+
+
+def test_a_narrow_graph_below_target_is_refused_and_a_wider_beam_reaches_it(tmp_path, capsys):
+    """An HNSW graph built with a narrow beam (HNSW4, --hnsw_ef_construction 2: ~0.6 of exact top-10 at any
+    efSearch on these tight clusters) is refused with one line that also names a wider beam to try; built with
+    that beam the same index reaches the target, and --report shows the beam."""
+    docs = clustered_documents(4000, 1, 32, clusters=400, seed=5, doc_spread=0.3, view_spread=0.3)
+    info = ShardInfo(model_name="syn", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0)
+    w = ShardWriter(tmp_path / "c.0.pkl", info, multi_vector=True)
+    w.add([f"d{i}" for i in range(len(docs))], docs)
+    w.close()
+    base = ["--passage_reps", str(tmp_path / "c.0.pkl"), "--index_factory", "HNSW4"]
+    assert index_driver.main([*base, "--index_dir", str(tmp_path / "narrow"), "--hnsw_ef_construction", "2"]) == 2
+    err = capsys.readouterr().err
+    err = err[err.index("error: "):]
+    assert err.startswith("error: --index_factory HNSW4: ") and err.count("\n") == 1, err
+    assert err.rstrip().endswith("not tried here: rebuilding the graph with a wider beam (--hnsw_ef_construction 200)")
+    assert not (tmp_path / "narrow").exists()
+    assert index_driver.main([*base, "--index_dir", str(tmp_path / "wide"), "--hnsw_ef_construction", "200"]) == 0
+    assert json.loads((tmp_path / "wide" / "multiview.json").read_text())["calibration"]["reached"]
+    capsys.readouterr()
+    assert index_driver.main(["--report", str(tmp_path / "wide")]) == 0
+    assert "HNSW M=4 (built with efConstruction 200)" in capsys.readouterr().out

@@ -208,8 +208,10 @@ def test_creation_flags_reach_the_server(tmp_path, monkeypatch):
     paths = write_shards(tmp_path, docids, reps, mask, 1)
     assert index_driver.main(["--passage_reps", str(tmp_path / "corpus.*.pkl"), "--index_dir", str(tmp_path / "qd"),
                               "--backend", "qdrant", "--qdrant_url", "http://cluster:6333", "--qdrant_shards", "6",
-                              "--qdrant_replication", "2", "--qdrant_on_disk", "--qdrant_collection", "wiki"]) == 0
+                              "--qdrant_replication", "2", "--qdrant_on_disk", "--qdrant_collection", "wiki",
+                              "--hnsw_ef_construction", "64"]) == 0
     assert created["name"] == "wiki" and created["shard_number"] == 6 and created["replication_factor"] == 2
+    assert created["vectors_config"]["doc"].hnsw_config.ef_construct == 64  # --hnsw_ef_construction
     assert created["vectors_config"]["views"].on_disk and created["vectors_config"]["doc"].on_disk
     assert created["payload_index"] == "docid"
     recorded = json.loads((tmp_path / "qd" / "multiview.json").read_text())["qdrant"]
@@ -238,6 +240,10 @@ def test_cli_index_and_search_write_the_faiss_run(tmp_path, capsys):
     # qdrant flags without --backend qdrant are refused, not ignored
     assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "x"), "--qdrant_on_disk"]) != 0
     assert "--qdrant_on_disk needs --backend qdrant" in capsys.readouterr().err
+    assert index_driver.main(["--passage_reps", glob_, "--index_dir", str(tmp_path / "y"), "--backend", "qdrant",
+                              "--hnsw_ef_construction", "3"]) == 2  # below Qdrant's minimum: one line, nothing made
+    assert "--hnsw_ef_construction with --backend qdrant must be >= 4" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()
 
 
 def test_analysis_reads_views_from_the_collection(tmp_path):
