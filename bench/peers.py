@@ -21,10 +21,11 @@ PLAID index, on the CPU (``--plaid_nbits`` residual bits, fast-plaid's default 4
 >= 0.99 of exact MaxSim's top-10 (a ``colbert-plaid`` row, its index in the approximate column).
 ``--compressed FACTORY`` (e.g. ``IVF64,PQ48``) indexes dcsr-mean's same vectors compressed, ``nprobe`` tuned the
 same way (below the target, at the cheapest setting of its plateau, as PLAID): a ``dcsr-mean-compressed`` row and
-its goal line against PLAID's bytes. ``--doc_graph_methods mvr-k8,dcsr-mean`` also searches those methods' vectors
+its goal line against PLAID's bytes. ``--doc_graph_methods mvr-k8`` also searches those methods' vectors
 through a graph over documents instead of views (Flat views + ``--doc_index_factory HNSW32``: one graph node per
 document, as dpr's; the graph's top candidates re-scored exactly over all views, their number tuned the same way):
-a ``<method>-docgraph`` row, and for mvr-k8 the goal line against dpr's HNSW.
+a ``<method>-docgraph`` row, and for mvr-k8 the goal line against dpr's HNSW. Only for methods that rank by max
+over views: the searcher takes no candidates from a document index for dcsr's HasAns aggregation.
 
 Per method: encode docs/s (wall, this CPU), index bytes on disk, build seconds, single-query latency p50/p95
 (1 thread and the default thread count; wall and CPU time per query), the recall of the timed index against the
@@ -234,7 +235,14 @@ def project_method(name: str, corpus: dict, questions: dict, work: Path, split: 
         except ConfigError as err:  # e.g. --quick's 21 passages: too few vectors to train PQ's 256 centroids
             print(f"# {name}-compressed not built: {err}", flush=True)
     if name in args.doc_graph_methods.split(","):
-        res["extra"].append(doc_graph_row(name, row, shard, q, ranked_exact, split, work, args))
+        from multiview_plugin.index.meta import DEFAULT_AGGREGATION
+
+        aggregation = DEFAULT_AGGREGATION.get(method, "max")
+        if aggregation == "max":
+            res["extra"].append(doc_graph_row(name, row, shard, q, ranked_exact, split, work, args))
+        else:  # the searcher takes candidates from a document index only for max-over-views scores
+            print(f"# {name}-docgraph not run: {name} ranks by {aggregation} aggregation, which a document index "
+                  "does not serve (its searcher would scan every view)", flush=True)
     return row, res
 
 
@@ -855,8 +863,9 @@ def main(argv: list[str] | None = None) -> int:
                              "IVF64,PQ48), nprobe tuned; a '<method>-compressed' row beside PLAID's")
     parser.add_argument("--compressed_methods", default="dcsr-mean")
     parser.add_argument("--doc_graph_methods", default="",
-                        help="comma-separated methods (e.g. mvr-k8,dcsr-mean) also searched through a graph over "
-                             "documents: Flat views + --doc_index_factory HNSW32, candidates tuned (a "
+                        help="comma-separated methods ranked by max over views (e.g. mvr-k8) also searched "
+                             "through a graph over documents: Flat views + --doc_index_factory HNSW32, candidates "
+                             "tuned (a "
                              "'<method>-docgraph' row and, for mvr-k8, a goal line against dpr)")
     parser.add_argument("--questions", type=int, default=1000, help="sampled SQuAD-dev eval questions")
     parser.add_argument("--tune_questions", type=int, default=200, help="of them, used to tune approximate search")

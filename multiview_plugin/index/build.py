@@ -354,6 +354,10 @@ def build_index(shards: Sequence[str | os.PathLike], index_dir: str | os.PathLik
         logger.warning("%s: the re-scoring store serves max aggregation; this index searches with %s by default, "
                        "which does not re-score: search with --aggregation max to use it", index_dir,
                        meta.aggregation)
+    if meta.doc_index_factory and meta.aggregation != "max":
+        logger.warning("%s: the document index (--doc_index_factory %s) serves max aggregation; this index searches "
+                       "with %s by default, which scans every view instead: search with --aggregation max to use it",
+                       index_dir, meta.doc_index_factory, meta.aggregation)
     logger.info("index %s: %d documents, %d vectors (max %d views), %s%s", index_dir, meta.num_docs,
                 meta.num_vectors, meta.max_views, config.index_factory,
                 f", re-scoring store {RESCORE_STORE_FILE} ({config.store_dtype})" if build.store_record else "")

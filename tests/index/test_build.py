@@ -101,3 +101,17 @@ def test_a_beam_for_a_build_without_a_graph_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"--hnsw_ef_construction 100: --index_factory 'Flat' has no HNSW graph"):
         build_index(shards, tmp_path / "ix", IndexConfig(hnsw_ef_construction=100))
     assert not (tmp_path / "ix").exists() and not list(tmp_path.glob(".ix.*"))
+
+
+def test_a_document_index_beside_hasans_aggregation_warns(tmp_path, caplog):
+    """dcsr's HasAns takes no candidates from a document index (its searcher scans every view), so a document index
+    it would never read is named at build time; with max aggregation nothing is said."""
+    shards = write_shards(tmp_path / "emb", 1, 40, 2, 8)
+    with caplog.at_level("WARNING"):
+        build_index(shards, tmp_path / "h", doc_index_factory="HNSW8", aggregation="hasans")
+    assert any("the document index (--doc_index_factory HNSW8) serves max aggregation" in r.message
+               for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        build_index(shards, tmp_path / "m", doc_index_factory="HNSW8", aggregation="max")
+    assert not any("document index" in r.message for r in caplog.records)
