@@ -80,6 +80,11 @@ class SearchBackend(ABC):
         """What calibration explores: (the kind of approximate search, e.g. ``hnsw`` or ``qdrant``; {knob: values
         to try}, the walked knob last); None where the backend searches exactly (nothing to calibrate)."""
 
+    def construction_beam(self) -> int | None:
+        """The narrowest construction beam of the backend's HNSW graphs that a rebuild could widen
+        (``--hnsw_ef_construction``); None where it has none (the default) or cannot say."""
+        return None
+
     @abstractmethod
     def set_search_knob(self, name: str, value: Any) -> None:
         """Set the search-time knob ``name`` (a key of :meth:`calibration_grid`'s knobs and of ``multiview.json``

@@ -48,7 +48,7 @@ from multiview_plugin.encoding.shards import (
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.index.adds import contiguous_docs
-from multiview_plugin.index.faiss_build import read_faiss_index
+from multiview_plugin.index.faiss_build import construction_beam, read_faiss_index
 from multiview_plugin.index.folder import (
     DOC_INDEX_FILE,
     DOCID_FILE,
@@ -281,6 +281,10 @@ class FaissStore(SearchBackend):
             ivf.make_direct_map()
             self._direct_map_ready = True
             return self.index.reconstruct_n(start, count)
+
+    def construction_beam(self) -> int | None:
+        """The narrowest ``efConstruction`` of the HNSW graphs of the index and the document index."""
+        return construction_beam([self.index, self.doc_index])
 
     def calibration_grid(self) -> tuple[str, dict[str, Sequence[Any]]] | None:
         """``doc_index`` (its candidate floor), ``ivf`` (over-fetch × probed lists, up to nlist), ``hnsw`` (beam

@@ -310,11 +310,9 @@ def store_trial(store: SearchBackend, meta: IndexMeta, q: np.ndarray, src: np.nd
 
 
 def wider_beam(store: SearchBackend) -> int | None:
-    """The construction beam to suggest for a Faiss store's HNSW graphs (their narrowest beam doubled, at least
-    200, at most ``MAX_EF_CONSTRUCTION``); None without a graph or when it is already that wide."""
-    from multiview_plugin.index.faiss_build import construction_beam
-
-    beam = construction_beam([getattr(store, "index", None), getattr(store, "doc_index", None)])
+    """The construction beam to suggest for a store's HNSW graphs (their narrowest beam doubled, at least 200, at
+    most ``MAX_EF_CONSTRUCTION``); None without a graph or when it is already that wide."""
+    beam = store.construction_beam()
     wider = None if beam is None else min(MAX_EF_CONSTRUCTION, max(200, 2 * beam))
     return wider if wider is not None and wider > beam else None
 
