@@ -26,6 +26,8 @@ through a graph over documents instead of views (Flat views + ``--doc_index_fact
 document, as dpr's; the graph's top candidates re-scored exactly over all views, their number tuned the same way):
 a ``<method>-docgraph`` row, and for mvr-k8 the goal line against dpr's HNSW. Only for methods that rank by max
 over views: the searcher takes no candidates from a document index for dcsr's HasAns aggregation.
+``--hnsw_ef_construction N`` builds every HNSW graph of the project's rows (dpr's included) with construction beam
+N instead of Faiss's 40.
 
 Per method: encode docs/s (wall, this CPU), index bytes on disk, build seconds, single-query latency p50/p95
 (1 thread and the default thread count; wall and CPU time per query), the recall of the timed index against the
@@ -84,6 +86,14 @@ TUNE_MARGIN = 0.005  # the tuning questions must reach TARGET + this, so that he
 OVERFETCH_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the top two: clustered synthetic sets of 1M documents
 EF_GRID = (4, 8, 16, 32, 64, 128, 256)
 NPROBE_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+HNSW_BEAM: int | None = None  # --hnsw_ef_construction: every HNSW graph the project's rows build (None: Faiss's 40)
+
+
+def beam(factory: str) -> dict:
+    """``build_index``'s option for ``--hnsw_ef_construction`` where ``factory`` has a graph."""
+    return {"hnsw_ef_construction": HNSW_BEAM} if HNSW_BEAM is not None and "HNSW" in factory else {}
 
 
 def folder_bytes(path: Path) -> int:
@@ -202,7 +212,7 @@ def project_method(name: str, corpus: dict, questions: dict, work: Path, split: 
     for factory in ("Flat", "HNSW32"):
         index_dir = work / f"{name}-{factory}"
         start = time.perf_counter()
-        meta = build_index([shard], index_dir, index_factory=factory)
+        meta = build_index([shard], index_dir, index_factory=factory, **beam(factory))
         build_s = time.perf_counter() - start
         searcher = MultiVectorSearcher(index_dir, None)
         vectors = int(meta.num_vectors)
@@ -224,6 +234,8 @@ def project_method(name: str, corpus: dict, questions: dict, work: Path, split: 
                 continue
             ids, _ = searcher.search_vectors(q[split:], K)
             row.update(hnsw_bytes=folder_bytes(index_dir), hnsw_build_s=build_s)
+            if HNSW_BEAM is not None:
+                row["approx_name"] = f"HNSW (efConstruction {HNSW_BEAM})"
             row["hnsw"] = {"overfetch": chosen, "recall": recall(ids, ranked_exact[split:]),
                            **timed(searcher, q[split:], args.threads)}
     res: dict = {"ids": ranked_exact, "extra": []}  # extra: (row, ranking) of other indexes of the same vectors
@@ -261,13 +273,14 @@ def doc_graph_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.nd
 
     index_dir = work / f"{name}-docgraph"
     start = time.perf_counter()
-    build_index([shard], index_dir, index_factory="Flat", doc_index_factory="HNSW32")
+    build_index([shard], index_dir, index_factory="Flat", doc_index_factory="HNSW32", **beam("HNSW32"))
     build_s = time.perf_counter() - start
     searcher = MultiVectorSearcher(index_dir, None, doc_candidates=1.0)  # the depth is min_doc_candidates
     chosen, reached, tuned = sweep(DOC_CANDIDATE_GRID, lambda v: recall(set_knob(
         searcher, "min_doc_candidates", v).search_vectors(q[:split], K)[0], exact[:split]), TUNE_MARGIN, False)
     ids, _ = set_knob(searcher, "min_doc_candidates", chosen).search_vectors(q, K)
-    label = f"Flat + doc:HNSW32 ({chosen} candidates{'' if reached else ', most tried, below 0.99'})"
+    label = (f"Flat + doc:HNSW32{'' if HNSW_BEAM is None else f' efConstruction {HNSW_BEAM}'} ({chosen} candidates"
+             f"{'' if reached else ', most tried, below 0.99'})")
     out = {"method": f"{name}-docgraph", "approx_name": label, "docs": row["docs"], "vectors": row["vectors"],
            "encode_docs_per_s": row["encode_docs_per_s"], "encode_docs_per_cpu_s": row["encode_docs_per_cpu_s"],
            "hnsw_bytes": folder_bytes(index_dir), "hnsw_build_s": build_s,
@@ -529,7 +542,7 @@ def synthetic_method(name: str, views: int, n_docs: int, n_queries: int, split: 
         index_dir = work / f"syn-{name}-{key}"
         start = time.perf_counter()
         try:
-            build_index(shards, index_dir, index_factory=factory)
+            build_index(shards, index_dir, index_factory=factory, **beam(factory))
         except ConfigError as err:  # e.g. --quick's 500 documents for IVF1024's 1024 lists
             print(f"# synthetic {name} {factory} not built: {err}", flush=True)
             continue
@@ -848,7 +861,7 @@ def run_corpus(label: str, corpus: dict, docs: list[dict], questions: dict, spli
 
 
 def main(argv: list[str] | None = None) -> int:
-    global ARGS_THREADS, TUNE_MARGIN
+    global ARGS_THREADS, TUNE_MARGIN, HNSW_BEAM
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--squad_path", help="SQuAD v1.1 dev (dev-v1.1.json); without it, no SQuAD part")
     parser.add_argument("--beir_dir", help="BEIR SciFact folder; without it, no SciFact part")
@@ -867,6 +880,8 @@ def main(argv: list[str] | None = None) -> int:
                              "through a graph over documents: Flat views + --doc_index_factory HNSW32, candidates "
                              "tuned (a "
                              "'<method>-docgraph' row and, for mvr-k8, a goal line against dpr)")
+    parser.add_argument("--hnsw_ef_construction", type=int, default=None,
+                        help="build every HNSW graph of the project's rows with this beam (default: Faiss's 40)")
     parser.add_argument("--questions", type=int, default=1000, help="sampled SQuAD-dev eval questions")
     parser.add_argument("--tune_questions", type=int, default=200, help="of them, used to tune approximate search")
     parser.add_argument("--colbert_latency_queries", type=int, default=200)
@@ -895,7 +910,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip SQuAD; views/doc from --synthetic_views")
     parser.add_argument("--synthetic_views", default="dpr=1,dcsr-mean=6,mvr-k8=8,colbert=155")
     args = parser.parse_args(argv)
-    ARGS_THREADS, TUNE_MARGIN = args.threads, args.tune_margin
+    ARGS_THREADS, TUNE_MARGIN, HNSW_BEAM = args.threads, args.tune_margin, args.hnsw_ef_construction
     if args.quick:
         args.articles, args.questions, args.tune_questions, args.colbert_latency_queries = "32-32", 40, 20, 20
         args.synthetic_docs, args.synthetic_queries = min(args.synthetic_docs, 500), 40
