@@ -32,7 +32,7 @@ import numpy as np
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the peers bench's synthetic set and tuning rule
 
-from peers import OVERFETCH_GRID, TUNE_MARGIN, K, folder_bytes, recall, set_knob, sweep, synthetic_shards, timed  # noqa: E402
+from peers import OVERFETCH_GRID, K, folder_bytes, synthetic_shards, timed, tune  # noqa: E402
 
 
 def beam_row(shards: list[Path], q: np.ndarray, exact: np.ndarray, split: int, ef: int, work: Path,
@@ -45,11 +45,8 @@ def beam_row(shards: list[Path], q: np.ndarray, exact: np.ndarray, split: int, e
     build_index(shards, index_dir, index_factory=factory, hnsw_ef_construction=ef)
     row = {"ef_construction": ef, "build_s": time.perf_counter() - start, "bytes": folder_bytes(index_dir)}
     searcher = MultiVectorSearcher(index_dir, None)
-    value, reached, tuned = sweep(OVERFETCH_GRID, lambda v: recall(
-        set_knob(searcher, "overfetch", v).search_vectors(q[:split], K)[0], exact[:split]), TUNE_MARGIN, False)
-    ids, _ = set_knob(searcher, "overfetch", value).search_vectors(q[split:], K)
-    row.update({"overfetch": value, "reached": reached, "tuning_recalls": dict(zip(OVERFETCH_GRID, tuned)),
-                "recall": recall(ids, exact[split:]), **timed(searcher, q[split:], threads)})
+    row.update(tune(searcher, "overfetch", OVERFETCH_GRID, q, exact, split, threads))
+    row["tuning_recalls"] = dict(zip(OVERFETCH_GRID, row["tuning_recalls"]))
     searcher = None  # before the next build: one index in memory at a time
     gc.collect()
     shutil.rmtree(index_dir, ignore_errors=True)

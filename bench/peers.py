@@ -276,17 +276,12 @@ def doc_graph_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.nd
     build_index([shard], index_dir, index_factory="Flat", doc_index_factory="HNSW32", **beam("HNSW32"))
     build_s = time.perf_counter() - start
     searcher = MultiVectorSearcher(index_dir, None, doc_candidates=1.0)  # the depth is min_doc_candidates
-    chosen, reached, tuned = sweep(DOC_CANDIDATE_GRID, lambda v: recall(set_knob(
-        searcher, "min_doc_candidates", v).search_vectors(q[:split], K)[0], exact[:split]), TUNE_MARGIN, False)
-    ids, _ = set_knob(searcher, "min_doc_candidates", chosen).search_vectors(q, K)
+    out, ids = tuned_row(row, index_dir, build_s, searcher, "min_doc_candidates", DOC_CANDIDATE_GRID, False, q, exact,
+                         split, args.threads)
+    chosen, reached = out["hnsw"]["min_doc_candidates"], out["hnsw"]["reached"]
     label = (f"Flat + doc:HNSW32{'' if HNSW_BEAM is None else f' efConstruction {HNSW_BEAM}'} ({chosen} candidates"
              f"{'' if reached else ', most tried, below 0.99'})")
-    out = {"method": f"{name}-docgraph", "approx_name": label, "docs": row["docs"], "vectors": row["vectors"],
-           "encode_docs_per_s": row["encode_docs_per_s"], "encode_docs_per_cpu_s": row["encode_docs_per_cpu_s"],
-           "hnsw_bytes": folder_bytes(index_dir), "hnsw_build_s": build_s,
-           "hnsw": {"min_doc_candidates": chosen, "reached": reached, "tuning_recalls": tuned,
-                    "recall": recall(ids[split:], exact[split:]), **timed(searcher, q[split:], args.threads)}}
-    return out, ids
+    return {"method": f"{name}-docgraph", "approx_name": label, **out}, ids
 
 
 def compressed_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.ndarray, split: int, work: Path,
@@ -302,17 +297,25 @@ def compressed_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.n
     build_index([shard], index_dir, index_factory=args.compressed)
     build_s = time.perf_counter() - start
     searcher = MultiVectorSearcher(index_dir, None)
-    chosen, reached, tuned = sweep(NPROBE_GRID, lambda v: recall(set_knob(searcher, "nprobe", v).search_vectors(
-        q[:split], K)[0], exact[:split]), TUNE_MARGIN, plateau=True)
-    ids, _ = set_knob(searcher, "nprobe", chosen).search_vectors(q, K)
-    probed = probed_lists(searcher)
-    out = {"method": f"{name}-compressed", "approx_name": f"{args.compressed} ({probed} lists probed)",
-           "docs": row["docs"], "vectors": row["vectors"], "encode_docs_per_s": row["encode_docs_per_s"],
-           "encode_docs_per_cpu_s": row["encode_docs_per_cpu_s"], "hnsw_bytes": folder_bytes(index_dir),
-           "hnsw_build_s": build_s, "hnsw": {"nprobe": chosen, "probed": probed, "reached": reached,
-                                             "tuning_recalls": tuned,
-                                             "recall": recall(ids[split:], exact[split:]),
-                                             **timed(searcher, q[split:], args.threads)}}
+    out, ids = tuned_row(row, index_dir, build_s, searcher, "nprobe", NPROBE_GRID, True, q, exact, split, args.threads)
+    probed = probed_lists(searcher)  # the last searches ran at the chosen nprobe
+    out["hnsw"]["probed"] = probed
+    return {"method": f"{name}-compressed", "approx_name": f"{args.compressed} ({probed} lists probed)", **out}, ids
+
+
+def tuned_row(row: dict, index_dir: Path, build_s: float, searcher, knob: str, grid: tuple, plateau: bool,
+              q: np.ndarray, exact: np.ndarray, split: int, threads: int) -> tuple[dict, np.ndarray]:
+    """Another index of ``row``'s vectors (``index_dir``, searched by ``searcher``): ``knob`` tuned over ``grid`` by
+    :func:`sweep` on the tuning questions ``q[:split]``, every question ranked at the chosen setting, timed on the
+    rest; the row's fields (the encode figures copied from ``row``, the index in the approximate column) and the
+    ranking."""
+    chosen, reached, tuned = sweep(grid, lambda v: recall(set_knob(searcher, knob, v).search_vectors(
+        q[:split], K)[0], exact[:split]), TUNE_MARGIN, plateau)
+    ids, _ = set_knob(searcher, knob, chosen).search_vectors(q, K)
+    out = {key: row[key] for key in ("docs", "vectors", "encode_docs_per_s", "encode_docs_per_cpu_s")}
+    out.update(hnsw_bytes=folder_bytes(index_dir), hnsw_build_s=build_s,
+               hnsw={knob: chosen, "reached": reached, "tuning_recalls": tuned,
+                     "recall": recall(ids[split:], exact[split:]), **timed(searcher, q[split:], threads)})
     return out, ids
 
 
@@ -514,11 +517,12 @@ def probed_lists(searcher) -> int:
 def tune(searcher, knob: str, grid: tuple, q: np.ndarray, exact: np.ndarray, split: int, threads: int) -> dict:
     """The cheapest ``knob`` setting (``overfetch`` / ``nprobe`` of the searcher's approximate search) whose recall
     on the tuning queries ``q[:split]`` reaches TARGET + TUNE_MARGIN, timed on the rest; where none does, the
-    widest setting, timed and marked ``reached: False`` (its recall below TARGET said in the table)."""
-    value, reached, _ = sweep(grid, lambda v: recall(set_knob(searcher, knob, v).search_vectors(q[:split], K)[0],
-                                                     exact[:split]), TUNE_MARGIN, plateau=False)
+    widest setting, timed and marked ``reached: False`` (its recall below TARGET said in the table); the recalls of
+    the settings tried, in ``tuning_recalls``."""
+    value, reached, tuned = sweep(grid, lambda v: recall(set_knob(searcher, knob, v).search_vectors(q[:split], K)[0],
+                                                         exact[:split]), TUNE_MARGIN, plateau=False)
     ids, _ = set_knob(searcher, knob, value).search_vectors(q[split:], K)
-    return {knob: value, "reached": reached, "recall": recall(ids, exact[split:]),
+    return {knob: value, "reached": reached, "tuning_recalls": tuned, "recall": recall(ids, exact[split:]),
             **timed(searcher, q[split:], threads)}
 
 

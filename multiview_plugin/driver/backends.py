@@ -9,8 +9,6 @@ from multiview_plugin.errors import ConfigError
 
 logger = logging.getLogger("multiview_plugin.index")
 
-QDRANT_MIN_EF_CONSTRUCT = 4  # Qdrant refuses a smaller HNSW ef_construct
-
 
 def add_index_backend_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Backend (Faiss in the index folder, or a Qdrant collection)")
@@ -80,15 +78,9 @@ def build_from_args(args: argparse.Namespace, shards: list[str]):
                           "(--qdrant_url) is reached with the client engine")
     if args.qdrant_timeout is not None and not args.qdrant_url:
         raise ConfigError("--qdrant_timeout applies to a server (--qdrant_url); embedded storage has no requests")
-    from multiview_plugin.index.meta import MAX_EF_CONSTRUCTION
-
-    beam = {}
-    if args.hnsw_ef_construction is not None:  # Qdrant's ef_construct (its minimum is 4)
-        if not QDRANT_MIN_EF_CONSTRUCT <= args.hnsw_ef_construction <= MAX_EF_CONSTRUCTION:
-            raise ConfigError(f"--hnsw_ef_construction with --backend qdrant must be >= {QDRANT_MIN_EF_CONSTRUCT} "
-                              f"and <= {MAX_EF_CONSTRUCTION}, got {args.hnsw_ef_construction}")
-        beam["ef_construct"] = args.hnsw_ef_construction
     from multiview_plugin.search._qdrant import build_qdrant_index
+
+    beam = {} if args.hnsw_ef_construction is None else {"ef_construct": args.hnsw_ef_construction}  # else Qdrant's
 
     meta = build_qdrant_index(shards, args.index_dir, qdrant_path=args.qdrant_path, qdrant_url=args.qdrant_url,
                               collection=args.qdrant_collection, shard_number=args.qdrant_shards,

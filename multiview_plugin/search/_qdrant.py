@@ -65,6 +65,7 @@ from multiview_plugin.index.folder import (
 )
 from multiview_plugin.index.meta import (
     DEFAULT_AGGREGATION,
+    MAX_EF_CONSTRUCTION,
     IndexMeta,
     check_shard_paths,
     merge_extra,
@@ -94,6 +95,7 @@ BACKEND = "qdrant"
 QDRANT_DIR = "qdrant"  # default embedded storage, inside the index folder
 POINT_NAMESPACE = uuid.UUID("6f2d1c9e-3b0a-5c1e-9a55-6d7669657721")  # uuid5 namespace of point ids
 INGEST_BATCH = 256  # documents per upsert
+QDRANT_MIN_EF_CONSTRUCT = 4  # Qdrant refuses a smaller HNSW ef_construct (--hnsw_ef_construction)
 QUERY_BATCH = 64  # queries per query_batch call
 PROBES = 32  # documents whose vectors' digests the collection record keeps, checked when a folder is opened
 
@@ -321,6 +323,9 @@ def build_qdrant_index(
         raise ConfigError(f"the ingest batch size must be >= 1, got {batch_size}")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
         raise ConfigError(f"--qdrant_timeout must be a whole number of seconds >= 1, got {timeout!r}")
+    if not QDRANT_MIN_EF_CONSTRUCT <= ef_construct <= MAX_EF_CONSTRUCTION:
+        raise ConfigError(f"--hnsw_ef_construction with --backend qdrant must be >= {QDRANT_MIN_EF_CONSTRUCT} and "
+                          f"<= {MAX_EF_CONSTRUCTION}, got {ef_construct}")
     index_dir = Path(index_dir)
     name = check_collection_name(collection if collection is not None else index_dir.resolve().name,
                                  "--qdrant_collection" if collection is not None else

@@ -313,8 +313,10 @@ def wider_beam(store: SearchBackend) -> int | None:
     """The construction beam to suggest for a store's HNSW graphs (their narrowest beam doubled, at least 200, at
     most ``MAX_EF_CONSTRUCTION``); None without a graph or when it is already that wide."""
     beam = store.construction_beam()
-    wider = None if beam is None else min(MAX_EF_CONSTRUCTION, max(200, 2 * beam))
-    return wider if wider is not None and wider > beam else None
+    if beam is None:
+        return None
+    wider = min(MAX_EF_CONSTRUCTION, max(200, 2 * beam))
+    return wider if wider > beam else None
 
 
 def below_target_line(meta: IndexMeta, record: dict, trial: dict | None, beam: int | None = None) -> str:
