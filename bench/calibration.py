@@ -54,7 +54,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard  # noqa: E402
 from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index  # noqa: E402
 from multiview_plugin.search.aggregators import MaxAggregator  # noqa: E402
-from multiview_plugin.search.calibrate import DEFAULT_SAMPLER, SAMPLERS, calibrate_index  # noqa: E402
+from multiview_plugin.search.calibrate import (  # noqa: E402
+    DEFAULT_SAMPLER,
+    REFINE_STEPS,
+    SAMPLERS,
+    calibrate_index,
+)
 from tools.synthetic_vectors import clustered_documents, clustered_queries  # noqa: E402
 
 # name: (docs, views lo-hi, dim, doc spread, view spread)
@@ -150,6 +155,8 @@ def main() -> None:
     p.add_argument("--indexes", nargs="*", default=[], help="only these index types, e.g. HNSW32 "
                    "'IVF{nlist},SQ8' 'SQfp16+doc:HNSW32' 'IVF{nlist},SQ8+store:fp16' (default: all)")
     p.add_argument("--held_out", type=int, default=300, help="held-out queries per set")
+    p.add_argument("--refine_steps", type=int, nargs="+", default=[REFINE_STEPS], help="calibrate each index once per "
+                   "value: bisections per knob between the grid's steps (0: the grid's values only)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     faiss.omp_set_num_threads(args.threads)
@@ -173,12 +180,12 @@ def main() -> None:
                 # before calibrating: a searcher given the old settings would still inherit recorded ones
                 old_rec, old_ms = held_out(MultiVectorSearcher(index_dir, **OLD), q, exact, args.k)
                 modes = [(m, None) for m in args.samplers] + ([("query_reps", calib_q)] if calib_q is not None else [])
-                for mode, given in modes:
+                for (mode, given), steps in [(m, s) for m in modes for s in args.refine_steps]:
                     start = time.perf_counter()
                     record = calibrate_index(index_dir, args.target, k=args.k, queries=given,
                                              sampler=mode if given is None else DEFAULT_SAMPLER,
                                              queries_from="calibration half of queries.pkl" if given is not None
-                                             else None)
+                                             else None, refine_steps=steps)
                     calib_s = time.perf_counter() - start
                     rec, ms = held_out(MultiVectorSearcher(index_dir), q, exact, args.k)
                     row = {"set": name, "index": label, "vectors": ntotal, "calibrated_on": mode,
@@ -188,18 +195,18 @@ def main() -> None:
                            "within_doc_cosine": record.get("within_doc_cosine"),
                            "held_out_recall": round(rec, 4), "ms_per_query": round(ms, 3),
                            "before_calibration_recall": round(old_rec, 4), "before_ms_per_query": round(old_ms, 3),
-                           "queries": len(q), "k": args.k}
+                           "queries": len(q), "k": args.k, "refine_steps": steps}
                     rows.append(row)
-                    print(f"{name:22s} {label:22s} {ntotal:7d} vec  {mode:10s} calibrated "
+                    print(f"{name:22s} {label:22s} {ntotal:7d} vec  {mode:10s} refine {steps} calibrated "
                           f"{json.dumps(record['settings']):42s} sample {record['recall']:.4f} "
                           f"(lb {record['recall_lower95']:.4f})  held-out {rec:.4f} {ms:7.3f} ms/q | before "
                           f"{old_rec:.4f} {old_ms:7.3f} ms/q | build {build_s:.1f}s calib {calib_s:.1f}s", flush=True)
                 shutil.rmtree(index_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for mode in dict.fromkeys(r["calibrated_on"] for r in rows):
-        held = [r["held_out_recall"] for r in rows if r["calibrated_on"] == mode]
-        print(f"held-out recall@{args.k}, calibrated on {mode}: min {min(held):.4f}, "
+    for mode, steps in dict.fromkeys((r["calibrated_on"], r["refine_steps"]) for r in rows):
+        held = [r["held_out_recall"] for r in rows if (r["calibrated_on"], r["refine_steps"]) == (mode, steps)]
+        print(f"held-out recall@{args.k}, calibrated on {mode}, refine {steps}: min {min(held):.4f}, "
               f"{sum(h >= args.target for h in held)}/{len(held)} at or above {args.target}")
     Path(args.json).write_text(json.dumps({"command": "python bench/calibration.py " + " ".join(sys.argv[1:]),
                                            "target": args.target, "rows": rows}, indent=1) + "\n")

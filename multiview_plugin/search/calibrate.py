@@ -24,6 +24,10 @@ are kept (the Pareto frontier), and the fastest one that reaches the target is c
   misses the target allows, 0.99 for a target of 0.98); on given query vectors, the target itself.
 * **Search:** per knob grid (below), the cheaper knob is walked upwards until the target is reached, for each
   value of the other knob; points past the first one reaching the aim are not measured (they only cost more).
+  The grid doubles its values, so the setting chosen is then refined: each knob bisected twice between its chosen
+  value and the grid's next smaller one (:func:`refine`; ``refine_steps=0`` keeps the grid's values).
+* **Depth:** given query vectors and midpoints are searched at k, the depth users search at; sampled views at
+  k + 1, their own document being left out of their ranking.
 
 Knobs: HNSW (``overfetch`` × ``ef_search`` lower bound), IVF (``nprobe`` lower bound × ``overfetch``), other
 approximate Faiss indexes (``overfetch``), a ``doc_index`` or Qdrant (``min_doc_candidates``: the candidate
@@ -43,11 +47,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -73,6 +79,8 @@ CHUNK_ROWS = 65_536
 MISS_SHARE = 0.5
 # the re-scoring store is tried in memory (fp16, rows x dim x 2 bytes) to name it as a remedy only up to this size
 STORE_TRIAL_BYTES = 1 << 30
+# bisections per knob between the chosen grid setting and the grid's next smaller value (:func:`refine`)
+REFINE_STEPS = 2
 
 
 class BelowTargetError(ConfigError):
@@ -219,12 +227,13 @@ def lower_bound(recalls: np.ndarray, z: float = 1.645) -> float:
 
 
 def calibrate_store(store: SearchBackend, q: np.ndarray, src: np.ndarray, exact: np.ndarray, target: float, k: int,
-                    aim: float | None = None) -> dict | None:
+                    aim: float | None = None, refine_steps: int = REFINE_STEPS) -> dict | None:
     """Explore the store's knob grid (its :meth:`~SearchBackend.calibration_grid`, module docstring) for the
     fastest setting whose recall's lower bound reaches ``aim`` (default: ``calibration_aim(target)``); else the
     highest-recall setting, ``reached`` saying whether its lower bound still reaches ``target``. Where some queries
     are views (``src`` >= 0) and others are not (midpoints), the lower bound is the smaller of the two groups' own,
-    so neither dilutes the other's misses.
+    so neither dilutes the other's misses. The chosen setting is then refined between the grid's steps
+    (:func:`refine`, ``refine_steps`` bisections per knob; 0: the grid's values only).
     Returns the calibration record, None when exact."""
     aim = calibration_aim(target) if aim is None else aim
     grid = store.calibration_grid()
@@ -232,32 +241,23 @@ def calibrate_store(store: SearchBackend, q: np.ndarray, src: np.ndarray, exact:
         return None
     kind, knobs = grid
     names = list(knobs)
-    outer = names[:-1]
     walked = names[-1]
-    outer_values = [dict(zip(outer, combo)) for combo in _product([knobs[n] for n in outer])]
-    aggregator = MaxAggregator()
+    outer_values = [dict(zip(names[:-1], combo)) for combo in _product([knobs[n] for n in names[:-1]])]
     points: list[dict] = []
+
+    def measure(settings: dict) -> dict:
+        points.append(operating_point(store, settings, q, src, exact, k, kind))
+        return points[-1]
+
     for fixed in outer_values:
         for value in knobs[walked]:
-            settings = {**fixed, walked: value}
-            for name, v in settings.items():
-                store.set_search_knob(name, v)
-            start = time.perf_counter()
-            found = store.search(q, k + 1, aggregator)[0]
-            ms = 1000 * (time.perf_counter() - start) / max(1, len(q))
-            found = np.array([[d for d in row if d != s][:k] + [-1] * max(0, k - len([d for d in row if d != s]))
-                              for row, s in zip(found.tolist(), src.tolist())])
-            recalls = per_query_recall(found, exact)
-            # views (src >= 0) and other queries (midpoints, given vectors) must each reach the aim on their own
-            rec, low = float(recalls.mean()), min(lower_bound(recalls[g]) for g in (src >= 0, src < 0) if g.any())
-            points.append({"settings": settings, "recall": round(rec, 4), "recall_lower95": round(low, 4),
-                           "ms_per_query": round(ms, 3)})
-            logger.info("calibration %s: %s recall@%d %.4f (95%% lower bound %.4f), %.3f ms/query", kind,
-                        settings, k, rec, low, ms)
-            if low >= aim:
-                break
+            if measure({**fixed, walked: value})["recall_lower95"] >= aim:
+                break  # the walked knob's larger values only cost more
     aimed = [p for p in points if p["recall_lower95"] >= aim]
     best = min(aimed, key=lambda p: p["ms_per_query"]) if aimed else max(points, key=lambda p: p["recall"])
+    coarse = best["settings"]
+    if aimed:
+        best = refine(measure, knobs, best, aim, refine_steps)
     reached = best["recall_lower95"] >= target
     if not aimed:
         logger.warning("calibration: no setting tried reached recall@%d %.4f of exact (target %.3f with its margin); "
@@ -271,7 +271,66 @@ def calibrate_store(store: SearchBackend, q: np.ndarray, src: np.ndarray, exact:
             "reached": bool(reached), "aim_reached": bool(aimed),
             "recall": best["recall"], "recall_lower95": best["recall_lower95"],
             "ms_per_query": best["ms_per_query"], "settings": best["settings"],
+            "grid_settings": coarse, "refine_steps": refine_steps,
             "operating_points": sorted(frontier, key=lambda p: p["ms_per_query"]), "tried": len(points)}
+
+
+def operating_point(store: SearchBackend, settings: dict, q: np.ndarray, src: np.ndarray, exact: np.ndarray, k: int,
+                    kind: str) -> dict:
+    """One setting measured on the calibration queries: its recall@k, the recall's 95% lower bound (the smaller of
+    the view queries' and the others', module docstring) and its time per query (a batch search)."""
+    for name, v in settings.items():
+        store.set_search_knob(name, v)
+    found = np.full((len(q), k), -1, dtype=np.int64)
+    start = time.perf_counter()
+    # a view's own document is left out of its ranking, so views search one deeper; other queries search at k, the
+    # depth users search at (a deeper search fetches more rows and would calibrate optimistically)
+    for group, depth in ((src >= 0, k + 1), (src < 0, k)):
+        if group.any():
+            rows = store.search(q[group], depth, MaxAggregator())[0]
+            found[group] = [([d for d in row if d != s] + [-1] * k)[:k] for row, s in zip(rows.tolist(),
+                                                                                      src[group].tolist())]
+    ms = 1000 * (time.perf_counter() - start) / max(1, len(q))
+    recalls = per_query_recall(found, exact)
+    # views (src >= 0) and other queries (midpoints, given vectors) must each reach the aim on their own
+    rec, low = float(recalls.mean()), min(lower_bound(recalls[g]) for g in (src >= 0, src < 0) if g.any())
+    logger.info("calibration %s: %s recall@%d %.4f (95%% lower bound %.4f), %.3f ms/query", kind, settings, k, rec,
+                low, ms)
+    return {"settings": settings, "recall": round(rec, 4), "recall_lower95": round(low, 4),
+            "ms_per_query": round(ms, 3)}
+
+
+def between(lo: Any, hi: Any) -> int | float | None:
+    """The geometric midpoint of two positive grid values (a whole number where both are), or None where no such
+    value lies strictly between them (or they are not numbers)."""
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (lo, hi)):
+        return None
+    mid = math.sqrt(lo * hi)
+    mid = round(mid) if isinstance(lo, int) and isinstance(hi, int) else round(mid, 4)
+    return mid if lo < mid < hi else None
+
+
+def refine(measure, knobs: dict[str, Sequence[Any]], best: dict, aim: float, steps: int) -> dict:
+    """The grid doubles its values, so the chosen setting can cost up to twice what the aim needs. Each knob in turn
+    (the walked one first) is bisected ``steps`` times between the chosen value and the grid's next smaller one,
+    the others held; a value whose lower bound still reaches ``aim`` replaces the chosen one. Every knob costs more
+    as it grows (more fetched rows, a wider beam, more probed lists or candidates), so each replacement is cheaper
+    by construction, not by a timing that noise could reorder."""
+    for name in reversed(list(knobs)):
+        lower = [v for v in knobs[name] if between(v, best["settings"][name]) is not None]
+        if not lower:
+            continue
+        lo, hi = max(lower), best["settings"][name]
+        for _ in range(steps):
+            mid = between(lo, hi)
+            if mid is None:
+                break
+            point = measure({**best["settings"], name: mid})
+            if point["recall_lower95"] >= aim:
+                best, hi = point, mid
+            else:
+                lo = mid
+    return best
 
 
 def _product(lists: list[Sequence]) -> list[tuple]:
@@ -342,7 +401,7 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
                     n_queries: int = DEFAULT_QUERIES, k: int = DEFAULT_K, seed: int = 0,
                     unsafe_pickle: bool = False, queries: np.ndarray | None = None,
                     queries_from: str | None = None, sampler: str = DEFAULT_SAMPLER,
-                    refuse_below_target: bool = False) -> dict | None:
+                    refuse_below_target: bool = False, refine_steps: int = REFINE_STEPS) -> dict | None:
     """Calibrate an index folder's search settings (module docstring) and record them in its ``multiview.json``.
 
     ``queries``: real query vectors (e.g. encoded dev queries, ``queries_from`` names them) to calibrate on
@@ -350,7 +409,7 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
     ``sampler``: how queries are drawn from the corpus without them (:func:`sample_calibration_queries`).
     ``refuse_below_target``: raise :class:`BelowTargetError` (one line naming what reaches the target, module
     docstring) instead of recording settings whose lower bound stays below ``target_recall``; ``multiview.json``
-    is then left as it was.
+    is then left as it was. ``refine_steps``: bisections per knob between the grid's steps (:func:`refine`).
     Returns the calibration record (None for exact indexes, which need none)."""
     from multiview_plugin.search._searcher import MultiVectorSearcher
 
@@ -384,7 +443,7 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
                            "pass encoded real queries with --calibration_query_reps", cosine, NEAR_DUPLICATE_COSINE)
     exact, tied = exact_top_docs(meta, q, src, k, unsafe_pickle)
     aim = calibration_aim(target_recall, views_as_queries=queries is None)
-    record = calibrate_store(searcher.store, q, src, exact, target_recall, k, aim)
+    record = calibrate_store(searcher.store, q, src, exact, target_recall, k, aim, refine_steps)
     if record is None:
         return None
     record["tied_queries"] = int(tied.sum())  # exact top-k ties at its cut-off: recall there is not measurable

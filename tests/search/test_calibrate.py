@@ -15,6 +15,7 @@ from multiview_plugin.search._backend import OVERFETCH
 from multiview_plugin.search.aggregators import MaxAggregator
 from multiview_plugin.search.calibrate import (
     DEFAULT_SAMPLER,
+    between,
     calibrate_index,
     calibrate_store,
     calibration_aim,
@@ -133,18 +134,21 @@ def test_qdrant_candidates_are_calibrated(tmp_path):
 
 class ScriptedStore(SearchBackend):
     """An approximate store whose recall is scripted by over-fetch: at each value, the first ``misses[value]``
-    of 200 queries lose one of their 10 exact documents."""
+    of 200 queries lose one of their 10 exact documents; between scripted values, the misses of the next smaller
+    one (recall grows in steps with the over-fetch). ``depths``: the depth of each search."""
 
     kind = "scripted"
 
     def __init__(self, misses: dict[float, int]):
-        self.misses, self.overfetch = misses, None
+        self.misses, self.overfetch, self.depths = misses, None, []
 
     dim = 4
 
     def search(self, q, k, aggregator):
+        self.depths.append(k)
         ids = np.arange(len(q))[:, None] * 10 + np.arange(k)[None]  # exact top-10 + one more
-        lose = np.arange(len(q)) < self.misses.get(self.overfetch, 0)
+        below = [v for v in self.misses if v <= self.overfetch]
+        lose = np.arange(len(q)) < (self.misses[max(below)] if below else 0)
         ids[lose, 0] = -7  # a document outside the exact top-10
         return ids, np.zeros(ids.shape, dtype=np.float32)
 
@@ -170,10 +174,45 @@ def test_views_must_beat_the_target_by_a_margin():
     exact = np.arange(200)[:, None] * 10 + np.arange(10)[None]
     record = calibrate_store(store, q, src, exact, target=0.98, k=10)
     assert record["settings"] == {"overfetch": 2.0} and record["aim"] == pytest.approx(0.99)
-    assert record["reached"] and record["aim_reached"] and record["tried"] == 3
+    # the grid's 3 values, then 2 bisections between 1.0 and 2.0 (1.41, 1.68: still 20 misses, below the aim)
+    assert record["reached"] and record["aim_reached"] and record["tried"] == 5
     assert record["recall"] == pytest.approx(0.998) and record["recall_lower95"] >= 0.99
     given = calibrate_store(ScriptedStore({0.5: 40, 1.0: 20, 2.0: 4}), q, src, exact, target=0.98, k=10, aim=0.98)
     assert given["settings"] == {"overfetch": 1.0} and 0.98 <= given["recall_lower95"] < 0.99
+
+
+def test_refinement_bisects_between_the_grids_steps():
+    """The grid doubles the over-fetch; between the last value below the aim (1.0) and the first above it (2.0), two
+    bisections find 1.41 (reaches the aim: kept) and then try 1.19 (does not: 1.41 stays). No bisection without
+    ``refine_steps``; the record keeps the grid's choice beside the refined one."""
+    q, src = np.zeros((200, 4), np.float32), np.full(200, -1)
+    exact = np.arange(200)[:, None] * 10 + np.arange(10)[None]
+    misses = {0.5: 40, 1.0: 20, 1.3: 4, 4.0: 0}
+    record = calibrate_store(ScriptedStore(misses), q, src, exact, target=0.98, k=10)
+    assert record["settings"] == {"overfetch": pytest.approx(2 ** 0.5, abs=1e-4)}
+    assert record["grid_settings"] == {"overfetch": 2.0} and record["tried"] == 5 and record["refine_steps"] == 2
+    assert record["recall_lower95"] >= 0.99
+    grid_only = calibrate_store(ScriptedStore(misses), q, src, exact, target=0.98, k=10, refine_steps=0)
+    assert grid_only["settings"] == {"overfetch": 2.0} and grid_only["tried"] == 3
+
+
+def test_between_grid_values():
+    assert between(64, 128) == 91 and isinstance(between(64, 128), int)
+    assert between(1.0, 2.0) == pytest.approx(1.4142)
+    assert between(1, 2) is None and between(2, 1) is None  # nothing whole strictly between; wrong order
+    assert between(None, 16) is None and between(0, 16) is None and between(True, 4) is None
+
+
+def test_given_queries_are_calibrated_at_the_users_depth():
+    """Corpus views search one deeper (their own document is left out of the ranking); given query vectors
+    (``src`` -1) search at k, the depth users search at, not k + 1 (a deeper fetch calibrates optimistically)."""
+    q, exact = np.zeros((200, 4), np.float32), np.arange(200)[:, None] * 10 + np.arange(10)[None]
+    given = ScriptedStore({0.5: 0})
+    calibrate_store(given, q, np.full(200, -1), exact, target=0.98, k=10)
+    assert set(given.depths) == {10}
+    mixed = ScriptedStore({0.5: 0})
+    calibrate_store(mixed, q, np.where(np.arange(200) < 100, 10 ** 6, -1), exact, target=0.98, k=10)
+    assert sorted(set(mixed.depths)) == [10, 11]
 
 
 def test_target_without_its_margin_takes_the_best_and_says_so(caplog):
