@@ -7,6 +7,11 @@ sidecars, so indexes record the model) and a query shard::
     python bench/real_vectors.py squad   --out /tmp/real/squad     # 2,067 SQuAD dev paragraphs, 10,570 questions
     python bench/real_vectors.py scifact --out /tmp/real/scifact --max_passages 1000   # SciFact abstracts
 
+``--method dpr`` (one mean-pooled vector per passage) or ``--method mvr-k8`` (8 segment views per passage) encode
+with bench/peers.py's settings of those methods instead (its ``METHODS``: the quickstart's, untrained)::
+
+    python bench/real_vectors.py squad --method mvr-k8 --passage_max_len 192 --out /tmp/real/squad-mvr-k8
+
 The vectors are not committed (``bench/calibration.py`` and ``bench/qdrant.py`` read them from ``--out``).
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +47,26 @@ def load(name: str, max_queries: int) -> tuple[list[str], list[str], list[str]]:
     return [f"p{i}" for i in range(len(texts))], texts, queries[:max_queries]
 
 
+def build_model(method: str, passage_max_len: int):
+    """The untrained encoder: dcsr-mean as the module docstring says, or bench/peers.py's dpr / mvr-k8."""
+    if method == "dcsr-mean":
+        return get_encoder_class("dcsr").build(
+            ModelArguments(model_name_or_path="sentence-transformers/all-MiniLM-L6-v2", model_name="dcsr",
+                           pooling="mean", normalize=True, dcsr_sentence_pooling="mean"),
+            DataArguments(passage_max_len=passage_max_len, query_max_len=64, pad_to_multiple_of=None)).eval()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from peers import BACKBONE, METHODS
+
+    from multiview_plugin.cli import parse_dataclasses
+
+    name, flags = METHODS[method]
+    margs, dargs = parse_dataclasses((ModelArguments, DataArguments), [
+        "--model_name", name, "--model_name_or_path", BACKBONE, "--query_max_len", "64",
+        "--passage_max_len", str(passage_max_len), *flags])
+    torch.manual_seed(0)
+    return get_encoder_class(name).build(margs, dargs).eval()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset", choices=["squad", "scifact"])
@@ -50,19 +76,19 @@ def main() -> None:
     p.add_argument("--max_queries", type=int, default=2000)
     p.add_argument("--max_passages", type=int, help="Only the first N passages (encoding time on 2 CPU cores)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--method", default="dcsr-mean", choices=["dcsr-mean", "dpr", "mvr-k8"],
+                   help="dcsr-mean: the settings above; dpr, mvr-k8: bench/peers.py's")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model = get_encoder_class("dcsr").build(
-        ModelArguments(model_name_or_path="sentence-transformers/all-MiniLM-L6-v2", model_name="dcsr",
-                       pooling="mean", normalize=True, dcsr_sentence_pooling="mean"),
-        DataArguments(passage_max_len=args.passage_max_len, query_max_len=64, pad_to_multiple_of=None)).eval()
+    model = build_model(args.method, args.passage_max_len)
     docids, texts, queries = load(args.dataset, args.max_queries)
     if args.max_passages:
         docids, texts = docids[:args.max_passages], texts[:args.max_passages]
     start = time.perf_counter()
-    info = ShardInfo(model_name="dcsr", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+    registered = args.method.split("-")[0]  # dcsr, dpr, mvr
+    info = ShardInfo(model_name=registered, dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
                      shard_index=0, num_shards=1)
     writer = ShardWriter(out / "corpus.0.pkl", info, multi_vector=True)
     formatter = model.formatter
@@ -78,7 +104,7 @@ def main() -> None:
     passages_s = time.perf_counter() - start
     q = model.encode_queries(queries, 128)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    qinfo = ShardInfo(model_name="dcsr", dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
+    qinfo = ShardInfo(model_name=registered, dim=0, views_per_doc=0, dtype="float32", num_items=0, num_vectors=0,
                       is_query=True)
     qw = ShardWriter(out / "queries.pkl", qinfo, multi_vector=False)
     qw.add([f"q{i}" for i in range(len(q))], q)
