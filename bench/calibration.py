@@ -145,6 +145,27 @@ def _label(factory: str, doc_factory: str | None, store: str | None = None) -> s
     return factory + (f"+doc:{doc_factory}" if doc_factory else "") + (f"+store:{store}" if store else "")
 
 
+def refine_summary(rows: list[dict]) -> list[str]:
+    """Refined calibrations against the grid's (``refine_steps`` 0) of the same set, index and queries: how often the
+    settings changed, the held-out recall they keep, and the geometric mean of the ms/query ratios."""
+    grid = {(r["set"], r["index"], r["calibrated_on"]): r for r in rows if r["refine_steps"] == 0}
+    out = []
+    for steps in sorted({r["refine_steps"] for r in rows} - {0}):
+        pairs = [(grid[(r["set"], r["index"], r["calibrated_on"])], r) for r in rows if r["refine_steps"] == steps]
+        changed = [(a, b) for a, b in pairs if a["settings"] != b["settings"]]
+        same = [(a, b) for a, b in pairs if a["settings"] == b["settings"]]
+
+        def gmean(ps: list) -> float:
+            return float(np.exp(np.mean([np.log(b["ms_per_query"] / a["ms_per_query"]) for a, b in ps])))
+
+        out.append(f"refine {steps} against the grid's values: settings changed in {len(changed)} of {len(pairs)} "
+                   f"calibrations; held-out recall there {min(b['held_out_recall'] for _, b in changed):.4f} at the "
+                   f"lowest (grid: {min(a['held_out_recall'] for a, _ in changed):.4f}); ms/query ratio, geometric "
+                   f"mean: {gmean(changed):.3f} where the settings changed, {gmean(same):.3f} where they did not "
+                   "(timing noise)" if changed and same else f"refine {steps}: no calibration changed")
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--real", nargs="*", default=[], help="folders from bench/real_vectors.py")
@@ -214,6 +235,8 @@ def main() -> None:
         held = [r["held_out_recall"] for r in rows if (r["calibrated_on"], r["refine_steps"]) == (mode, steps)]
         print(f"held-out recall@{args.k}, calibrated on {mode}, refine {steps}: min {min(held):.4f}, "
               f"{sum(h >= args.target for h in held)}/{len(held)} at or above {args.target}")
+    if 0 in args.refine_steps and len(args.refine_steps) > 1:
+        print(*refine_summary(rows), sep="\n")
     Path(args.json).write_text(json.dumps({"command": "python bench/calibration.py " + " ".join(sys.argv[1:]),
                                            "target": args.target, "rows": rows}, indent=1) + "\n")
 
