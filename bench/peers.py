@@ -282,17 +282,14 @@ def project_method(name: str, corpus: dict, questions: dict, work: Path, split: 
     return row, res
 
 
-DOC_CANDIDATE_GRID = (10, 20, 50, 100, 200, 400, 800, 1600)
-
-
 def doc_graph_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.ndarray, split: int, work: Path,
                   args) -> tuple[dict, np.ndarray]:
     """The same vectors searched through a graph over documents, not views (``--doc_graph_methods``): a ``Flat``
     index of the views plus ``--doc_index_factory HNSW32`` (one node per document: its views' normalised mean);
     the graph's top ``min_doc_candidates`` documents are re-scored exactly, max over all their views. The
-    candidates are tuned like HNSW's overfetch (the fewest reaching recall TARGET + margin on the tuning questions,
-    else the most tried, marked below). Its row (index in the approximate column) and its ranking of every
-    question."""
+    candidates are set by the library's calibration like the views' HNSW (:func:`calibrated`; its grid 50 to
+    12,800, refined; the most tried where none reaches the aim, marked below). Its row (index in the approximate
+    column) and its ranking of every question."""
     from multiview_plugin.search import MultiVectorSearcher, build_index
 
     index_dir = work / f"{name}-docgraph"
@@ -300,9 +297,11 @@ def doc_graph_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.nd
     build_index([shard], index_dir, index_factory="Flat", doc_index_factory="HNSW32", **beam("HNSW32"))
     build_s = time.perf_counter() - start
     searcher = MultiVectorSearcher(index_dir, None, doc_candidates=1.0)  # the depth is min_doc_candidates
-    out, ids = tuned_row(row, index_dir, build_s, searcher, "min_doc_candidates", DOC_CANDIDATE_GRID, False, q, exact,
-                         split, args.threads)
-    chosen, reached = out["hnsw"]["min_doc_candidates"], out["hnsw"]["reached"]
+    lat = calibrated(searcher, q, exact, split, args.threads)
+    ids, _ = searcher.search_vectors(q, K)
+    out = {key: row[key] for key in ("docs", "vectors", "encode_docs_per_s", "encode_docs_per_cpu_s")}
+    out.update(hnsw_bytes=folder_bytes(index_dir), hnsw_build_s=build_s, hnsw=lat)
+    chosen, reached = lat["settings"]["min_doc_candidates"], lat["reached"]
     label = (f"Flat + doc:HNSW32{'' if HNSW_BEAM is None else f' efConstruction {HNSW_BEAM}'} ({chosen} candidates"
              f"{'' if reached else ', most tried, below 0.99'})")
     return {"method": f"{name}-docgraph", "approx_name": label, **out}, ids
