@@ -50,7 +50,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -310,12 +310,14 @@ def between(lo: Any, hi: Any) -> int | float | None:
     return mid if lo < mid < hi else None
 
 
-def refine(measure, knobs: dict[str, Sequence[Any]], best: dict, aim: float, steps: int) -> dict:
+def refine(measure: Callable[[dict], dict], knobs: dict[str, Sequence[Any]], best: dict, aim: float, steps: int
+           ) -> dict:
     """The grid doubles its values, so the chosen setting can cost up to twice what the aim needs. Each knob in turn
     (the walked one first) is bisected ``steps`` times between the chosen value and the grid's next smaller one,
     the others held; a value whose lower bound still reaches ``aim`` replaces the chosen one. Every knob costs more
     as it grows (more fetched rows, a wider beam, more probed lists or candidates), so each replacement is cheaper
-    by construction, not by a timing that noise could reorder."""
+    by construction, not by a timing that noise could reorder. ``measure(settings)`` measures and records one
+    operating point."""
     for name in reversed(list(knobs)):
         lower = [v for v in knobs[name] if between(v, best["settings"][name]) is not None]
         if not lower:
