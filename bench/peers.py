@@ -214,7 +214,9 @@ def fastest(searcher, grid: dict, q: np.ndarray, exact: np.ndarray, split: int, 
     cost = [latencies(lambda x, s=s: apply(searcher, s).search_vectors(x, K), tuning, 1)["cpu_p50"] for s in passing]
     best = passing[int(np.argmin(cost))] if passing else max(points, key=lambda p: p[1])[0]
     ids, _ = apply(searcher, best).search_vectors(q[split:], K)
-    return {"settings": best, "reached": bool(passing), "tried": len(points), "recall": recall(ids, exact[split:]),
+    cpu = dict(zip(map(knob_label, passing), cost))
+    tried = [{"settings": s, "tuning_recall": r, "tuning_cpu_p50": cpu.get(knob_label(s))} for s, r in points]
+    return {"settings": best, "reached": bool(passing), "tried": tried, "recall": recall(ids, exact[split:]),
             **timed(searcher, q[split:], threads)}
 
 
