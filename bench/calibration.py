@@ -56,10 +56,8 @@ from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index
 from multiview_plugin.search.aggregators import MaxAggregator  # noqa: E402
 from multiview_plugin.search.calibrate import (  # noqa: E402
     DEFAULT_SAMPLER,
-    DEFAULT_TIMING,
     REFINE_STEPS,
     SAMPLERS,
-    TIMINGS,
     calibrate_index,
 )
 from tools.synthetic_vectors import clustered_documents, clustered_queries  # noqa: E402
@@ -128,16 +126,6 @@ def exact_docs(shards: list[Path], q: np.ndarray, k: int) -> tuple[np.ndarray, n
     return store.search(q, k, MaxAggregator())[0], store.docids, flat.ntotal
 
 
-def single_ms(searcher: MultiVectorSearcher, q: np.ndarray, k: int, n: int = 200) -> float:
-    """Median ms of the first ``n`` held-out queries searched one at a time (the latency of serving)."""
-    times = []
-    for row in q[:n]:
-        start = time.perf_counter()
-        searcher.search_vectors(row[None], k)
-        times.append(1000 * (time.perf_counter() - start))
-    return float(np.median(times))
-
-
 def held_out(searcher: MultiVectorSearcher, q: np.ndarray, exact: np.ndarray, k: int, repeats: int = 5
              ) -> tuple[float, float]:
     """Recall@k of exact on the held-out queries, and ms/query of one batch search of them (the median of
@@ -157,31 +145,13 @@ def _label(factory: str, doc_factory: str | None, store: str | None = None) -> s
     return factory + (f"+doc:{doc_factory}" if doc_factory else "") + (f"+store:{store}" if store else "")
 
 
-def timing_summary(rows: list[dict]) -> str:
-    """Calibrations ranked by single-query latency against those ranked by batch time (same set, index, queries,
-    refinement): settings changed, held-out recall, and the geometric mean of the held-out single-query ratios."""
-    key = ("set", "index", "calibrated_on", "refine_steps")
-    batch = {tuple(r[f] for f in key): r for r in rows if r["timing"] == "batch"}
-    pairs = [(batch[tuple(r[f] for f in key)], r) for r in rows if r["timing"] == "single"]
-    changed = [(a, b) for a, b in pairs if a["settings"] != b["settings"]]
-    if not changed:
-        return "timing single against batch: no calibration changed"
-    ratio = float(np.exp(np.mean([np.log(b["single_ms_per_query"] / a["single_ms_per_query"]) for a, b in changed])))
-    batch_ratio = float(np.exp(np.mean([np.log(b["ms_per_query"] / a["ms_per_query"]) for a, b in changed])))
-    return (f"timing single against batch: settings changed in {len(changed)} of {len(pairs)} calibrations; there "
-            f"held-out single-query ms {ratio:.3f} of the batch-ranked settings' (geometric mean), batch ms/query "
-            f"{batch_ratio:.3f}; held-out recall {min(b['held_out_recall'] for _, b in changed):.4f} at the lowest "
-            f"(batch-ranked: {min(a['held_out_recall'] for a, _ in changed):.4f})")
-
-
 def refine_summary(rows: list[dict]) -> list[str]:
     """Refined calibrations against the grid's (``refine_steps`` 0) of the same set, index and queries: how often the
     settings changed, the held-out recall they keep, and the geometric mean of the ms/query ratios."""
-    key = ("set", "index", "calibrated_on", "timing")
-    grid = {tuple(r[f] for f in key): r for r in rows if r["refine_steps"] == 0}
+    grid = {(r["set"], r["index"], r["calibrated_on"]): r for r in rows if r["refine_steps"] == 0}
     out = []
     for steps in sorted({r["refine_steps"] for r in rows} - {0}):
-        pairs = [(grid[tuple(r[f] for f in key)], r) for r in rows if r["refine_steps"] == steps]
+        pairs = [(grid[(r["set"], r["index"], r["calibrated_on"])], r) for r in rows if r["refine_steps"] == steps]
         changed = [(a, b) for a, b in pairs if a["settings"] != b["settings"]]
         same = [(a, b) for a, b in pairs if a["settings"] == b["settings"]]
 
@@ -212,9 +182,6 @@ def main() -> None:
     p.add_argument("--indexes", nargs="*", default=[], help="only these index types, e.g. HNSW32 "
                    "'IVF{nlist},SQ8' 'SQfp16+doc:HNSW32' 'IVF{nlist},SQ8+store:fp16' (default: all)")
     p.add_argument("--held_out", type=int, default=300, help="held-out queries per set")
-    p.add_argument("--timings", nargs="+", default=[DEFAULT_TIMING], choices=TIMINGS, help="calibrate each index "
-                   "once per value: settings ranked by batch time or by single-query latency; every row also times "
-                   "200 held-out queries one at a time")
     p.add_argument("--refine_steps", type=int, nargs="+", default=[REFINE_STEPS], help="calibrate each index once per "
                    "value: bisections per knob between the grid's steps (0: the grid's values only)")
     args = p.parse_args()
@@ -240,17 +207,14 @@ def main() -> None:
                 # before calibrating: a searcher given the old settings would still inherit recorded ones
                 old_rec, old_ms = held_out(MultiVectorSearcher(index_dir, **OLD), q, exact, args.k)
                 modes = [(m, None) for m in args.samplers] + ([("query_reps", calib_q)] if calib_q is not None else [])
-                for (mode, given), steps, timing in [(m, s, t) for m in modes for s in args.refine_steps
-                                                     for t in args.timings]:
+                for (mode, given), steps in [(m, s) for m in modes for s in args.refine_steps]:
                     start = time.perf_counter()
                     record = calibrate_index(index_dir, args.target, k=args.k, queries=given,
                                              sampler=mode if given is None else DEFAULT_SAMPLER,
                                              queries_from="calibration half of queries.pkl" if given is not None
-                                             else None, refine_steps=steps, timing=timing)
+                                             else None, refine_steps=steps)
                     calib_s = time.perf_counter() - start
-                    searcher = MultiVectorSearcher(index_dir)
-                    rec, ms = held_out(searcher, q, exact, args.k)
-                    single = single_ms(searcher, q, args.k)
+                    rec, ms = held_out(MultiVectorSearcher(index_dir), q, exact, args.k)
                     row = {"set": name, "index": label, "vectors": ntotal, "calibrated_on": mode,
                            "build_s": round(build_s, 1), "calibration_s": round(calib_s, 1),
                            "settings": record["settings"], "calibration_recall": record["recall"],
@@ -258,26 +222,21 @@ def main() -> None:
                            "within_doc_cosine": record.get("within_doc_cosine"),
                            "held_out_recall": round(rec, 4), "ms_per_query": round(ms, 3),
                            "before_calibration_recall": round(old_rec, 4), "before_ms_per_query": round(old_ms, 3),
-                           "queries": len(q), "k": args.k, "refine_steps": steps,
-                           "timing": timing, "single_ms_per_query": round(single, 3)}
+                           "queries": len(q), "k": args.k, "refine_steps": steps}
                     rows.append(row)
-                    print(f"{name:22s} {label:22s} {ntotal:7d} vec  {mode:10s} refine {steps} {timing:6s} calibrated "
+                    print(f"{name:22s} {label:22s} {ntotal:7d} vec  {mode:10s} refine {steps} calibrated "
                           f"{json.dumps(record['settings']):42s} sample {record['recall']:.4f} "
-                          f"(lb {record['recall_lower95']:.4f})  held-out {rec:.4f} {ms:7.3f} ms/q single "
-                          f"{single:.3f} ms | before "
+                          f"(lb {record['recall_lower95']:.4f})  held-out {rec:.4f} {ms:7.3f} ms/q | before "
                           f"{old_rec:.4f} {old_ms:7.3f} ms/q | build {build_s:.1f}s calib {calib_s:.1f}s", flush=True)
                 shutil.rmtree(index_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for mode, steps, timing in dict.fromkeys((r["calibrated_on"], r["refine_steps"], r["timing"]) for r in rows):
-        held = [r["held_out_recall"] for r in rows
-                if (r["calibrated_on"], r["refine_steps"], r["timing"]) == (mode, steps, timing)]
-        print(f"held-out recall@{args.k}, calibrated on {mode}, refine {steps}, timing {timing}: min {min(held):.4f}, "
+    for mode, steps in dict.fromkeys((r["calibrated_on"], r["refine_steps"]) for r in rows):
+        held = [r["held_out_recall"] for r in rows if (r["calibrated_on"], r["refine_steps"]) == (mode, steps)]
+        print(f"held-out recall@{args.k}, calibrated on {mode}, refine {steps}: min {min(held):.4f}, "
               f"{sum(h >= args.target for h in held)}/{len(held)} at or above {args.target}")
     if 0 in args.refine_steps and len(args.refine_steps) > 1:
         print(*refine_summary(rows), sep="\n")
-    if len(args.timings) > 1:
-        print(timing_summary(rows))
     Path(args.json).write_text(json.dumps({"command": "python bench/calibration.py " + " ".join(sys.argv[1:]),
                                            "target": args.target, "rows": rows}, indent=1) + "\n")
 

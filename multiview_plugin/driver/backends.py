@@ -119,15 +119,7 @@ def add_search_backend_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_calibration_flags(p: argparse.ArgumentParser) -> None:
-    from multiview_plugin.search.calibrate import (
-        DEFAULT_K,
-        DEFAULT_QUERIES,
-        DEFAULT_SAMPLER,
-        DEFAULT_TARGET,
-        DEFAULT_TIMING,
-        SAMPLERS,
-        TIMINGS,
-    )
+    from multiview_plugin.search.calibrate import DEFAULT_K, DEFAULT_QUERIES, DEFAULT_SAMPLER, DEFAULT_TARGET, SAMPLERS
 
     g = p.add_argument_group("Calibration of approximate indexes (HNSW, IVF, PQ/SQ, --doc_index_factory, Qdrant)")
     g.add_argument("--target_recall", type=float, default=DEFAULT_TARGET, help="After building, choose the "
@@ -150,10 +142,6 @@ def add_calibration_flags(p: argparse.ArgumentParser) -> None:
                    "sampled document, that document left out), 'midpoints' (the midpoint of that view and a view of "
                    "another random document: between documents, as real queries are), 'mixed' (half each; "
                    f"default {DEFAULT_SAMPLER}).")
-    g.add_argument("--calibration_timing", choices=TIMINGS, default=DEFAULT_TIMING, help="What 'fastest' means: "
-                   "'batch', the time per query of one batch search (what driver.search runs; default), or 'single', "
-                   "the median latency of queries searched one at a time (serving); the two rank settings "
-                   "differently.")
     g.add_argument("--allow_below_target", action="store_true", help="Keep an index whose best calibrated setting "
                    "stays below --target_recall (its 95%% lower bound; e.g. IVF...,SQ8 without a re-scoring store, "
                    "whose 8-bit codes bound its recall). Without it such an index is refused, with one line naming "
@@ -213,7 +201,7 @@ def calibrate_from_args(args: argparse.Namespace, index_dir: str, shown: str | N
     record = calibrate_index(index_dir, args.target_recall, args.calibration_queries, args.calibration_k,
                              unsafe_pickle=args.allow_unsafe_pickle, queries=queries,
                              queries_from=args.calibration_query_reps, sampler=args.calibration_sampler,
-                             refuse_below_target=not args.allow_below_target, timing=args.calibration_timing)
+                             refuse_below_target=not args.allow_below_target)
     index_dir = shown or index_dir
     if record is None:
         print(f"calibration: {index_dir} searches exactly (or aggregates other than max); nothing to calibrate")

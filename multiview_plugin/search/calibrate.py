@@ -28,9 +28,6 @@ are kept (the Pareto frontier), and the fastest one that reaches the target is c
   value and the grid's next smaller one (:func:`refine`; ``refine_steps=0`` keeps the grid's values).
 * **Depth:** given query vectors and midpoints are searched at k, the depth users search at; sampled views at
   k + 1, their own document being left out of their ranking.
-* **Time:** "fastest" is the time per query of one batch search of the calibration queries (``timing="batch"``,
-  what ``driver.search`` runs), or the median latency of queries searched one by one (``"single"``, for serving):
-  the two rank settings differently (a small fetch with a wide beam is cheap in a batch, not alone).
 
 Knobs: HNSW (``overfetch`` × ``ef_search`` lower bound), IVF (``nprobe`` lower bound × ``overfetch``), other
 approximate Faiss indexes (``overfetch``), a ``doc_index`` or Qdrant (``min_doc_candidates``: the candidate
@@ -84,11 +81,6 @@ MISS_SHARE = 0.5
 STORE_TRIAL_BYTES = 1 << 30
 # bisections per knob between the chosen grid setting and the grid's next smaller value (:func:`refine`)
 REFINE_STEPS = 2
-# how a setting's time is measured: one batch search of the calibration queries (what driver.search runs), or each
-# query searched alone (serving: a batch and a single query rank settings differently, bench/peers_calibrated.log)
-TIMINGS = ("batch", "single")
-DEFAULT_TIMING = "batch"
-SINGLE_TIMED_QUERIES = 100  # the queries searched one by one per setting with timing "single" (the median is kept)
 
 
 class BelowTargetError(ConfigError):
@@ -235,19 +227,15 @@ def lower_bound(recalls: np.ndarray, z: float = 1.645) -> float:
 
 
 def calibrate_store(store: SearchBackend, q: np.ndarray, src: np.ndarray, exact: np.ndarray, target: float, k: int,
-                    aim: float | None = None, refine_steps: int = REFINE_STEPS, timing: str = DEFAULT_TIMING
-                    ) -> dict | None:
+                    aim: float | None = None, refine_steps: int = REFINE_STEPS) -> dict | None:
     """Explore the store's knob grid (its :meth:`~SearchBackend.calibration_grid`, module docstring) for the
     fastest setting whose recall's lower bound reaches ``aim`` (default: ``calibration_aim(target)``); else the
     highest-recall setting, ``reached`` saying whether its lower bound still reaches ``target``. Where some queries
     are views (``src`` >= 0) and others are not (midpoints), the lower bound is the smaller of the two groups' own,
     so neither dilutes the other's misses. The chosen setting is then refined between the grid's steps
-    (:func:`refine`, ``refine_steps`` bisections per knob; 0: the grid's values only). ``timing``: what "fastest"
-    means, ``batch`` (ms per query of one batch search) or ``single`` (median ms of queries searched one by one).
+    (:func:`refine`, ``refine_steps`` bisections per knob; 0: the grid's values only).
     Returns the calibration record, None when exact."""
     aim = calibration_aim(target) if aim is None else aim
-    if timing not in TIMINGS:
-        raise ConfigError(f"calibration timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
     grid = store.calibration_grid()
     if grid is None:
         return None
@@ -258,7 +246,7 @@ def calibrate_store(store: SearchBackend, q: np.ndarray, src: np.ndarray, exact:
     points: list[dict] = []
 
     def measure(settings: dict) -> dict:
-        points.append(operating_point(store, settings, q, src, exact, k, kind, timing))
+        points.append(operating_point(store, settings, q, src, exact, k, kind))
         return points[-1]
 
     for fixed in outer_values:
@@ -283,15 +271,14 @@ def calibrate_store(store: SearchBackend, q: np.ndarray, src: np.ndarray, exact:
             "reached": bool(reached), "aim_reached": bool(aimed),
             "recall": best["recall"], "recall_lower95": best["recall_lower95"],
             "ms_per_query": best["ms_per_query"], "settings": best["settings"],
-            "grid_settings": coarse, "refine_steps": refine_steps, "timing": timing,
+            "grid_settings": coarse, "refine_steps": refine_steps,
             "operating_points": sorted(frontier, key=lambda p: p["ms_per_query"]), "tried": len(points)}
 
 
 def operating_point(store: SearchBackend, settings: dict, q: np.ndarray, src: np.ndarray, exact: np.ndarray, k: int,
-                    kind: str, timing: str = DEFAULT_TIMING) -> dict:
+                    kind: str) -> dict:
     """One setting measured on the calibration queries: its recall@k, the recall's 95% lower bound (the smaller of
-    the view queries' and the others', module docstring) and its time per query: of the batch search, or with
-    ``timing`` "single" the median of :data:`SINGLE_TIMED_QUERIES` queries searched one by one."""
+    the view queries' and the others', module docstring) and its time per query (a batch search)."""
     for name, v in settings.items():
         store.set_search_knob(name, v)
     found = np.full((len(q), k), -1, dtype=np.int64)
@@ -304,8 +291,6 @@ def operating_point(store: SearchBackend, settings: dict, q: np.ndarray, src: np
             found[group] = [([d for d in row if d != s] + [-1] * k)[:k] for row, s in zip(rows.tolist(),
                                                                                       src[group].tolist())]
     ms = 1000 * (time.perf_counter() - start) / max(1, len(q))
-    if timing == "single":
-        ms = single_query_ms(store, q[:SINGLE_TIMED_QUERIES], src[:SINGLE_TIMED_QUERIES], k)
     recalls = per_query_recall(found, exact)
     # views (src >= 0) and other queries (midpoints, given vectors) must each reach the aim on their own
     rec, low = float(recalls.mean()), min(lower_bound(recalls[g]) for g in (src >= 0, src < 0) if g.any())
@@ -313,16 +298,6 @@ def operating_point(store: SearchBackend, settings: dict, q: np.ndarray, src: np
                 low, ms)
     return {"settings": settings, "recall": round(rec, 4), "recall_lower95": round(low, 4),
             "ms_per_query": round(ms, 3)}
-
-
-def single_query_ms(store: SearchBackend, q: np.ndarray, src: np.ndarray, k: int) -> float:
-    """Median milliseconds of each query searched alone (views one deeper, as in :func:`operating_point`)."""
-    aggregator, times = MaxAggregator(), []
-    for row, s in zip(q, src.tolist()):
-        start = time.perf_counter()
-        store.search(row[None], k + 1 if s >= 0 else k, aggregator)
-        times.append(time.perf_counter() - start)
-    return 1000 * float(np.median(times)) if times else 0.0
 
 
 def between(lo: Any, hi: Any) -> int | float | None:
@@ -428,8 +403,7 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
                     n_queries: int = DEFAULT_QUERIES, k: int = DEFAULT_K, seed: int = 0,
                     unsafe_pickle: bool = False, queries: np.ndarray | None = None,
                     queries_from: str | None = None, sampler: str = DEFAULT_SAMPLER,
-                    refuse_below_target: bool = False, refine_steps: int = REFINE_STEPS,
-                    timing: str = DEFAULT_TIMING) -> dict | None:
+                    refuse_below_target: bool = False, refine_steps: int = REFINE_STEPS) -> dict | None:
     """Calibrate an index folder's search settings (module docstring) and record them in its ``multiview.json``.
 
     ``queries``: real query vectors (e.g. encoded dev queries, ``queries_from`` names them) to calibrate on
@@ -438,8 +412,6 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
     ``refuse_below_target``: raise :class:`BelowTargetError` (one line naming what reaches the target, module
     docstring) instead of recording settings whose lower bound stays below ``target_recall``; ``multiview.json``
     is then left as it was. ``refine_steps``: bisections per knob between the grid's steps (:func:`refine`).
-    ``timing``: rank settings by batch time (``batch``, what ``driver.search`` runs) or single-query latency
-    (``single``, for serving one query at a time).
     Returns the calibration record (None for exact indexes, which need none)."""
     from multiview_plugin.search._searcher import MultiVectorSearcher
 
@@ -473,7 +445,7 @@ def calibrate_index(index_dir: str | os.PathLike, target_recall: float = DEFAULT
                            "pass encoded real queries with --calibration_query_reps", cosine, NEAR_DUPLICATE_COSINE)
     exact, tied = exact_top_docs(meta, q, src, k, unsafe_pickle)
     aim = calibration_aim(target_recall, views_as_queries=queries is None)
-    record = calibrate_store(searcher.store, q, src, exact, target_recall, k, aim, refine_steps, timing)
+    record = calibrate_store(searcher.store, q, src, exact, target_recall, k, aim, refine_steps)
     if record is None:
         return None
     record["tied_queries"] = int(tied.sum())  # exact top-k ties at its cut-off: recall there is not measurable

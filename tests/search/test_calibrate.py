@@ -15,7 +15,6 @@ from multiview_plugin.search._backend import OVERFETCH
 from multiview_plugin.search.aggregators import MaxAggregator
 from multiview_plugin.search.calibrate import (
     DEFAULT_SAMPLER,
-    SINGLE_TIMED_QUERIES,
     between,
     calibrate_index,
     calibrate_store,
@@ -116,11 +115,6 @@ def test_driver_prints_and_records_calibration(tmp_path, capsys):
     assert index_driver.main(["--calibrate", str(tmp_path / "h0"), "--target_recall", "0.9",
                               "--calibration_queries", "40"]) == 0
     assert json.loads((tmp_path / "h0" / "multiview.json").read_text())["calibration"]["target_recall"] == 0.9
-    assert json.loads((tmp_path / "h0" / "multiview.json").read_text())["calibration"]["timing"] == "batch"
-    # --calibration_timing single: settings ranked by the latency of queries searched one at a time
-    assert index_driver.main(["--calibrate", str(tmp_path / "h0"), "--calibration_queries", "40",
-                              "--calibration_timing", "single"]) == 0
-    assert json.loads((tmp_path / "h0" / "multiview.json").read_text())["calibration"]["timing"] == "single"
 
 
 def test_qdrant_candidates_are_calibrated(tmp_path):
@@ -219,19 +213,6 @@ def test_given_queries_are_calibrated_at_the_users_depth():
     mixed = ScriptedStore({0.5: 0})
     calibrate_store(mixed, q, np.where(np.arange(200) < 100, 10 ** 6, -1), exact, target=0.98, k=10)
     assert sorted(set(mixed.depths)) == [10, 11]
-
-
-def test_single_timing_searches_queries_one_by_one():
-    """``timing="single"``: after each setting's batch search (its recall), up to SINGLE_TIMED_QUERIES queries are
-    searched alone and their median time is the setting's; an unknown timing is refused in one line."""
-    q, src = np.zeros((200, 4), np.float32), np.full(200, -1)
-    exact = np.arange(200)[:, None] * 10 + np.arange(10)[None]
-    store = ScriptedStore({0.5: 0})
-    record = calibrate_store(store, q, src, exact, target=0.98, k=10, timing="single")
-    assert record["timing"] == "single" and record["settings"] == {"overfetch": 0.5}
-    assert store.depths == [10] + [10] * SINGLE_TIMED_QUERIES  # one batch, then each query alone
-    with pytest.raises(ConfigError, match="timing"):
-        calibrate_store(ScriptedStore({0.5: 0}), q, src, exact, target=0.98, k=10, timing="online")
 
 
 def test_target_without_its_margin_takes_the_best_and_says_so(caplog):
