@@ -198,8 +198,8 @@ def fastest(searcher, grid: dict, q: np.ndarray, exact: np.ndarray, split: int, 
     knob, the second knob walked upwards to its first value whose recall on the tuning questions ``q[:split]``
     reaches TARGET + TUNE_MARGIN; of those settings, the one with the lowest single-query CPU p50 on the tuning
     questions (1 thread); recall and latency then measured on the rest. Where no setting reaches it: the
-    highest-recall one, ``reached`` False. (The library's calibration ranks settings by batch time instead, which
-    is what ``driver.search`` runs, and chose slower single queries here: ``bench/peers_calibrated.log``.)"""
+    highest-recall one, ``reached`` False. (The library's calibration, with its stricter aim on the recall's lower
+    bound and its batch-time ranking, chose slower single queries here: ``bench/peers_calibrated.log``.)"""
     outer, walked = list(grid)
     points = []
     for o in grid[outer]:
