@@ -145,6 +145,11 @@ def _label(factory: str, doc_factory: str | None, store: str | None = None) -> s
     return factory + (f"+doc:{doc_factory}" if doc_factory else "") + (f"+store:{store}" if store else "")
 
 
+def gmean(pairs: list[tuple[dict, dict]]) -> float:
+    """Geometric mean of the second row's ms/query over the first's."""
+    return float(np.exp(np.mean([np.log(b["ms_per_query"] / a["ms_per_query"]) for a, b in pairs])))
+
+
 def refine_summary(rows: list[dict]) -> list[str]:
     """Refined calibrations against the grid's (``refine_steps`` 0) of the same set, index and queries: how often the
     settings changed, the held-out recall they keep, and the geometric mean of the ms/query ratios."""
@@ -154,10 +159,6 @@ def refine_summary(rows: list[dict]) -> list[str]:
         pairs = [(grid[(r["set"], r["index"], r["calibrated_on"])], r) for r in rows if r["refine_steps"] == steps]
         changed = [(a, b) for a, b in pairs if a["settings"] != b["settings"]]
         same = [(a, b) for a, b in pairs if a["settings"] == b["settings"]]
-
-        def gmean(ps: list) -> float:
-            return float(np.exp(np.mean([np.log(b["ms_per_query"] / a["ms_per_query"]) for a, b in ps])))
-
         out.append(f"refine {steps} against the grid's values: settings changed in {len(changed)} of {len(pairs)} "
                    f"calibrations; held-out recall there {min(b['held_out_recall'] for _, b in changed):.4f} at the "
                    f"lowest (grid: {min(a['held_out_recall'] for a, _ in changed):.4f}); ms/query ratio, geometric "

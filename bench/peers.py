@@ -201,15 +201,12 @@ def fastest(searcher, grid: dict, q: np.ndarray, exact: np.ndarray, split: int, 
     highest-recall one, ``reached`` False. (The library's calibration, with its stricter aim on the recall's lower
     bound and its batch-time ranking, chose slower single queries here: ``bench/peers_calibrated.log``.)"""
     outer, walked = list(grid)
-    points = []
+    points, passing = [], []
     for o in grid[outer]:
-        for w in grid[walked]:
-            settings = {outer: o, walked: w}
-            points.append((settings, recall(apply(searcher, settings).search_vectors(q[:split], K)[0],
-                                             exact[:split])))
-            if points[-1][1] >= TARGET + TUNE_MARGIN:
-                break
-    passing = [s for s, r in points if r >= TARGET + TUNE_MARGIN]
+        value, reached, tuned = sweep(grid[walked], lambda w, o=o: recall(
+            apply(searcher, {outer: o, walked: w}).search_vectors(q[:split], K)[0], exact[:split]), TUNE_MARGIN, False)
+        points += [({outer: o, walked: w}, r) for w, r in zip(grid[walked], tuned)]
+        passing += [{outer: o, walked: value}] if reached else []
     tuning = [q[i:i + 1] for i in range(split)]
     cost = [latencies(lambda x, s=s: apply(searcher, s).search_vectors(x, K), tuning, 1)["cpu_p50"] for s in passing]
     best = passing[int(np.argmin(cost))] if passing else max(points, key=lambda p: p[1])[0]
@@ -306,8 +303,7 @@ def doc_graph_row(name: str, row: dict, shard: Path, q: np.ndarray, exact: np.nd
     searcher = MultiVectorSearcher(index_dir, None, doc_candidates=1.0)  # the depth is min_doc_candidates
     lat = fastest(searcher, DOC_GRID, q, exact, split, args.threads)
     ids, _ = searcher.search_vectors(q, K)
-    out = {key: row[key] for key in ("docs", "vectors", "encode_docs_per_s", "encode_docs_per_cpu_s")}
-    out.update(hnsw_bytes=folder_bytes(index_dir), hnsw_build_s=build_s, hnsw=lat)
+    out = index_row(row, index_dir, build_s, lat)
     chosen, ef, reached = lat["settings"]["min_doc_candidates"], lat["settings"]["ef_search"], lat["reached"]
     label = (f"Flat + doc:HNSW32{'' if HNSW_BEAM is None else f' efConstruction {HNSW_BEAM}'} ({chosen} candidates, "
              f"ef_search {ef}{'' if reached else ', below 0.99'})")
@@ -342,11 +338,17 @@ def tuned_row(row: dict, index_dir: Path, build_s: float, searcher, knob: str, g
     chosen, reached, tuned = sweep(grid, lambda v: recall(set_knob(searcher, knob, v).search_vectors(
         q[:split], K)[0], exact[:split]), TUNE_MARGIN, plateau)
     ids, _ = set_knob(searcher, knob, chosen).search_vectors(q, K)
+    return index_row(row, index_dir, build_s, {knob: chosen, "reached": reached, "tuning_recalls": tuned,
+                                               "recall": recall(ids[split:], exact[split:]),
+                                               **timed(searcher, q[split:], threads)}), ids
+
+
+def index_row(row: dict, index_dir: Path, build_s: float, lat: dict) -> dict:
+    """The fields of a row for another index of ``row``'s vectors: its encode figures copied, the index's bytes and
+    build time, and its tuned search ``lat`` in the approximate column."""
     out = {key: row[key] for key in ("docs", "vectors", "encode_docs_per_s", "encode_docs_per_cpu_s")}
-    out.update(hnsw_bytes=folder_bytes(index_dir), hnsw_build_s=build_s,
-               hnsw={knob: chosen, "reached": reached, "tuning_recalls": tuned,
-                     "recall": recall(ids[split:], exact[split:]), **timed(searcher, q[split:], threads)})
-    return out, ids
+    out.update(hnsw_bytes=folder_bytes(index_dir), hnsw_build_s=build_s, hnsw=lat)
+    return out
 
 
 class ColbertEncoder:

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from multiview_plugin.encoding.shards import read_shard  # noqa: E402
 from multiview_plugin.search import MultiVectorSearcher, build_index  # noqa: E402
+from multiview_plugin.search.aggregators import MaxAggregator  # noqa: E402
 
 BEAMS = (16, 32, 40, 64, 80, 100, 128, 160)
 
@@ -51,18 +52,12 @@ def exact_docs(order: np.ndarray, row_doc: np.ndarray, k: int) -> tuple[np.ndarr
     return np.array(docs), np.array(need)
 
 
-def doc_recall(rows: np.ndarray, row_doc: np.ndarray, exact: np.ndarray, k: int) -> float:
-    """Recall@k of exact documents among the first ``k`` distinct documents of each query's fetched rows."""
-    hits = []
-    for fetched, truth in zip(rows, exact):
-        docs: list[int] = []
-        for r in fetched[fetched >= 0]:
-            if int(row_doc[r]) not in docs:
-                docs.append(int(row_doc[r]))
-            if len(docs) == k:
-                break
-        hits.append(len(set(docs) & set(truth.tolist())) / k)
-    return float(np.mean(hits))
+def doc_recall(scores: np.ndarray, rows: np.ndarray, row_doc: np.ndarray, exact: np.ndarray, k: int) -> float:
+    """Recall@k of exact documents among the first ``k`` distinct documents of each query's fetched rows (the
+    searcher's max aggregation of them)."""
+    docs = np.where(rows >= 0, row_doc[np.maximum(rows, 0)], -1)
+    found = MaxAggregator().aggregate(scores, docs, k)[0]
+    return float(np.mean([len(set(f[f >= 0].tolist()) & set(t.tolist())) / k for f, t in zip(found, exact)]))
 
 
 def median_ms(fn, queries: np.ndarray) -> float:
@@ -99,7 +94,7 @@ def main() -> None:
             for ef in BEAMS:
                 index.hnsw.efSearch = ef
                 raw = median_ms(lambda x, ef=ef, index=index: index.search(x, ef), q)
-                rec = doc_recall(index.search(q, ef)[1], store.row_doc, exact, args.k)
+                rec = doc_recall(*index.search(q, ef), store.row_doc, exact, args.k)
                 fetch_per_k = args.k * max(1.0, per_doc)
                 searcher.store.approximate.overfetch = ef / fetch_per_k
                 searcher.store.approximate.ef_search = ef
