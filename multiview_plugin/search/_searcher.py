@@ -317,16 +317,17 @@ class FaissStore(SearchBackend):
         q_reps = np.ascontiguousarray(q_reps, dtype=np.float32)
         if q_reps.ndim != 2 or q_reps.shape[1] != self.dim:
             raise ConfigError(f"query vectors have shape {q_reps.shape}, the index expects (N, {self.dim})")
-        bad = nonfinite_rows(q_reps)
+        bad = () if np.isfinite(q_reps).all() else nonfinite_rows(q_reps)  # rows named only when some are bad
         if len(bad):  # Faiss would return no hits for them: the queries would vanish from the run
             raise NonFiniteVectorsError(f"{len(bad)} query vectors hold NaN or infinite values (rows "
                                         f"{bad[:5].tolist()}); the run would silently lack those queries")
         n_q, ntotal = len(q_reps), self.index.ntotal
         k_docs = min(k, len(self.docids))
-        out_doc = np.full((n_q, k), -1, dtype=np.int64)
-        out_score = np.full((n_q, k), -np.inf, dtype=np.float32)
         if self.doc_index is not None and aggregator.exact_with_distinct_k:
             return self._search_doc_candidates(q_reps, k)
+        if not n_q:
+            return np.full((0, k), -1, dtype=np.int64), np.full((0, k), -np.inf, dtype=np.float32)
+        out_doc = out_score = None  # the first pass's answers; widened queries overwrite their rows
         todo = np.arange(n_q)
         approx = self.approximate.active
         rescore = approx and self.approximate.can_rescore and aggregator.exact_with_distinct_k
@@ -334,14 +335,18 @@ class FaissStore(SearchBackend):
         fetch = min(ntotal, math.ceil(fetch * self.approximate.overfetch) if approx else fetch)
         while len(todo):
             self.approximate.prepare(fetch, ntotal)
-            scores, rows = self.index.search(q_reps[todo], fetch)
+            batch = q_reps if out_doc is None else q_reps[todo]
+            scores, rows = self.index.search(batch, fetch)
             exhausted = (rows < 0).any(axis=1)
             docs = np.where(rows >= 0, self.row_doc[np.maximum(rows, 0)], -1) if exhausted.any() else self.row_doc[rows]
             if rescore:
-                doc, score, found = self._rescored(q_reps[todo], scores, docs, k, aggregator)
+                doc, score, found = self._rescored(batch, scores, docs, k, aggregator)
             else:
                 doc, score, found = aggregator.aggregate(scores, docs, k)
-            out_doc[todo], out_score[todo] = doc, score
+            if out_doc is None:
+                out_doc, out_score = doc, score
+            else:
+                out_doc[todo], out_score[todo] = doc, score
             # Widen only where fewer than k distinct documents came back and the index had more to give
             # (an approximate index's -1 rows mean its probed lists or beam ran dry, not the index: widen it).
             exhausted = np.full(len(todo), fetch >= ntotal) if approx else exhausted | (fetch >= ntotal)

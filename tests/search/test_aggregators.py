@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.search.aggregators import (
     HasAnsAggregator,
     MaxAggregator,
+    first_hits_walked,
     first_occurrences,
     get_aggregator,
     log_one_minus_softmax,
+    take_ranked,
 )
 
 
@@ -23,6 +27,24 @@ def test_max_keeps_each_documents_first_hit_in_rank_order():
     assert doc.tolist() == [[3, 1, 0, -1], [2, -1, -1, -1]]
     np.testing.assert_allclose(score[0, :3], [0.9, 0.7, 0.5])
     assert np.isneginf(score[0, 3]) and found.tolist() == [3, 1]
+
+
+@given(data=st.data(), n_q=st.integers(0, 4), fetched=st.integers(1, 24), k=st.integers(1, 30))
+def test_walked_first_hits_equal_the_vectorised_ones(data, n_q, fetched, k):
+    """Max aggregation walks small batches in Python (one interactive query) and vectorises large ones: the two
+    give the same documents, scores (ties included) and counts, with nothing fetched (-1) anywhere in a row."""
+    docs = np.array(data.draw(st.lists(st.lists(st.integers(-1, 6), min_size=fetched, max_size=fetched),
+                                       min_size=n_q, max_size=n_q)), dtype=np.int64).reshape(n_q, fetched)
+    values = st.sampled_from([0.5, 0.25, 0.0, -1.0])  # few values: ties between documents
+    scores = np.array(data.draw(st.lists(st.lists(values, min_size=fetched, max_size=fetched),
+                                         min_size=n_q, max_size=n_q)), dtype=np.float32).reshape(n_q, fetched)
+    scores = -np.sort(-scores, axis=1)
+    scores[docs < 0] = -np.inf
+    walked = first_hits_walked(scores, docs, k)
+    vectorised = take_ranked(first_occurrences(docs), docs, scores, k)
+    for got, want in zip(walked, vectorised):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
 
 
 def test_hasans_equals_one_minus_the_product_of_its_sentences_misses():

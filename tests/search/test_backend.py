@@ -148,6 +148,8 @@ def test_order_ties_ranks_by_score_then_docid_padding_last():
     got_ids, got_scores = order_ties(ids, scores)
     assert got_ids.tolist() == [["c", "a", "b", None], ["x", "y", "z", None]]
     assert got_scores.tolist() == [[2.0, 1.0, 1.0, -np.inf], [0.5, 0.5, 0.5, -np.inf]]
+    ranked = np.array([["b", "a", "c"]], dtype=object)  # strictly descending: already in order, returned as is
+    assert order_ties(ranked, np.array([[3.0, 2.0, 1.0]], np.float32))[0].tolist() == [["b", "a", "c"]]
 
 
 def _tied_shards(tmp_path):

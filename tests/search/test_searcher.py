@@ -67,6 +67,28 @@ def test_exact_top_k_matches_brute_force(tmp_path, views, k):
     np.testing.assert_allclose(s_scores, scores, rtol=1e-5, atol=1e-5)
 
 
+def test_no_queries_give_empty_answers(tmp_path):
+    rng = np.random.default_rng(1)
+    build_index(write_shards(tmp_path, *random_corpus(rng, 20, 3), 1), tmp_path / "idx")
+    ids, scores = MultiVectorSearcher(tmp_path / "idx").search_vectors(np.zeros((0, DIM), np.float32), 5)
+    assert ids.shape == scores.shape == (0, 5)
+
+
+def test_non_finite_queries_are_refused_whatever_their_sum(tmp_path):
+    """Checked on the whole batch at once, then the bad rows named; huge finite values are searched."""
+    from multiview_plugin.encoding.shards import NonFiniteVectorsError
+
+    rng = np.random.default_rng(2)
+    build_index(write_shards(tmp_path, *random_corpus(rng, 20, 3), 1), tmp_path / "idx")
+    searcher = MultiVectorSearcher(tmp_path / "idx")
+    q = np.zeros((3, DIM), np.float32)
+    q[2, :2] = np.inf, -np.inf
+    with pytest.raises(NonFiniteVectorsError, match=r"^1 query vectors .*\(rows \[2\]\)"):
+        searcher.search_vectors(q, 3)
+    with np.errstate(over="ignore"):  # finite values whose float32 sum overflows are searched, not refused
+        assert searcher.search_vectors(np.full((1, DIM), 3e38, np.float32), 3)[0].shape == (1, 3)
+
+
 @pytest.mark.parametrize("n_queries", [5, 30])  # Faiss searches below and above its BLAS threshold (20)
 def test_shard_search_breaks_ties_as_one_index(tmp_path, n_queries):
     """``--shard_search`` (search_shards) merged equal scores with the earlier shard's document first: the opposite
