@@ -52,6 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tools/
 
 from multiview_plugin.encoding.shards import ShardInfo, ShardWriter, read_shard  # noqa: E402
+from multiview_plugin.index.folder import META_FILE  # noqa: E402
 from multiview_plugin.search import FaissStore, MultiVectorSearcher, build_index  # noqa: E402
 from multiview_plugin.search.aggregators import MaxAggregator  # noqa: E402
 from multiview_plugin.search.calibrate import (  # noqa: E402
@@ -159,11 +160,14 @@ def refine_summary(rows: list[dict]) -> list[str]:
         pairs = [(grid[(r["set"], r["index"], r["calibrated_on"])], r) for r in rows if r["refine_steps"] == steps]
         changed = [(a, b) for a, b in pairs if a["settings"] != b["settings"]]
         same = [(a, b) for a, b in pairs if a["settings"] == b["settings"]]
+        if not changed:
+            out.append(f"refine {steps}: no calibration changed")
+            continue
+        noise = f", {gmean(same):.3f} where they did not (timing noise)" if same else ""
         out.append(f"refine {steps} against the grid's values: settings changed in {len(changed)} of {len(pairs)} "
                    f"calibrations; held-out recall there {min(b['held_out_recall'] for _, b in changed):.4f} at the "
                    f"lowest (grid: {min(a['held_out_recall'] for a, _ in changed):.4f}); ms/query ratio, geometric "
-                   f"mean: {gmean(changed):.3f} where the settings changed, {gmean(same):.3f} where they did not "
-                   "(timing noise)" if changed and same else f"refine {steps}: no calibration changed")
+                   f"mean: {gmean(changed):.3f} where the settings changed{noise}")
     return out
 
 
@@ -205,10 +209,12 @@ def main() -> None:
                 build_index(shards, index_dir, index_factory=factory, doc_index_factory=doc_factory, aggregation="max",
                             rescore_store=store or "none")
                 build_s = time.perf_counter() - start
+                built_meta = (index_dir / META_FILE).read_text()  # each calibration starts from the build's settings
                 # before calibrating: a searcher given the old settings would still inherit recorded ones
                 old_rec, old_ms = held_out(MultiVectorSearcher(index_dir, **OLD), q, exact, args.k)
                 modes = [(m, None) for m in args.samplers] + ([("query_reps", calib_q)] if calib_q is not None else [])
                 for (mode, given), steps in [(m, s) for m in modes for s in args.refine_steps]:
+                    (index_dir / META_FILE).write_text(built_meta)  # not the previous calibration's efSearch
                     start = time.perf_counter()
                     record = calibrate_index(index_dir, args.target, k=args.k, queries=given,
                                              sampler=mode if given is None else DEFAULT_SAMPLER,
