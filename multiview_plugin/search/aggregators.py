@@ -1,7 +1,8 @@
 """Turning ranked vector hits into ranked documents.
 
 An aggregator takes, for each query, the fetched vector hits (scores sorted descending and the document of
-each hit) and returns the top-k documents with their scores. All work is vectorised over the whole batch.
+each hit) and returns the top-k documents with their scores. All work is vectorised over the whole batch, but for
+max aggregation of small batches (one interactive query), walked in Python where numpy's fixed cost per call dominates.
 """
 
 from __future__ import annotations
@@ -93,10 +94,10 @@ def take_ranked(mask: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: int
 
 
 # Fetched hits (queries x depth) up to which :func:`first_hits_walked` beats the vectorised path: numpy's fixed
-# cost per call (~1 us, some 25 calls) outweighs a Python walk over a few hundred hits. Measured on 2 CPU cores
-# (bench/search_overhead.log): one query of 80 hits 8.6 us walked against 23.6 us vectorised, 160 hits 12.3 against
-# 24.4, 640 hits 35.8 against 29.2.
-WALK_MAX_HITS = 384
+# cost per call (~1 us, some 25 calls) outweighs a Python walk over a few hundred hits. Measured on 2 CPU cores with
+# mvr-like hits, 8 views per document (bench/aggregation_walk.log): one query of 80 hits 9.0 us walked against
+# 22.5 us vectorised, 160 hits 14.3 against 23.3, 320 hits 27.0 against 24.6.
+WALK_MAX_HITS = 256
 
 
 def first_hits_walked(scores: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
