@@ -66,20 +66,21 @@ def train_faiss_index(index: faiss.Index, sample: np.ndarray, factory: str, flag
                           "which need no training)") from None
 
 
-def hnsw_graphs(index: faiss.Index | None) -> list:
+def hnsw_graphs(index: faiss.Index | None, quantisers: bool = True) -> list:
     """Every HNSW graph of a Faiss index: the index itself (``HNSW32``, ``HNSW32,SQ8``), an IVF index's HNSW
-    quantiser (``IVF4096_HNSW32,SQ8``), also behind a pre-transform (``PCA64,HNSW32``) or a refinement; [] for
-    none (``Flat``, ``IVF1024,Flat``). Each is a downcast view: keep ``index`` alive while using it."""
+    quantiser (``IVF4096_HNSW32,SQ8``; left out with ``quantisers=False``: its beam does not search the rows), also
+    behind a pre-transform (``PCA64,HNSW32``) or a refinement; [] for none (``Flat``, ``IVF1024,Flat``). Each is a
+    downcast view: keep ``index`` alive while using it."""
     if index is None:
         return []
     index = faiss.downcast_index(index)
     if isinstance(index, faiss.IndexHNSW):
         return [index]
     if isinstance(index, faiss.IndexPreTransform):
-        return hnsw_graphs(index.index)
+        return hnsw_graphs(index.index, quantisers)
     if isinstance(index, faiss.IndexRefine):
-        return hnsw_graphs(index.base_index)
-    ivf = faiss.try_extract_index_ivf(index)
+        return hnsw_graphs(index.base_index, quantisers)
+    ivf = faiss.try_extract_index_ivf(index) if quantisers else None
     return hnsw_graphs(ivf.quantizer) if ivf is not None else []
 
 

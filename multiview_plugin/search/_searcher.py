@@ -48,7 +48,7 @@ from multiview_plugin.encoding.shards import (
 from multiview_plugin.encoding.view_info import INDEX_VIEWS_FILE, VIEW_INFO_KEY
 from multiview_plugin.errors import ConfigError
 from multiview_plugin.index.adds import contiguous_docs
-from multiview_plugin.index.faiss_build import construction_beam, read_faiss_index
+from multiview_plugin.index.faiss_build import construction_beam, hnsw_graphs, read_faiss_index
 from multiview_plugin.index.folder import (
     DOC_INDEX_FILE,
     DOCID_FILE,
@@ -158,11 +158,10 @@ def nprobe_floor(fetch: int, ntotal: int, nlist: int, probe_factor: float) -> in
 
 
 def _find_hnsw(index: faiss.Index) -> Any:
-    index = faiss.downcast_index(index)
-    if hasattr(index, "hnsw"):
-        return index.hnsw
-    base = getattr(index, "base_index", None)  # IndexRefine wrapping an HNSW index
-    return _find_hnsw(base) if base is not None else None
+    """The search parameters (``hnsw``) of the HNSW graph over the index's own rows: the index itself, also behind a
+    pre-transform or a refinement; None for others (an IVF index's HNSW quantiser is steered by nprobe)."""
+    graphs = hnsw_graphs(index, quantisers=False)
+    return graphs[0].hnsw if graphs else None
 
 
 def _storage_view(index: faiss.Index) -> np.ndarray | bool:

@@ -121,12 +121,14 @@ def test_second_level_runs_in_parallel_with_the_serial_centroids(monkeypatch):
     assert faiss.omp_get_max_threads() == omp  # each k-means ran on one OpenMP thread in the pool, then restored
 
 
-@pytest.mark.parametrize("factory, graphs", [("HNSW8", 1), ("HNSW8,SQ8", 1), ("IVF16_HNSW8,Flat", 1),
-                                             ("PCA8,HNSW8", 1), ("HNSW8,Flat,Refine(Flat)", 1), ("Flat", 0),
-                                             ("IVF16,Flat", 0), ("IVF16,PQ4", 0)])
-def test_hnsw_graphs_finds_each_graph_of_a_factory(factory, graphs):
+@pytest.mark.parametrize("factory, graphs, over_rows", [
+    ("HNSW8", 1, 1), ("HNSW8,SQ8", 1, 1), ("IVF16_HNSW8,Flat", 1, 0), ("PCA8,HNSW8", 1, 1),
+    ("HNSW8,Flat,Refine(Flat)", 1, 1), ("Flat", 0, 0), ("IVF16,Flat", 0, 0), ("IVF16,PQ4", 0, 0)])
+def test_hnsw_graphs_finds_each_graph_of_a_factory(factory, graphs, over_rows):
+    """Every graph; with ``quantisers=False`` only one over the index's own rows (the searcher's beam)."""
     index = faiss.index_factory(16, factory, faiss.METRIC_INNER_PRODUCT)
     assert len(hnsw_graphs(index)) == graphs
+    assert len(hnsw_graphs(index, quantisers=False)) == over_rows
     if graphs:
         set_hnsw_construction([index, None], 123, factory)
         assert construction_beam([index]) == 123

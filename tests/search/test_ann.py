@@ -101,6 +101,13 @@ def test_search_knobs_follow_fetch_depth(corpus):
     assert faiss.extract_index_ivf(ivf.index).nprobe == 9
     with pytest.raises(Exception, match="overfetch"):
         approximate_store(corpus, "HNSW16", n_docs=100, overfetch=0.0)
+    # behind a pre-transform the graph is steered too (it was not found there: ef_search and its calibration
+    # were ignored); an IVF index's HNSW quantiser is not (nprobe steers it)
+    pca = approximate_store(corpus, "PCA32,HNSW16", n_docs=200, ef_search=300, overfetch=1.0)
+    pca.search(corpus[2][:2], 10, MaxAggregator())
+    graph = faiss.downcast_index(faiss.downcast_index(pca.index).index)
+    assert graph.hnsw.efSearch == 300 and pca.calibration_grid()[0] == "hnsw"
+    assert approximate_store(corpus, "IVF16_HNSW8,Flat", n_docs=200).calibration_grid()[0] == "ivf"
 
 
 def test_document_index_candidates_rescored_over_all_views(tmp_path, corpus):
