@@ -95,8 +95,8 @@ def take_ranked(mask: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: int
 
 # Fetched hits (queries x depth) up to which :func:`first_hits_walked` beats the vectorised path: numpy's fixed
 # cost per call (~1 us, some 25 calls) outweighs a Python walk over a few hundred hits. Measured on 2 CPU cores with
-# mvr-like hits, 8 views per document (bench/aggregation_walk.log): one query of 80 hits 9.0 us walked against
-# 22.5 us vectorised, 160 hits 14.3 against 23.3, 320 hits 27.0 against 24.6.
+# mvr-like hits, 8 views per document (bench/aggregation_walk.log): one query of 80 hits 9.4 us walked against
+# 23.4 us vectorised, 160 hits 14.9 against 24.1, 320 hits 28.2 against 25.7.
 WALK_MAX_HITS = 256
 
 
