@@ -19,13 +19,18 @@ earlier).
 - generation: pseudo-queries per second (top-k 10 sampling, ``--gen_input_len``-token passages).
 
 Times are the process's CPU seconds (``time.process_time``) with ``--threads`` torch threads: on a machine shared
-with other jobs, wall time would count theirs; rates are per ``--threads`` threads. Each measurement runs one
-warm-up call, then calls until ``--seconds`` of CPU time have passed. Beside each rate the FLOPs per item
+with other jobs, wall time would count theirs; rates are per ``--threads`` threads. With ``--device cuda`` they are
+wall seconds, the GPU synchronised after each call (CPU time does not measure a GPU's work), and ``--amp bf16``
+runs the models under bfloat16 autocast, as a GPU run of the recipes would (``--fp16`` / ``--bf16``). Each
+measurement runs one warm-up call, then calls until ``--seconds`` have passed. Beside each rate the FLOPs per item
 (training 6 x non-embedding params x tokens, a forward pass 2 x params x tokens; generation: the encoder once
 per passage, the decoder per generated token) and the achieved GFLOP/s, so a rate far from what the hardware
 can do shows.
 
     nice -n 10 python bench/throughput.py --json bench/throughput.json > bench/throughput.log 2>&1
+
+On a GPU (``bench/device_checks.sh`` runs it so): ``python bench/throughput.py --device cuda --amp bf16
+--train_batch 64 --encode_batch 256 --gen_passages 32 --seconds 5 --json throughput_gpu.json``.
 """
 
 from __future__ import annotations
@@ -77,16 +82,34 @@ def params(model: torch.nn.Module, embeddings: bool) -> int:
     return sum(p.numel() for n, p in model.named_parameters() if embeddings or "embed" not in n)
 
 
+DEVICE = torch.device("cpu")  # set by --device
+AMP: torch.dtype | None = None  # set by --amp
+
+
+def clock() -> float:
+    """CPU seconds of this process on the CPU; wall seconds after the GPU's queued work on a GPU."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+        return time.perf_counter()
+    return time.process_time()
+
+
 def timed(call, seconds: float) -> tuple[float, int]:
-    """(CPU seconds, calls) of ``call()`` repeated until ``seconds`` of CPU time, after one warm-up call."""
-    call()
-    calls, start = 0, time.process_time()
-    while True:
+    """(seconds, calls) of ``call()`` repeated until ``seconds`` have passed on :func:`clock`, after one warm-up
+    call; under ``--amp``, inside bfloat16 autocast."""
+    with torch.autocast(DEVICE.type, dtype=AMP, enabled=AMP is not None):
         call()
-        calls += 1
-        spent = time.process_time() - start
-        if spent >= seconds:
-            return spent, calls
+        calls, start = 0, clock()
+        while True:
+            call()
+            calls += 1
+            spent = clock() - start
+            if spent >= seconds:
+                return spent, calls
+
+
+def random_ids(vocab: int, shape: tuple[int, int]) -> torch.Tensor:
+    return torch.randint(1000, vocab, shape, device=DEVICE)
 
 
 def train_rate(model: BertModel, batch: int, q_len: int, p_len: int, group: int, seconds: float) -> dict:
@@ -94,11 +117,11 @@ def train_rate(model: BertModel, batch: int, q_len: int, p_len: int, group: int,
     model.train()
 
     def step():
-        q = torch.randint(1000, vocab, (batch, q_len))
-        p = torch.randint(1000, vocab, (batch * group, p_len))
+        q = random_ids(vocab, (batch, q_len))
+        p = random_ids(vocab, (batch * group, p_len))
         qv = model(input_ids=q).last_hidden_state.mean(1)
         pv = model(input_ids=p).last_hidden_state.mean(1)
-        torch.nn.functional.cross_entropy(qv @ pv.T, torch.arange(batch) * group).backward()
+        torch.nn.functional.cross_entropy(qv @ pv.T, torch.arange(batch, device=DEVICE) * group).backward()
         model.zero_grad(set_to_none=True)
 
     spent, calls = timed(step, seconds)
@@ -107,7 +130,8 @@ def train_rate(model: BertModel, batch: int, q_len: int, p_len: int, group: int,
     rate = calls * batch / spent
     return {"stage": "train", "shape": f"1 query x {q_len} + {group} passages x {p_len}", "query_len": q_len,
             "passage_len": p_len, "group": group, "batch": batch, "examples_per_s": rate,
-            "flops_per_example": flops, "gflops_per_s": rate * flops / 1e9, "cpu_s": spent, "calls": calls}
+            "flops_per_example": flops, "gflops_per_s": rate * flops / 1e9, "seconds": spent,
+            "clock": CLOCK_NAME[DEVICE.type], "calls": calls}
 
 
 def encode_rate(model: BertModel, batch: int, p_len: int, seconds: float) -> dict:
@@ -116,14 +140,14 @@ def encode_rate(model: BertModel, batch: int, p_len: int, seconds: float) -> dic
 
     def call():
         with torch.inference_mode():
-            model(input_ids=torch.randint(1000, vocab, (batch, p_len)))
+            model(input_ids=random_ids(vocab, (batch, p_len)))
 
     spent, calls = timed(call, seconds)
     flops = 2 * params(model, False) * p_len
     rate = calls * batch / spent
     return {"stage": "encode", "shape": f"passages x {p_len}", "passage_len": p_len, "batch": batch,
             "passages_per_s": rate, "flops_per_passage": flops, "gflops_per_s": rate * flops / 1e9,
-            "cpu_s": spent, "calls": calls}
+            "seconds": spent, "clock": CLOCK_NAME[DEVICE.type], "calls": calls}
 
 
 def generate_rate(model: T5ForConditionalGeneration, passages: int, in_len: int, num_queries: int, gen_len: int,
@@ -134,7 +158,7 @@ def generate_rate(model: T5ForConditionalGeneration, passages: int, in_len: int,
 
     def call():
         with torch.inference_mode():
-            model.generate(input_ids=torch.randint(1000, vocab, (passages, in_len)), do_sample=True, top_k=10,
+            model.generate(input_ids=random_ids(vocab, (passages, in_len)), do_sample=True, top_k=10,
                            num_return_sequences=num_queries, max_new_tokens=gen_len, min_new_tokens=gen_len,
                            suppress_tokens=[eos], pad_token_id=model.config.pad_token_id)
 
@@ -146,10 +170,14 @@ def generate_rate(model: T5ForConditionalGeneration, passages: int, in_len: int,
     return {"stage": "generate", "shape": f"{num_queries} queries x {gen_len} tokens from {in_len}-token passages",
             "num_queries": num_queries, "gen_len": gen_len, "input_len": in_len, "batch_passages": passages,
             "queries_per_s": rate, "flops_per_query": flops_query, "gflops_per_s": rate * flops_query / 1e9,
-            "cpu_s": spent, "calls": calls}
+            "seconds": spent, "clock": CLOCK_NAME[DEVICE.type], "calls": calls}
+
+
+CLOCK_NAME = {"cpu": "process CPU time", "cuda": "wall time, GPU synchronised"}
 
 
 def main() -> int:
+    global DEVICE, AMP
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=1, help="torch threads (rates are per this many; default 1)")
     ap.add_argument("--seconds", type=float, default=10.0, help="CPU seconds per measurement (default 10)")
@@ -158,18 +186,26 @@ def main() -> int:
     ap.add_argument("--gen_passages", type=int, default=1)
     ap.add_argument("--gen_input_len", type=int, default=128)
     ap.add_argument("--json", help="write the measurements here")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the models run (default cpu)")
+    ap.add_argument("--amp", choices=["none", "bf16"], default="none", help="bfloat16 autocast (a GPU run's)")
     args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("throughput: --device cuda, but torch sees no GPU")
+    DEVICE, AMP = torch.device(args.device), (torch.bfloat16 if args.amp == "bf16" else None)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     shapes = recipe_shapes(ROOT / "recipes")
-    hardware = {"device": "cpu", "name": cpu_name(), "cores_visible": os.cpu_count(), "torch_threads": args.threads,
-                "torch": torch.__version__}
+    on_gpu = DEVICE.type == "cuda"
+    hardware = {"device": args.device, "name": torch.cuda.get_device_name(0) if on_gpu else cpu_name(),
+                "cores_visible": os.cpu_count(), "torch_threads": args.threads, "torch": torch.__version__,
+                "amp": args.amp, "clock": CLOCK_NAME[args.device]}
+    gpu = f"measured on {hardware['name']}" if on_gpu else "not measured (no GPU lent in this session)"
     print(f"# command: python bench/throughput.py {' '.join(sys.argv[1:])}")
-    print(f"# hardware: {hardware['name']} ({hardware['cores_visible']} cores visible, shared with other jobs), "
-          f"torch {torch.__version__}, {args.threads} torch thread(s); GPU: not measured (no GPU lent in this "
-          f"session); load average at start {os.getloadavg()}", flush=True)
+    print(f"# hardware: {hardware['name']} ({hardware['cores_visible']} CPU cores visible, shared with other jobs), "
+          f"torch {torch.__version__}, {args.threads} torch thread(s), autocast {args.amp}, {hardware['clock']}; "
+          f"GPU: {gpu}; load average at start {os.getloadavg()}", flush=True)
     rows = []
-    bert = BertModel(BertConfig())
+    bert = BertModel(BertConfig()).to(DEVICE)
     for q, p, g in shapes["train"]:
         rows.append(train_rate(bert, args.train_batch, q, p, g, args.seconds))
         print(f"bert-base train   {rows[-1]['shape']:<36} {rows[-1]['examples_per_s']:8.3f} examples/s  "
@@ -181,14 +217,14 @@ def main() -> int:
               f"{rows[-1]['flops_per_passage']:.2e} FLOPs/passage  {rows[-1]['gflops_per_s']:6.1f} GFLOP/s  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
     del bert
-    t5 = T5ForConditionalGeneration(T5Config(**T5_BASE))
+    t5 = T5ForConditionalGeneration(T5Config(**T5_BASE)).to(DEVICE)
     for n, length in shapes["generate"]:
         rows.append(generate_rate(t5, args.gen_passages, args.gen_input_len, n, length, args.seconds))
         print(f"t5-base generate  {rows[-1]['shape']:<36} {rows[-1]['queries_per_s']:8.3f} queries/s  "
               f"{rows[-1]['flops_per_query']:.2e} FLOPs/query  {rows[-1]['gflops_per_s']:6.1f} GFLOP/s  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
     out = {"command": f"python bench/throughput.py {' '.join(sys.argv[1:])}", "hardware": hardware,
-           "gpu": "not measured (no GPU lent in this session)",
+           "gpu": gpu,
            "models": {"bert-base": {"params": params(BertModel(BertConfig()), True)},
                       "t5-base": {"params": params(t5, True)}},
            "rows": [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]}

@@ -1,0 +1,31 @@
+#!/bin/bash
+# The measurements the plans still lack, in one run on a machine with many cores and a GPU (one build at 1M vectors
+# took 10.4 s on one thread in bench/build_scaling.log; the GPU part's time is not measured):
+#   - the index build's thread scaling at 1, 2, 4, 8, 16 (and 32) threads, as many as the machine has cores
+#     (bench/build_scaling.py; recipes/plan.py reads the curve from bench/build_scaling.json);
+#   - the recipes' training, encoding and doc2query generation rates on the GPU (bench/throughput.py --device
+#     cuda, bfloat16 autocast), when torch sees one.
+# Needs numpy, torch, transformers, tqdm and faiss (faiss-cpu==1.15.1) importable by python3.
+#
+#     bash bench/device_checks.sh OUTDIR
+#
+# Writes OUTDIR/build_scaling.{log,json} and OUTDIR/throughput_gpu.{log,json}; commit them under bench/ with a header
+# naming the command, the machine and the commit.
+set -euo pipefail
+out=${1:?usage: bash bench/device_checks.sh OUTDIR}
+mkdir -p "$out"
+export JAX_PLATFORMS=cpu XLA_PYTHON_CLIENT_PREALLOCATE=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
+cores=$(nproc)
+threads="1"
+for t in 2 4 8 16 32; do
+    if [ "$t" -le "$cores" ]; then threads="$threads $t"; fi
+done
+echo "# $(date -u '+%F %H:%M UTC'); git $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $cores cores"
+python3 bench/build_scaling.py --threads $threads --vectors 1000000 --json "$out/build_scaling.json" \
+    2>&1 | tee "$out/build_scaling.log"
+if python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
+    python3 bench/throughput.py --device cuda --amp bf16 --train_batch 32 --encode_batch 256 --gen_passages 32 \
+        --seconds 5 --json "$out/throughput_gpu.json" 2>&1 | tee "$out/throughput_gpu.log"
+else
+    echo "torch sees no GPU: the GPU rates are not measured"
+fi
