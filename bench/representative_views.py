@@ -3,10 +3,10 @@
 mvr k = 8 puts 8 near-duplicate views of each document into its HNSW graph, so a query's first 10 distinct
 documents sit in its top ~25 views and the beam must be wide. A candidate generator with fewer rows per document
 might walk a smaller graph: here each document's 8 views are clustered into ``r`` representatives (spherical
-k-means within the document, farthest-first start, 8 iterations; r = 1 is the normalised mean, the searcher's
-document index), an ``HNSW32`` graph is built over the representatives, and a query's first ``cand`` distinct
-documents among its top ``cand x r`` representative rows are re-scored exactly over all 8 views (max-sim); r = 8
-is the graph over the views themselves, re-scored the same way.
+k-means within the document, farthest-first start, 8 iterations; r = 1 is the normalised mean of the unit-length
+views, close to the searcher's document index), an ``HNSW32`` graph is built over the representatives, and a
+query's first ``cand`` distinct documents among its top ``cand x r`` representative rows are re-scored exactly
+over all 8 views (max-sim); r = 8 is the graph over the views themselves, re-scored the same way.
 
 For each r: per beam ``ef`` (the beam is at least the rows fetched), the fewest candidates whose recall@10 of
 exact max-over-views reaches ``--target`` on the first ``--tune`` questions, then the fastest of those settings;
