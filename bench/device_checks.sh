@@ -4,13 +4,15 @@
 #   - the index build's thread scaling at 1, 2, 4, 8, 16 (and 32) threads, as many as the machine has cores
 #     (bench/build_scaling.py; recipes/plan.py reads the curve from bench/build_scaling.json);
 #   - the recipes' training, encoding and doc2query generation rates on the GPU (bench/throughput.py --device
-#     cuda, bfloat16 autocast), when torch sees one.
-# Needs numpy, torch, transformers, tqdm and faiss (faiss-cpu==1.15.1) importable by python3.
+#     cuda, bfloat16 autocast), when torch sees one;
+#   - the index build with GPU Faiss beside the CPU build, and a GPU search (bench/gpu_build.py), when Faiss sees
+#     a GPU (faiss-gpu==1.15.1 installed in place of faiss-cpu).
+# Needs numpy, torch, transformers, tqdm and faiss (faiss-cpu==1.15.1 or faiss-gpu==1.15.1) importable by python3.
 #
 #     bash bench/device_checks.sh OUTDIR
 #
-# Writes OUTDIR/build_scaling.{log,json} and OUTDIR/throughput_gpu.{log,json}; commit them under bench/ with a header
-# naming the command, the machine and the commit.
+# Writes OUTDIR/build_scaling.{log,json}, OUTDIR/throughput_gpu.{log,json} and OUTDIR/gpu_build.{log,json}; commit
+# them under bench/ with a header naming the command, the machine and the commit.
 set -euo pipefail
 out=${1:?usage: bash bench/device_checks.sh OUTDIR}
 mkdir -p "$out"
@@ -28,4 +30,10 @@ if python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
         --seconds 5 --json "$out/throughput_gpu.json" 2>&1 | tee "$out/throughput_gpu.log"
 else
     echo "torch sees no GPU: the GPU rates are not measured"
+fi
+if python3 -c "import sys, faiss; sys.exit(not (hasattr(faiss, 'StandardGpuResources') and faiss.get_num_gpus()))"; then
+    python3 bench/gpu_build.py --vectors 1000000 --factory IVF4096,Flat --json "$out/gpu_build.json" \
+        2>&1 | tee "$out/gpu_build.log"
+else
+    echo "Faiss sees no GPU (faiss-cpu): the GPU build is not measured"
 fi
