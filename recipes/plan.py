@@ -11,9 +11,11 @@ calibration, search). Every figure names the committed log or record it comes fr
   with the fitted exponents of N and dim);
 - training, encoding and pseudo-query generation: ``bench/throughput.py``'s rates (``bench/throughput.json``),
   measured at each recipe's shapes with randomly initialised bert-base / T5-base on the hardware that JSON names
-  (CPU, one torch thread); a device it did not measure (a GPU, where none was lent to the session that ran it)
-  is printed as "not measured", with the stage's FLOPs (6 x params x tokens for training, 2 x for a forward
-  pass) for the reader's own device, never a rate carried across models or devices by a ratio;
+  (CPU, one torch thread); on GPUs, the rates of ``bench/throughput_gpu.json`` (``bench/throughput.py --device
+  cuda``) where a session with a GPU measured them and the stated ``--gpu_name`` is the GPU measured, one GPU's rate
+  x ``gpus``; a device not measured is printed as "not measured", with the stage's FLOPs (6 x params x tokens for
+  training, 2 x for a forward pass) for the reader's own device, never a rate carried across models or devices by
+  a ratio;
 - calibration: the exact scan over the corpus (``calibrate.DEFAULT_QUERIES`` queries) at ``bench/ann.json``'s
   measured Flat rate.
 
@@ -43,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COSTS = ROOT / "bench" / "ann.json"
 IVF_BUILD = ROOT / "bench" / "ivf_build.json"
 THROUGHPUT = ROOT / "bench" / "throughput.json"
+THROUGHPUT_GPU = ROOT / "bench" / "throughput_gpu.json"  # bench/throughput.py --device cuda, where a GPU was measured
 BUILD_SCALING = ROOT / "bench" / "build_scaling.json"
 MIN_RECALL = 0.98
 DEFAULT_BUDGET_GB = 256.0
@@ -326,12 +329,23 @@ def throughput(path: Path = THROUGHPUT) -> dict:
     return _json(path)
 
 
-def _rate(bench: dict, stage: str, **shape) -> dict:
+def gpu_throughput(path: Path | None = None) -> dict | None:
+    """bench/throughput_gpu.json (``bench/throughput.py --device cuda``) where a session with a GPU measured one;
+    None where none did (the GPU side of every stage then prints "not measured")."""
+    path = Path(path or THROUGHPUT_GPU)
+    return _json(path) if path.is_file() else None
+
+
+RATES = {"train": ("examples_per_s", "examples"), "encode": ("passages_per_s", "passages"),
+         "generate": ("queries_per_s", "queries")}
+
+
+def _rate(bench: dict, stage: str, source: str = "bench/throughput.json", **shape) -> dict:
     """The measured row of ``stage`` at ``shape``; a shape the bench did not measure is an error naming it."""
     for row in bench["rows"]:
         if row["stage"] == stage and all(row.get(k) == v for k, v in shape.items()):
             return row
-    raise SystemExit(f"plan: bench/throughput.json has no {stage} rate at {shape}: rerun bench/throughput.py "
+    raise SystemExit(f"plan: {source} has no {stage} rate at {shape}: rerun bench/throughput.py "
                      "(it measures every recipe's shapes)")
 
 
@@ -345,11 +359,25 @@ def build_speedup(cores: int, path: Path = BUILD_SCALING) -> tuple[float, int, i
     return max(1.0, best["speedup"]), best["threads"], max(c["threads"] for c in curve)
 
 
-def _not_on_gpu(gpus: int, gpu_name: str, bench: dict, flops: float) -> str:
-    """The GPU side of a stage: not measured (with the bench's reason) and the stage's FLOPs."""
+def _on_gpu(gpus: int, gpu_name: str, bench: dict, gpu_bench: dict | None, stage: str, shape: dict, items: float,
+            flops: float) -> str:
+    """The GPU side of a stage: priced from bench/throughput_gpu.json's rate at this shape where the GPU it measured
+    is the one stated (``--gpu_name``), one GPU's rate x ``gpus``; else "not measured" with the reason and the
+    stage's FLOPs (no rate is carried to another GPU or from the CPU)."""
     if gpus == 0:
         return "no GPU stated (--gpus 0)"
-    return f"on {gpus} GPU{'s' if gpus > 1 else ''} ({gpu_name}): {bench['gpu']}; the stage is {flops:.2g} FLOPs"
+    where = f"on {gpus} GPU{'s' if gpus > 1 else ''} ({gpu_name})"
+    if gpu_bench is None:
+        return f"{where}: {bench['gpu']}; the stage is {flops:.2g} FLOPs"
+    measured = gpu_bench["hardware"]["name"]
+    if gpu_name.lower() not in measured.lower():
+        return (f"{where}: not measured (bench/throughput_gpu.json measured {measured}, not carried to another GPU); "
+                f"the stage is {flops:.2g} FLOPs")
+    row = _rate(gpu_bench, stage, "bench/throughput_gpu.json", **shape)
+    key, unit = RATES[stage]
+    return (f"{where}: {_hours(items / row[key] / gpus / 3600)} ({row[key]:,.1f} {unit}/s on one {measured}, "
+            f"x {gpus} (data-parallel, not measured beyond 1 GPU)) [bench/throughput_gpu.log: "
+            f"{gpu_bench['hardware'].get('amp', 'none')} autocast, {row['gflops_per_s']:,.0f} GFLOP/s achieved]")
 
 
 def _hours(h: float) -> str:
@@ -394,13 +422,13 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     search), each with the measurement it comes from. ``plans``: the index plan per corpus."""
     cores, gpus = args.cores, args.gpus
     nodes = max((p["nodes"] for p in plans.values() if p), default=1)
-    bench = throughput()
+    bench, gpu_bench = throughput(), gpu_throughput()
     hw = bench["hardware"]
     cpu = f"{hw['name']}, {hw['torch_threads']} torch thread"
     per_core = f"x {cores} core{'s' if cores > 1 else ''} (data-parallel, not measured beyond 1 thread)"
 
-    def on_gpu(flops: float) -> str:
-        return _not_on_gpu(gpus, args.gpu_name, bench, flops)
+    def on_gpu(stage: str, shape: dict, items: float, per_item: float) -> str:
+        return _on_gpu(gpus, args.gpu_name, bench, gpu_bench, stage, shape, items, items * per_item)
 
     lines = []
     dl = downloads(benchmark, method, recipe, args)
@@ -429,11 +457,12 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
                              int(recipe["warmup"].get("train_group_size", group))))
         parts = []
         for name, n, what, g in examples:
-            row = _rate(bench, "train", query_len=q_len, passage_len=length, group=g)
+            shape = {"query_len": q_len, "passage_len": length, "group": g}
+            row = _rate(bench, "train", **shape)
             cpu_h = n / row["examples_per_s"] / 3600
             parts.append(f"{name} {what}: on CPU {_hours(cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''} "
                          f"({row['examples_per_s']:.3f} examples/s per thread {per_core}); "
-                         f"{on_gpu(n * row['flops_per_example'])} [bench/throughput.log: bert-base "
+                         f"{on_gpu('train', shape, n, row['flops_per_example'])} [bench/throughput.log: bert-base "
                          f"{row['shape']} on {cpu}, {row['gflops_per_s']:.0f} GFLOP/s achieved]")
         lines.append("training: " + "; ".join(parts))
     all_docs = sum(p["docs"] for p in plans.values() if p) if any(plans.values()) else 0
@@ -443,23 +472,25 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
         else:
             gen = recipe["generate"]
             n_q, gen_len = int(gen.get("num_queries", 10)), int(gen.get("max_query_length", 64))
-            row = _rate(bench, "generate", num_queries=n_q, gen_len=gen_len)
+            shape = {"num_queries": n_q, "gen_len": gen_len}
+            row = _rate(bench, "generate", **shape)
             queries = all_docs * n_q
             g = queries / row["queries_per_s"] / 3600
             lines.append(f"generation ({n_q} pseudo-queries per passage, {gen.get('model_name_or_path')}): "
                          f"{queries:,} queries: on CPU {g:,.0f} core-hours, {_hours(g / cores)} on {cores} "
                          f"core{'s' if cores > 1 else ''} ({row['queries_per_s']:.2f} queries/s per thread); "
-                         f"{on_gpu(queries * row['flops_per_query'])} [bench/throughput.log: "
+                         f"{on_gpu('generate', shape, queries, row['flops_per_query'])} [bench/throughput.log: "
                          f"T5-base {row['shape']} on {cpu}, every query at its full length: an upper bound]")
     passes = views_per_doc(method, recipe) if method == "dce" else 1.0  # dce encodes (pseudo-query, passage) pairs
     vectors = sum(p["vectors"] for p in plans.values() if p)
     row = _rate(bench, "encode", passage_len=length)
+    encode_on_gpu = on_gpu("encode", {"passage_len": length}, all_docs * passes, row["flops_per_passage"])
     enc_cpu_h = all_docs * passes / row["passages_per_s"] / 3600
     lines.append(f"encoding: {all_docs:,} passages -> {vectors:,} vectors"
                  + (f" ({passes:g} encoder passes per passage)" if passes > 1 else "")
                  + f": on CPU {_hours(enc_cpu_h / cores)} on {cores} core{'s' if cores > 1 else ''} "
                  f"({row['passages_per_s']:.2f} passages/s per thread {per_core}); "
-                 f"{on_gpu(all_docs * passes * row['flops_per_passage'])} [bench/throughput.log: "
+                 f"{encode_on_gpu} [bench/throughput.log: "
                  f"bert-base {row['shape']} on {cpu}, {row['gflops_per_s']:.0f} GFLOP/s achieved]")
     shard_gb = vectors * DIM * 2 / 1e9
     lines.append(f"shard disk: {shard_gb:,.0f} GB of fp16 shards (encode --fp16: {vectors:,} vectors x {DIM} dims x "

@@ -194,6 +194,29 @@ def test_more_cores_and_gpus_shorten_their_stages(tmp_path, capsys):
     assert "no GPU stated (--gpus 0)" in stage(cpu, "training:") and "on 32 cores" in stage(cpu, "encoding:")
 
 
+def test_gpu_stages_are_priced_from_a_gpu_measurement_of_the_gpu_stated(tmp_path, capsys, monkeypatch):
+    """Where bench/throughput_gpu.json exists (bench/throughput.py --device cuda, run by bench/device_checks.sh on a
+    lent GPU), the GPU side of training, generation and encoding is its rate at the stage's shape x --gpus, naming
+    the log; for another --gpu_name it stays "not measured" (no rate carried across devices). The rows here are
+    the CPU bench's with invented rates: the test checks the pricing, not a GPU."""
+    rows = [dict(row, **{key: row[key] * 100 for key in ("examples_per_s", "passages_per_s", "queries_per_s")
+                         if key in row}) for row in plan_mod.throughput()["rows"]]
+    fake = {"hardware": {"device": "cuda", "name": "NVIDIA H100 80GB HBM3", "amp": "bf16"}, "rows": rows}
+    (tmp_path / "gpu.json").write_text(json.dumps(fake))
+    monkeypatch.setattr(plan_mod, "THROUGHPUT_GPU", tmp_path / "gpu.json")
+    out = dry_run(["msmarco", "dce", "--gpus", "8", "--cores", "1"], tmp_path, capsys)
+    for name in ("training:", "generation", "encoding:"):
+        assert "on 8 GPUs (H100): " in stage(out, name) and "[bench/throughput_gpu.log: bf16 autocast" in stage(
+            out, name), name
+    encoding = stage(out, "encoding:")
+    row = plan_mod._rate(fake, "encode", passage_len=128)
+    passages = int(re.search(r"encoding: ([\d,]+) passages", encoding).group(1).replace(",", ""))
+    gpu_part = encoding.split("on 8 GPUs (H100): ")[1]
+    assert hours(gpu_part) == pytest.approx(passages * 10 / row["passages_per_s"] / 8 / 3600, rel=0.01)
+    other = dry_run(["msmarco", "dce", "--gpus", "8", "--cores", "1", "--gpu_name", "A100"], tmp_path, capsys)
+    assert "on 8 GPUs (A100): not measured (bench/throughput_gpu.json measured NVIDIA H100" in stage(other, "encoding:")
+
+
 def test_every_figure_comes_from_a_measured_rate(tmp_path, capsys):
     """issue 38: the msmarco dce warm-up was priced at ~2,190 H100-hours from a MiniLM run x a bert-base/MiniLM
     ratio measured on CPU, and generation had no GPU figure at all. Now every rate is a row of bench/throughput.json
