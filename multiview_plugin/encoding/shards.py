@@ -290,6 +290,8 @@ _FINITE_CHUNK = 65_536  # rows checked at once (bounds the boolean temporary)
 
 def nonfinite_rows(reps: np.ndarray) -> np.ndarray:
     """Indices of the rows of a 2-d array with any NaN or infinite value (checked in chunks of rows)."""
+    if len(reps) <= _FINITE_CHUNK and np.isfinite(reps).all():  # the common case in one call (a query, a batch)
+        return np.zeros(0, dtype=np.int64)
     bad = [lo + np.flatnonzero(~np.isfinite(reps[lo:lo + _FINITE_CHUNK]).all(axis=1))
            for lo in range(0, len(reps), _FINITE_CHUNK)]
     return np.concatenate(bad) if bad else np.zeros(0, dtype=np.int64)

@@ -49,7 +49,7 @@ def order_ties(docids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.n
     ties are ordered by docid, not by where a backend or shard found them); padding (-inf) last."""
     if docids.size == 0:
         return docids, scores
-    if docids.shape[1] < 2 or bool((scores[:, 1:] < scores[:, :-1]).all()):  # no ties, no padding: in order
+    if bool((scores[:, 1:] < scores[:, :-1]).all()):  # no ties, no padding (one column too): already in order
         return docids, scores
     keys = np.where(docids == None, "", docids).astype(str)  # noqa: E711 (element-wise)
     order = np.lexsort((keys, -scores.astype(np.float64)), axis=-1)

@@ -316,7 +316,7 @@ class FaissStore(SearchBackend):
         q_reps = np.ascontiguousarray(q_reps, dtype=np.float32)
         if q_reps.ndim != 2 or q_reps.shape[1] != self.dim:
             raise ConfigError(f"query vectors have shape {q_reps.shape}, the index expects (N, {self.dim})")
-        bad = () if np.isfinite(q_reps).all() else nonfinite_rows(q_reps)  # rows named only when some are bad
+        bad = nonfinite_rows(q_reps)
         if len(bad):  # Faiss would return no hits for them: the queries would vanish from the run
             raise NonFiniteVectorsError(f"{len(bad)} query vectors hold NaN or infinite values (rows "
                                         f"{bad[:5].tolist()}); the run would silently lack those queries")

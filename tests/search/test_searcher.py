@@ -74,8 +74,8 @@ def test_no_queries_give_empty_answers(tmp_path):
     assert ids.shape == scores.shape == (0, 5)
 
 
-def test_non_finite_queries_are_refused_whatever_their_sum(tmp_path):
-    """Checked on the whole batch at once, then the bad rows named; huge finite values are searched."""
+def test_non_finite_queries_are_refused_naming_their_rows(tmp_path):
+    """A batch is checked in one call, then the bad rows named; huge finite values are searched."""
     from multiview_plugin.encoding.shards import NonFiniteVectorsError
 
     rng = np.random.default_rng(2)
