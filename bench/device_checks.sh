@@ -11,10 +11,15 @@
 #
 #     bash bench/device_checks.sh OUTDIR
 #
-# Writes OUTDIR/build_scaling.{log,json}, OUTDIR/throughput_gpu.{log,json} and OUTDIR/gpu_build.{log,json}; commit
-# them under bench/ with a header naming the command, the machine and the commit.
+# Writes, into a new or empty OUTDIR (a non-empty one is refused), build_scaling.{log,json},
+# throughput_gpu.{log,json} and gpu_build.{log,json}; commit them under bench/ with a header naming the command,
+# the machine and the commit.
 set -euo pipefail
 out=${1:?usage: bash bench/device_checks.sh OUTDIR}
+if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then  # its fixed file names would replace what is there
+    echo "device_checks: $out is not empty: give a new or empty folder" >&2
+    exit 2
+fi
 mkdir -p "$out"
 export JAX_PLATFORMS=cpu XLA_PYTHON_CLIENT_PREALLOCATE=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
 cores=$(nproc)

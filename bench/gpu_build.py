@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from build_scaling import write_shards  # noqa: E402
+from peers import recall  # noqa: E402
 
 from multiview_plugin.encoding.shards import read_shard  # noqa: E402
 from multiview_plugin.index.build import build_index  # noqa: E402
@@ -39,10 +40,6 @@ from multiview_plugin.index.folder import INDEX_FILE  # noqa: E402
 def gpus() -> int:
     """GPUs this Faiss can use (0 for faiss-cpu)."""
     return faiss.get_num_gpus() if hasattr(faiss, "StandardGpuResources") else 0
-
-
-def recall(found: np.ndarray, exact: np.ndarray) -> float:
-    return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / exact.shape[1] for f, t in zip(found, exact)]))
 
 
 def searched(index: faiss.Index, q: np.ndarray, k: int, nprobe: int, exact: np.ndarray, on_gpu: bool) -> dict:

@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from peers import recall  # noqa: E402
 from view_graph_anatomy import exact_docs, median_ms  # noqa: E402
 
 from multiview_plugin.encoding.shards import read_shard  # noqa: E402
@@ -82,10 +83,6 @@ def searcher(graph: faiss.IndexHNSWFlat, x: np.ndarray, block_doc: np.ndarray, r
     return search
 
 
-def recall(found: list[np.ndarray], exact: np.ndarray) -> float:
-    return float(np.mean([len(set(f.tolist()) & set(t.tolist())) / len(t) for f, t in zip(found, exact)]))
-
-
 def tune_row(x: np.ndarray, block_doc: np.ndarray, r: int, q: np.ndarray, exact: np.ndarray, args) -> dict | None:
     """The fastest (beam, candidates) reaching the target on the tuning questions, measured on the others."""
     rows = representatives(x, r) if r < x.shape[1] else x
@@ -107,7 +104,7 @@ def tune_row(x: np.ndarray, block_doc: np.ndarray, r: int, q: np.ndarray, exact:
     _, ef, cand = min(picks)
     graph.hnsw.efSearch = ef
     fn = searcher(graph, x, block_doc, r, cand, args.k)
-    return {"r": r, "rows": len(rows) * r if r < x.shape[1] else x.shape[0] * x.shape[1], "ef": ef, "cand": cand,
+    return {"r": r, "rows": len(x) * r, "ef": ef, "cand": cand,
             "recall": recall([fn(v[None]) for v in q[held]], exact[held]), "ms": median_ms(fn, q[held])}
 
 

@@ -30,7 +30,7 @@ can do shows.
     nice -n 10 python bench/throughput.py --json bench/throughput.json > bench/throughput.log 2>&1
 
 On a GPU (``bench/device_checks.sh`` runs it so): ``python bench/throughput.py --device cuda --amp bf16
---train_batch 64 --encode_batch 256 --gen_passages 32 --seconds 5 --json throughput_gpu.json``.
+--train_batch 32 --encode_batch 256 --gen_passages 32 --seconds 5 --json throughput_gpu.json``.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ def params(model: torch.nn.Module, embeddings: bool) -> int:
 
 DEVICE = torch.device("cpu")  # set by --device
 AMP: torch.dtype | None = None  # set by --amp
+CLOCK_NAME = {"cpu": "process CPU time", "cuda": "wall time, GPU synchronised"}
 
 
 def clock() -> float:
@@ -171,9 +172,6 @@ def generate_rate(model: T5ForConditionalGeneration, passages: int, in_len: int,
             "num_queries": num_queries, "gen_len": gen_len, "input_len": in_len, "batch_passages": passages,
             "queries_per_s": rate, "flops_per_query": flops_query, "gflops_per_s": rate * flops_query / 1e9,
             "seconds": spent, "clock": CLOCK_NAME[DEVICE.type], "calls": calls}
-
-
-CLOCK_NAME = {"cpu": "process CPU time", "cuda": "wall time, GPU synchronised"}
 
 
 def main() -> int:

@@ -360,10 +360,11 @@ def build_speedup(cores: int, path: Path = BUILD_SCALING) -> tuple[float, int, i
 
 
 def _on_gpu(gpus: int, gpu_name: str, bench: dict, gpu_bench: dict | None, stage: str, shape: dict, items: float,
-            flops: float) -> str:
+            per_item: float) -> str:
     """The GPU side of a stage: priced from bench/throughput_gpu.json's rate at this shape where the GPU it measured
     is the one stated (``--gpu_name``), one GPU's rate x ``gpus``; else "not measured" with the reason and the
-    stage's FLOPs (no rate is carried to another GPU or from the CPU)."""
+    stage's FLOPs, ``items`` x ``per_item`` (no rate is carried to another GPU or from the CPU)."""
+    flops = items * per_item
     if gpus == 0:
         return "no GPU stated (--gpus 0)"
     where = f"on {gpus} GPU{'s' if gpus > 1 else ''} ({gpu_name})"
@@ -428,7 +429,7 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     per_core = f"x {cores} core{'s' if cores > 1 else ''} (data-parallel, not measured beyond 1 thread)"
 
     def on_gpu(stage: str, shape: dict, items: float, per_item: float) -> str:
-        return _on_gpu(gpus, args.gpu_name, bench, gpu_bench, stage, shape, items, items * per_item)
+        return _on_gpu(gpus, args.gpu_name, bench, gpu_bench, stage, shape, items, per_item)
 
     lines = []
     dl = downloads(benchmark, method, recipe, args)
