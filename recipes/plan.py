@@ -127,17 +127,23 @@ def ivf_build(path: Path | None = None) -> dict:
     return _json(Path(path or IVF_BUILD))
 
 
-def _ivf_way_seconds(bench: dict, way: str, n: int, dim: int) -> tuple[float, float]:
+def ivf_build_seconds(bench: dict, way: str, n: int, dim: int, dim_exponent: float | None = None,
+                      dim_factor: dict | None = None) -> tuple[float, float]:
     """(train, add) seconds on one core for ``way`` at ``n`` vectors of ``dim``: the fast way's largest measured
-    size scaled by the measured exponents of N (train and add fitted separately) and of dim (its dim sweep), times
-    the measured cost of ``way``'s codes against SQ8's (the same run, same size) for fast-pq / fast-fp16."""
+    size scaled by the measured exponents of N (train and add fitted separately) and by dim, times the measured
+    cost of ``way``'s codes against SQ8's (the same run, same size) for fast-pq / fast-fp16. Dim: ``dim_factor``
+    ({"train": x, "add": y}, measured from the rows' dim to ``dim``) where given, else (dim / measured dim) to the
+    power ``dim_exponent`` (default: the dim sweep's exponent, floored at linear)."""
     proj = bench["projection"]["fast" if way.startswith("fast") else way]
     base = "fast" if way.startswith("fast") else way
     row = max((r for r in bench["rows"] if r["way"] == base), key=lambda r: r["vectors"])
-    scale_d = (dim / row["dim"]) ** max(1.0, proj["dim_exponent"])  # never below linear in dim
+    exponent = max(1.0, proj["dim_exponent"]) if dim_exponent is None else dim_exponent
+    scale_t = scale_a = (dim / row["dim"]) ** exponent
+    if dim_factor is not None:
+        scale_t, scale_a = dim_factor["train"], dim_factor["add"]
     s = n / row["vectors"]
-    train = row["train_s"] * s ** proj["train_exponent"] * scale_d
-    add = row["add_s"] * s ** proj["add_exponent"] * scale_d
+    train = row["train_s"] * s ** proj["train_exponent"] * scale_t
+    add = row["add_s"] * s ** proj["add_exponent"] * scale_a
     if way != base:  # the codes' own cost, measured beside the fast SQ8 way in one run at one size
         mine = next(r for r in bench["rows"] if r["way"] == way)
         ref = next(r for r in bench["rows"] if r["way"] == base and r["vectors"] == mine["vectors"])
@@ -193,7 +199,7 @@ def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int, rec: dict) -> dict
     (SQ8, PQ dim/8 or SQfp16), with its held-out recall ``rec`` (re-scored from fp16 or codes alone)."""
     nlist = p["nlist"]
     codes, per_dim = FAST_WAYS[way]
-    train_s, add_s = _ivf_way_seconds(bench, way, n_vectors, DIM)
+    train_s, add_s = ivf_build_seconds(bench, way, n_vectors, DIM)
     row = next(r for r in bench["rows"] if r["way"] == way)
     # bytes per vector: the measured index bytes, its codes rescaled from the measured dim to DIM, + the
     # searcher's 8-byte row map (as bench/ann.json counts it)
