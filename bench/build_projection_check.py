@@ -46,7 +46,7 @@ from plan import ivf_build_seconds  # noqa: E402
 from tools.synthetic_vectors import clustered_documents  # noqa: E402
 
 POINTS = ["625000:64", "625000:768", "1250000:64", "1250000:768", "2500000:64", "2500000:768", "5000000:64",
-          "10000000:64"]
+          "10000000:64", "20000000:64"]
 PLAN_DIM, BASE_DIM = 768, 64
 
 
