@@ -1,0 +1,179 @@
+"""The fast IVF build's costs measured at the plans' dim and lists: per-vector add rates and training times.
+
+``bench/ivf_build.py`` fitted the build at dim 64 over 1.25M-5M vectors (1,024-4,096 lists), and the plans carried
+that fit to bert-base's dim 768 and 131,072 lists by exponents. ``bench/build_projection_check.log`` measured what
+the carrying misses: at dim 768 the build costs 2.7-3.7x the dim-64 build (the plans' linear rule said 12x), a
+ratio that grows with N. This bench measures the two parts of the build where the plans need them, so that only
+the number of vectors is scaled, and that linearly:
+
+- **adds** (``index.add``: the HNSW quantiser's walk over the lists' centroids, then the codes): the cost per added
+  vector at ``--lists`` (the plans' 16,384 to 131,072 and below), for each code (SQ8, SQfp16, PQ dim/8). Each added
+  vector is independent of the others, so adding N vectors costs N x this rate at the same lists (the inverted
+  lists' appends are amortised). A full-scale quantiser cannot be trained here (39 x 131,072 training vectors of
+  dim 768 are 15.7 GB), so the centroids are a random sample of the vectors, unit-normalised: the walk over the
+  graph costs what it costs over k-means centroids (checked: ``--check_lists`` builds the quantiser by two-level
+  k-means as the plans do and adds the same vectors through both);
+- **training** (``train_ivf_two_level``: two-level k-means on 39 x nlist vectors, the quantiser's graph and the
+  codes) at ``--train_lists``, fitted as a · nlist^b and checked against a FLOPs estimate (k-means costs
+  iterations x sample x (first-level + second-level centroids) x dim x 2 FLOPs: nlist^1.5 as sample grows with
+  nlist).
+
+Then it predicts a real build (``--check_build``: N vectors at the dim, two-level k-means, the adds) from these
+rates and builds it, to print predicted / measured. One Faiss thread, CPU seconds (``time.process_time``).
+Clustered synthetic vectors (8 views per document, 1,000 topics), ``tools/synthetic_vectors.py``.
+
+    nice -n 10 python bench/ivf_rates.py --json bench/ivf_rates.json > bench/ivf_rates.log 2>&1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ivf_build import TRAIN_PER_LIST, build, fit, nlist_for  # noqa: E402
+
+from multiview_plugin.index.faiss_build import train_ivf_two_level  # noqa: E402
+from tools.synthetic_vectors import clustered_documents  # noqa: E402
+
+CHUNK = 65_536
+
+
+def vectors(n: int, dim: int, seed: int) -> np.ndarray:
+    return clustered_documents(-(-n // 8), 8, dim, clusters=1000, seed=seed).reshape(-1, dim)[:n]
+
+
+def codes_for(dim: int) -> list[str]:
+    return ["SQ8", "SQfp16", f"PQ{dim // 8}"]
+
+
+def timed_adds(index: faiss.Index, x: np.ndarray) -> float:
+    start = time.process_time()
+    for lo in range(0, len(x), CHUNK):
+        index.add(x[lo:lo + CHUNK])
+    return time.process_time() - start
+
+
+def sampled_index(centroids: np.ndarray, code: str, train: np.ndarray) -> tuple[faiss.Index, float]:
+    """``IVF<n>_HNSW32,<code>`` whose quantiser holds ``centroids`` (no k-means), codes trained on ``train``;
+    with the seconds the quantiser's graph took to build."""
+    index = faiss.index_factory(centroids.shape[1], f"IVF{len(centroids)}_HNSW32,{code}", faiss.METRIC_INNER_PRODUCT)
+    start = time.process_time()
+    faiss.extract_index_ivf(index).quantizer.add(centroids)
+    graph_s = time.process_time() - start
+    index.train(train)  # the quantiser already holds nlist centroids: Faiss trains the codes only
+    return index, graph_s
+
+
+def add_rates(lists: list[int], dim: int, n_add: int, seed: int) -> list[dict]:
+    """us per added vector at each number of lists and code, over sampled centroids."""
+    rows = []
+    for nlist in lists:
+        x = vectors(nlist + n_add, dim, seed)
+        perm = np.random.default_rng(seed).permutation(len(x))
+        cent = x[perm[:nlist]].copy()
+        adds = np.ascontiguousarray(x[perm[nlist:]])
+        del x
+        for code in codes_for(dim):
+            index, graph_s = sampled_index(cent, code, adds[:CHUNK])
+            add_s = timed_adds(index, adds)
+            rows.append({"lists": nlist, "dim": dim, "code": code, "centroids": "sampled", "added": len(adds),
+                         "add_s": round(add_s, 2), "us_per_vector": round(1e6 * add_s / len(adds), 2),
+                         "graph_s": round(graph_s, 2)})
+            print(f"adds   lists {nlist:>7,}  dim {dim}  {code:7s} centroids sampled   {len(adds):,} added in "
+                  f"{add_s:7.2f} s = {rows[-1]['us_per_vector']:6.2f} us/vector (quantiser graph {graph_s:.1f} s)",
+                  flush=True)
+            del index
+    return rows
+
+
+def trained(nlist: int, dim: int, seed: int) -> tuple[faiss.Index, dict]:
+    """An ``IVF<nlist>_HNSW32,SQ8`` trained the plans' way on 39 x nlist vectors: (index, its training row)."""
+    sample = vectors(TRAIN_PER_LIST * nlist, dim, seed + 7)
+    index = faiss.index_factory(dim, f"IVF{nlist}_HNSW32,SQ8", faiss.METRIC_INNER_PRODUCT)
+    start = time.process_time()
+    train_ivf_two_level(index, sample, f"IVF{nlist}_HNSW32,SQ8", seed)
+    train_s = time.process_time() - start
+    # k-means FLOPs: iterations x sample x (first level sqrt(nlist) + second level, each vector against its own
+    # cluster's share: nlist / sqrt(nlist) on average) x dim x 2
+    flops = 2 * faiss.extract_index_ivf(index).cp.niter * len(sample) * 2 * math.sqrt(nlist) * dim
+    row = {"lists": nlist, "dim": dim, "train_size": len(sample), "train_s": round(train_s, 2),
+           "kmeans_gflop": round(flops / 1e9, 1), "gflops_achieved": round(flops / 1e9 / train_s, 1)}
+    print(f"train  lists {nlist:>7,}  dim {dim}  sample {len(sample):>9,}  two-level k-means + graph + SQ8 "
+          f"{train_s:7.2f} s  (k-means ~{row['kmeans_gflop']:.0f} GFLOP: {row['gflops_achieved']:.1f} GFLOP/s)",
+          flush=True)
+    return index, row
+
+
+def check_centroids(lists: list[int], dim: int, n_add: int, seed: int, rates: list[dict]) -> list[dict]:
+    """Adds through a two-level-trained quantiser against the sampled-centroid rate at the same lists (SQ8)."""
+    rows = []
+    for nlist in lists:
+        index, _ = trained(nlist, dim, seed)
+        add_s = timed_adds(index, vectors(nlist + n_add, dim, seed)[nlist:])
+        us = 1e6 * add_s / n_add
+        sampled = next(r["us_per_vector"] for r in rates if r["lists"] == nlist and r["code"] == "SQ8")
+        rows.append({"lists": nlist, "dim": dim, "code": "SQ8", "centroids": "two-level k-means", "added": n_add,
+                     "add_s": round(add_s, 2), "us_per_vector": round(us, 2), "sampled_us_per_vector": sampled})
+        print(f"check  lists {nlist:>7,}  dim {dim}  SQ8     centroids two-level {n_add:,} added: {us:6.2f} us/vector;"
+              f" sampled centroids {sampled:6.2f} (sampled / k-means {sampled / us:.2f})", flush=True)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dim", type=int, default=768)
+    ap.add_argument("--lists", type=int, nargs="+", default=[2048, 16384, 65536, 131072])
+    ap.add_argument("--adds", type=int, default=200_000, help="vectors added per measurement")
+    ap.add_argument("--train_lists", type=int, nargs="+", default=[2048, 8192, 16384, 32768])
+    ap.add_argument("--check_lists", type=int, nargs="+", default=[2048, 16384])
+    ap.add_argument("--check_build", type=int, default=2_500_000, help="a real build of this many vectors (0: none)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    faiss.omp_set_num_threads(1)
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=ROOT).stdout.strip()
+    print(f"# git {git}; faiss {faiss.__version__}; {platform.processor() or platform.machine()}, {os.cpu_count()} "
+          f"CPUs, faiss threads 1; load average at start {tuple(round(v, 2) for v in os.getloadavg())}", flush=True)
+    rates = add_rates(args.lists, args.dim, args.adds, args.seed)
+    train_rows = [trained(nlist, args.dim, args.seed)[1] for nlist in args.train_lists]
+    a, b = fit([r["lists"] for r in train_rows], [r["train_s"] for r in train_rows])
+    print(f"training fitted: {a:.3g} * nlist^{b:.2f} CPU s (FLOPs estimate: nlist^1.50)", flush=True)
+    checks = check_centroids(args.check_lists, args.dim, args.adds, args.seed, rates)
+    build_check = None
+    if args.check_build:
+        n = args.check_build
+        nlist = nlist_for(n)
+        rate = next((r["us_per_vector"] for r in rates if r["lists"] == nlist and r["code"] == "SQ8"), None)
+        train = next((r["train_s"] for r in train_rows if r["lists"] == nlist), a * nlist ** b)
+        _, row = build("fast", vectors(n, args.dim, args.seed), args.seed)
+        if rate is not None:
+            pred = train + n * rate / 1e6
+            build_check = {**row, "predicted_s": round(pred, 2), "ratio": round(pred / row["build_s"], 3)}
+            print(f"build  {n:,} x {args.dim} {row['factory']} measured {row['build_s']:.2f} s (train "
+                  f"{row['train_s']:.2f} + adds {row['add_s']:.2f}); predicted from the rates {pred:.2f} s "
+                  f"(x{pred / row['build_s']:.2f})", flush=True)
+    print(f"# load average at end {tuple(round(v, 2) for v in os.getloadavg())}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "command": "python bench/ivf_rates.py " + " ".join(sys.argv[1:]), "git": git, "dim": args.dim,
+            "add_rates": rates, "train": train_rows, "train_fit": {"a": a, "b": round(b, 3)},
+            "centroid_checks": checks, "build_check": build_check}, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
