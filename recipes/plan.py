@@ -44,6 +44,7 @@ from sources import BEIR_URL, TEVATRON_CORPUS, TEVATRON_HUB, beir_names, eval_fi
 ROOT = Path(__file__).resolve().parent.parent
 COSTS = ROOT / "bench" / "ann.json"
 IVF_BUILD = ROOT / "bench" / "ivf_build.json"
+IVF_RATES = ROOT / "bench" / "ivf_rates.json"  # bench/ivf_rates.py: the build's adds and training at DIM and the lists
 THROUGHPUT = ROOT / "bench" / "throughput.json"
 THROUGHPUT_GPU = ROOT / "bench" / "throughput_gpu.json"  # bench/throughput.py --device cuda, where a GPU was measured
 BUILD_SCALING = ROOT / "bench" / "build_scaling.json"
@@ -152,6 +153,50 @@ def ivf_build_seconds(bench: dict, way: str, n: int, dim: int, dim_exponent: flo
     return train, add
 
 
+def ivf_rates(path: Path | None = None) -> dict | None:
+    """bench/ivf_rates.json when it measured the plans' dim (else None: the plans fall back on bench/ivf_build.json)."""
+    path = Path(path or IVF_RATES)
+    rates = _json(path) if path.is_file() else None
+    return rates if rates and rates.get("dim") == DIM else None
+
+
+def _interpolated_us(rows: list[dict], nlist: int) -> tuple[float, str] | None:
+    """us per added vector at ``nlist`` lists: linear in log2(lists) between the measured lists; below the fewest
+    measured, their rate (the walk only lengthens with more lists: an upper bound); above the most, None."""
+    if not rows or nlist > rows[-1]["lists"]:
+        return None
+    if nlist <= rows[0]["lists"]:
+        exact = nlist == rows[0]["lists"]
+        return rows[0]["us_per_vector"], "measured" if exact else f"at most: measured at {rows[0]['lists']:,} lists"
+    hi = next(i for i, r in enumerate(rows) if r["lists"] >= nlist)
+    a, b = rows[hi - 1], rows[hi]
+    if b["lists"] == nlist:
+        return b["us_per_vector"], "measured"
+    t = (math.log2(nlist) - math.log2(a["lists"])) / (math.log2(b["lists"]) - math.log2(a["lists"]))
+    return (a["us_per_vector"] + t * (b["us_per_vector"] - a["us_per_vector"]),
+            f"interpolated between {a['lists']:,} and {b['lists']:,} lists")
+
+
+def measured_build_seconds(rates: dict, code: str, nlist: int, n: int) -> tuple[float, float, str] | None:
+    """(train, add, source) seconds on one core of an ``IVF<nlist>_HNSW32,<code>`` build of ``n`` vectors at the
+    plans' dim from bench/ivf_rates.json: n x the measured us per added vector at these lists (each vector is added
+    on its own), and two-level training on 39 x nlist vectors by the fitted a · nlist^b; None where the lists exceed
+    those measured."""
+    rows = sorted((r for r in rates["add_rates"] if r["code"] == code), key=lambda r: r["lists"])
+    at = _interpolated_us(rows, nlist)
+    if at is None:
+        return None
+    us, how = at
+    fit = rates["train_fit"]
+    lists = [r["lists"] for r in rates["train"]]
+    train = fit["a"] * nlist ** fit["b"]
+    beyond = f", extrapolated {nlist / max(lists):g}x past the most" if nlist > max(lists) else ""
+    source = (f"bench/ivf_rates.json (dim {rates['dim']}, one core): adds {n:,} x {us:.1f} us per vector ({code}, "
+              f"{nlist:,} lists: {how}); training {train / 3600:.2f} h (two-level k-means on 39 x {nlist:,} vectors,"
+              f" {fit['a']:.3g} x nlist^{fit['b']:.2f} fitted at {min(lists):,}-{max(lists):,} lists{beyond})")
+    return train, n * us / 1e6, source
+
+
 def _ivf_recall(bench: dict, way: str, rescored: bool) -> dict | None:
     rows = [r for r in bench["recall"] if r["way"] == way and (r["rescore_store"] == "fp16") == rescored]
     return max(rows, key=lambda r: r["vectors"]) if rows else None
@@ -199,7 +244,9 @@ def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int, rec: dict) -> dict
     (SQ8, PQ dim/8 or SQfp16), with its held-out recall ``rec`` (re-scored from fp16 or codes alone)."""
     nlist = p["nlist"]
     codes, per_dim = FAST_WAYS[way]
-    train_s, add_s = ivf_build_seconds(bench, way, n_vectors, DIM)
+    rates = ivf_rates()
+    measured = measured_build_seconds(rates, codes, nlist, n_vectors) if rates else None
+    train_s, add_s = measured[:2] if measured else ivf_build_seconds(bench, way, n_vectors, DIM)
     row = next(r for r in bench["rows"] if r["way"] == way)
     # bytes per vector: the measured index bytes, its codes rescaled from the measured dim to DIM, + the
     # searcher's 8-byte row map (as bench/ann.json counts it)
@@ -209,18 +256,23 @@ def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int, rec: dict) -> dict
         sq = _ivf_recall(bench, "fast", rescored=True)
         latency *= rec["ms_per_query"] / sq["ms_per_query"] if sq and sq["ms_per_query"] else 1.0
     how = "re-scored from fp16" if rec["rescore_store"] == "fp16" else "codes alone (no re-scoring)"
-    fast = bench["projection"]["fast"]
     return {"index": f"IVF{nlist}_HNSW32,{codes}", "ram": n_vectors * per_vector,
             "index_ram": n_vectors * per_vector, "build": train_s + add_s,
             "disk": n_vectors * (per_vector - 8) + n_vectors * (len(str(n_vectors)) + 3),  # + "docid#j" lines
             "latency_ms": latency, "ivf_training": "two_level", "recall": rec["held_out_recall"], "recall_k": rec["k"],
             "recall_source": f"bench/ivf_build.py: {rec['factory']} (two-level k-means, HNSW quantiser) at "
             f"{rec['vectors']:,} synthetic vectors, nprobe {rec['nprobe']} calibrated on other queries, {how}",
-            "build_source": f"bench/ivf_build.json (measured {min(r['vectors'] for r in bench['rows']):,}-"
-            f"{max(r['vectors'] for r in bench['rows']):,} vectors: train N^{fast['train_exponent']:.2f}, add "
-            f"N^{fast['add_exponent']:.2f}, dim^{max(1.0, fast['dim_exponent']):.2f}"
+            "build_source": measured[2] if measured else _fit_source(bench)}
+
+
+def _fit_source(bench: dict) -> str:
+    """Where a build figure carried from bench/ivf_build.json's dim-64 fit comes from (no bench/ivf_rates.json)."""
+    fast = bench["projection"]["fast"]
+    sizes = [r["vectors"] for r in bench["rows"]]
+    return (f"bench/ivf_build.json (measured {min(sizes):,}-{max(sizes):,} vectors: train N^"
+            f"{fast['train_exponent']:.2f}, add N^{fast['add_exponent']:.2f}, dim^{max(1.0, fast['dim_exponent']):.2f}"
             + (f" (measured dim^{fast['dim_exponent']:.2f}, floored at linear)" if fast["dim_exponent"] < 1 else "")
-            + ")"}
+            + ")")
 
 
 def _lossy_codes(factory: str) -> bool:
@@ -512,7 +564,7 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     scaling = _json(BUILD_SCALING)
     lines.append(f"index build: {_hours(total_build)} on {cores} core{'s' if cores > 1 else ''}"
                  + (f" per node ({nodes} nodes build their shards at once)" if nodes > 1 else "")
-                 + f" ({detail}) [{'; '.join(src)}; {cores} cores: the one-core time / {speedup:.2f}, the speed-up "
+                 + f" ({detail}) [{'; '.join(src)}; {cores} core{'s' if cores > 1 else ''}: the one-core time / {speedup:.2f}, the speed-up "
                  f"bench/build_scaling.log measured at {at} thread{'s' if at > 1 else ''} on {scaling['hardware']} "
                  f"(measured up to {most} threads: more cores are not credited); shard reading not counted]")
     calib_h = 0.0

@@ -437,3 +437,40 @@ def test_dcsr_over_nodes_searches_by_max(tmp_path, capsys):
     (search,) = commands(out, "multiview_plugin.driver.search")
     assert "--ray_address auto" in search and "--aggregation max" in search
     assert "hasans aggregation does not decompose over shard indexes" in out
+
+
+def _invented_rates(dim: int = plan_mod.DIM) -> dict:
+    """A bench/ivf_rates.json of invented rates (the test checks the pricing, not the machine)."""
+    rates = [{"lists": lists, "dim": dim, "code": code, "us_per_vector": us * scale}
+             for lists, us in ((2048, 30.0), (16384, 40.0), (131072, 60.0))
+             for code, scale in (("SQ8", 1.0), ("SQfp16", 1.1), (f"PQ{dim // 8}", 2.0))]
+    return {"dim": dim, "add_rates": rates, "train": [{"lists": 2048}, {"lists": 16384}],
+            "train_fit": {"a": 1e-4, "b": 1.5}}
+
+
+def test_build_is_priced_from_rates_measured_at_the_plans_dim_and_lists(tmp_path, monkeypatch):
+    """bench/ivf_rates.json: the adds are n x the us per vector measured at the plan's lists (interpolated in
+    log2(lists) between measured lists, the fewest measured's rate below them, None above the most) and the
+    training a · nlist^b; the plan's build is their sum and names the file. Without that file, or for another dim,
+    the plans keep bench/ivf_build.json's fit."""
+    rates = _invented_rates()
+    train, add, source = plan_mod.measured_build_seconds(rates, "SQ8", 131072, 1_000_000)
+    assert train == pytest.approx(1e-4 * 131072 ** 1.5) and add == pytest.approx(60.0)
+    assert "extrapolated 8x past the most" in source and "131,072 lists: measured" in source
+    _, add, source = plan_mod.measured_build_seconds(rates, "SQ8", 8192, 1_000_000)  # 2/3 of the way in log2
+    assert add == pytest.approx(30.0 + 10.0 * 2 / 3) and "interpolated between 2,048 and 16,384 lists" in source
+    _, add, source = plan_mod.measured_build_seconds(rates, "SQfp16", 1024, 1_000_000)
+    assert add == pytest.approx(33.0) and "at most: measured at 2,048 lists" in source
+    assert plan_mod.measured_build_seconds(rates, "SQ8", 262144, 1_000_000) is None
+    path = tmp_path / "ivf_rates.json"
+    path.write_text(json.dumps(rates))
+    monkeypatch.setattr(plan_mod, "IVF_RATES", path)
+    recipe = next(r for b, m, r in recipes() if (b, m) == ("nq", "mvr"))
+    plan = plan_mod.make_plan("nq", "mvr", recipe)
+    n = plan["vectors_per_node"]
+    nlist = int(re.match(r"IVF(\d+)_", plan["index"]).group(1))
+    train, add, _ = plan_mod.measured_build_seconds(rates, "SQ8", nlist, n)
+    assert plan["build_h_1core"] == pytest.approx((train + add) / 3600, rel=1e-6)
+    assert plan["build_source"].startswith("bench/ivf_rates.json (dim 768, one core)")
+    path.write_text(json.dumps(_invented_rates(dim=384)))  # not the plans' dim: the dim-64 fit, as before
+    assert plan_mod.make_plan("nq", "mvr", recipe)["build_source"].startswith("bench/ivf_build.json")
