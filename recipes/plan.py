@@ -161,15 +161,14 @@ def ivf_rates(path: Path | None = None) -> dict | None:
 
 
 def _interpolated_us(rows: list[dict], nlist: int) -> tuple[float, str] | None:
-    """us per added vector at ``nlist`` lists: linear in log2(lists) between the measured lists; below the fewest
-    measured, their rate (the walk only lengthens with more lists: an upper bound); above the most, None."""
+    """us per added vector at ``nlist`` lists: as measured, or linear in log2(lists) between the measured lists on
+    either side; below the fewest measured, their rate; above the most, None (not measured)."""
     if not rows or nlist > rows[-1]["lists"]:
         return None
-    if nlist <= rows[0]["lists"]:
-        exact = nlist == rows[0]["lists"]
-        return rows[0]["us_per_vector"], "measured" if exact else f"at most: measured at {rows[0]['lists']:,} lists"
+    if nlist < rows[0]["lists"]:
+        return rows[0]["us_per_vector"], f"fewer lists not measured: the rate at {rows[0]['lists']:,}"
     hi = next(i for i, r in enumerate(rows) if r["lists"] >= nlist)
-    a, b = rows[hi - 1], rows[hi]
+    a, b = rows[max(0, hi - 1)], rows[hi]
     if b["lists"] == nlist:
         return b["us_per_vector"], "measured"
     t = (math.log2(nlist) - math.log2(a["lists"])) / (math.log2(b["lists"]) - math.log2(a["lists"]))
@@ -177,23 +176,40 @@ def _interpolated_us(rows: list[dict], nlist: int) -> tuple[float, str] | None:
             f"interpolated between {a['lists']:,} and {b['lists']:,} lists")
 
 
+def _training_seconds(rates: dict, nlist: int) -> tuple[float, str]:
+    """Two-level training on 39 x nlist vectors: the fitted a · nlist^b within the measured lists; past them, the
+    larger of the fit and the k-means FLOPs (which grow as nlist^1.5: the sample and the centroids each vector meets
+    both grow) at the best FLOP rate measured, for the fit's exponent sits below 1.5 while the FLOP rate still climbs
+    toward the core's peak."""
+    fit, rows = rates["train_fit"], rates["train"]
+    train = fit["a"] * nlist ** fit["b"]
+    lists = [r["lists"] for r in rows]
+    how = f"{fit['a']:.3g} x nlist^{fit['b']:.2f} fitted at {min(lists):,}-{max(lists):,} lists"
+    if nlist <= max(lists):
+        return train, how
+    top = max(rows, key=lambda r: r["lists"])
+    best = max(r["gflops_achieved"] for r in rows)
+    flops_s = top["kmeans_gflop"] * (nlist / top["lists"]) ** 1.5 / best
+    if flops_s <= train:
+        return train, f"{how}, carried {nlist / max(lists):g}x past the most"
+    return flops_s, (f"k-means {top['kmeans_gflop'] * (nlist / top['lists']) ** 1.5:,.0f} GFLOP at {best:.1f} GFLOP/s, "
+                     f"the best rate measured at {min(lists):,}-{max(lists):,} lists (the fit, nlist^{fit['b']:.2f}, "
+                     f"gives {train / 3600:.2f} h)")
+
+
 def measured_build_seconds(rates: dict, code: str, nlist: int, n: int) -> tuple[float, float, str] | None:
     """(train, add, source) seconds on one core of an ``IVF<nlist>_HNSW32,<code>`` build of ``n`` vectors at the
     plans' dim from bench/ivf_rates.json: n x the measured us per added vector at these lists (each vector is added
-    on its own), and two-level training on 39 x nlist vectors by the fitted a · nlist^b; None where the lists exceed
-    those measured."""
+    on its own) and the two-level training (:func:`_training_seconds`); None where the lists exceed those measured."""
     rows = sorted((r for r in rates["add_rates"] if r["code"] == code), key=lambda r: r["lists"])
     at = _interpolated_us(rows, nlist)
     if at is None:
         return None
     us, how = at
-    fit = rates["train_fit"]
-    lists = [r["lists"] for r in rates["train"]]
-    train = fit["a"] * nlist ** fit["b"]
-    beyond = f", extrapolated {nlist / max(lists):g}x past the most" if nlist > max(lists) else ""
+    train, train_how = _training_seconds(rates, nlist)
     source = (f"bench/ivf_rates.json (dim {rates['dim']}, one core): adds {n:,} x {us:.1f} us per vector ({code}, "
-              f"{nlist:,} lists: {how}); training {train / 3600:.2f} h (two-level k-means on 39 x {nlist:,} vectors,"
-              f" {fit['a']:.3g} x nlist^{fit['b']:.2f} fitted at {min(lists):,}-{max(lists):,} lists{beyond})")
+              f"{nlist:,} lists: {how}); training {train / 3600:.2f} h (two-level k-means on 39 x {nlist:,} vectors: "
+              f"{train_how})")
     return train, n * us / 1e6, source
 
 
@@ -562,9 +578,10 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     src = sorted({p["build_source"] for _, p in builds})
     speedup, at, most = build_speedup(cores)
     scaling = _json(BUILD_SCALING)
-    lines.append(f"index build: {_hours(total_build)} on {cores} core{'s' if cores > 1 else ''}"
+    on_cores = f"{cores} core{'s' if cores > 1 else ''}"
+    lines.append(f"index build: {_hours(total_build)} on {on_cores}"
                  + (f" per node ({nodes} nodes build their shards at once)" if nodes > 1 else "")
-                 + f" ({detail}) [{'; '.join(src)}; {cores} core{'s' if cores > 1 else ''}: the one-core time / {speedup:.2f}, the speed-up "
+                 + f" ({detail}) [{'; '.join(src)}; {on_cores}: the one-core time / {speedup:.2f}, the speed-up "
                  f"bench/build_scaling.log measured at {at} thread{'s' if at > 1 else ''} on {scaling['hardware']} "
                  f"(measured up to {most} threads: more cores are not credited); shard reading not counted]")
     calib_h = 0.0

@@ -444,8 +444,9 @@ def _invented_rates(dim: int = plan_mod.DIM) -> dict:
     rates = [{"lists": lists, "dim": dim, "code": code, "us_per_vector": us * scale}
              for lists, us in ((2048, 30.0), (16384, 40.0), (131072, 60.0))
              for code, scale in (("SQ8", 1.0), ("SQfp16", 1.1), (f"PQ{dim // 8}", 2.0))]
-    return {"dim": dim, "add_rates": rates, "train": [{"lists": 2048}, {"lists": 16384}],
-            "train_fit": {"a": 1e-4, "b": 1.5}}
+    train = [{"lists": 2048, "kmeans_gflop": 100.0, "gflops_achieved": 50.0},
+             {"lists": 16384, "kmeans_gflop": 100.0 * 8 ** 1.5, "gflops_achieved": 80.0}]
+    return {"dim": dim, "add_rates": rates, "train": train, "train_fit": {"a": 1e-4, "b": 1.5}}
 
 
 def test_build_is_priced_from_rates_measured_at_the_plans_dim_and_lists(tmp_path, monkeypatch):
@@ -456,11 +457,16 @@ def test_build_is_priced_from_rates_measured_at_the_plans_dim_and_lists(tmp_path
     rates = _invented_rates()
     train, add, source = plan_mod.measured_build_seconds(rates, "SQ8", 131072, 1_000_000)
     assert train == pytest.approx(1e-4 * 131072 ** 1.5) and add == pytest.approx(60.0)
-    assert "extrapolated 8x past the most" in source and "131,072 lists: measured" in source
+    assert "carried 8x past the most" in source and "131,072 lists: measured" in source
+    # past the measured lists, a fit flatter than k-means' nlist^1.5 gives way to its FLOPs at the best rate measured
+    flat = dict(rates, train_fit={"a": 1e-3, "b": 1.0})
+    train, _, source = plan_mod.measured_build_seconds(flat, "SQ8", 131072, 1_000_000)
+    assert train == pytest.approx(100.0 * 64 ** 1.5 / 80.0) and "GFLOP at 80.0 GFLOP/s" in source
+    assert plan_mod.measured_build_seconds(flat, "SQ8", 16384, 1)[0] == pytest.approx(16.384)  # within: the fit
     _, add, source = plan_mod.measured_build_seconds(rates, "SQ8", 8192, 1_000_000)  # 2/3 of the way in log2
     assert add == pytest.approx(30.0 + 10.0 * 2 / 3) and "interpolated between 2,048 and 16,384 lists" in source
     _, add, source = plan_mod.measured_build_seconds(rates, "SQfp16", 1024, 1_000_000)
-    assert add == pytest.approx(33.0) and "at most: measured at 2,048 lists" in source
+    assert add == pytest.approx(33.0) and "fewer lists not measured: the rate at 2,048" in source
     assert plan_mod.measured_build_seconds(rates, "SQ8", 262144, 1_000_000) is None
     path = tmp_path / "ivf_rates.json"
     path.write_text(json.dumps(rates))
