@@ -7,8 +7,10 @@ Faiss loads), ``--repeats`` times interleaved with the other counts; the fastest
 shared machine the slower ones measure the other jobs). Phases: the whole ``build_index`` call (wall), and
 inside it the training (two-level k-means and the SQ8 codes) and the adds, from the build's log lines.
 
-    nice -n 10 python bench/build_scaling.py --threads 1 2 --json bench/build_scaling.json \
-        > bench/build_scaling.log 2>&1
+    nice -n 10 python bench/build_scaling.py --threads 1 2 --vectors 1000000 --dim 768 \
+        --json bench/build_scaling_768.json > bench/build_scaling_768.log 2>&1
+
+(the plans read ``bench/build_scaling_768.json``, at their dim; ``bench/build_scaling.log`` is the same at dim 64.)
 """
 
 from __future__ import annotations

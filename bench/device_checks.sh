@@ -1,8 +1,10 @@
 #!/bin/bash
-# The measurements the plans still lack, in one run on a machine with many cores and a GPU (one build at 1M vectors
-# took 10.4 s on one thread in bench/build_scaling.log; the GPU part's time is not measured):
-#   - the index build's thread scaling at 1, 2, 4, 8, 16 (and 32) threads, as many as the machine has cores
-#     (bench/build_scaling.py; recipes/plan.py reads the curve from bench/build_scaling.json);
+# The measurements the plans still lack, in one run on a machine with many cores and a GPU (one build of 1M vectors
+# of the plans' dim 768 took 36.5 s on one thread in bench/build_scaling_768.log; the GPU part's time is not
+# measured):
+#   - the index build's thread scaling at 1, 2, 4, 8, 16 (and 32) threads, as many as the machine has cores, at
+#     the plans' dim (bench/build_scaling.py --dim 768; recipes/plan.py reads the curve from
+#     bench/build_scaling_768.json);
 #   - the recipes' training, encoding and doc2query generation rates on the GPU (bench/throughput.py --device
 #     cuda, bfloat16 autocast), when torch sees one;
 #   - the index build with GPU Faiss beside the CPU build, and a GPU search (bench/gpu_build.py), when Faiss sees
@@ -11,7 +13,7 @@
 #
 #     bash bench/device_checks.sh OUTDIR
 #
-# Writes, into a new or empty OUTDIR (a non-empty one is refused), build_scaling.{log,json},
+# Writes, into a new or empty OUTDIR (a non-empty one is refused), build_scaling_768.{log,json},
 # throughput_gpu.{log,json} and gpu_build.{log,json}; commit them under bench/ with a header naming the command,
 # the machine and the commit.
 set -euo pipefail
@@ -28,8 +30,8 @@ for t in 2 4 8 16 32; do
     if [ "$t" -le "$cores" ]; then threads="$threads $t"; fi
 done
 echo "# $(date -u '+%F %H:%M UTC'); git $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $cores cores"
-python3 bench/build_scaling.py --threads $threads --vectors 1000000 --json "$out/build_scaling.json" \
-    2>&1 | tee "$out/build_scaling.log"
+python3 bench/build_scaling.py --threads $threads --vectors 1000000 --dim 768 \
+    --json "$out/build_scaling_768.json" 2>&1 | tee "$out/build_scaling_768.log"
 if python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
     python3 bench/throughput.py --device cuda --amp bf16 --train_batch 32 --encode_batch 256 --gen_passages 32 \
         --seconds 5 --json "$out/throughput_gpu.json" 2>&1 | tee "$out/throughput_gpu.log"

@@ -47,7 +47,7 @@ IVF_BUILD = ROOT / "bench" / "ivf_build.json"
 IVF_RATES = ROOT / "bench" / "ivf_rates.json"  # bench/ivf_rates.py: the build's adds and training at DIM and the lists
 THROUGHPUT = ROOT / "bench" / "throughput.json"
 THROUGHPUT_GPU = ROOT / "bench" / "throughput_gpu.json"  # bench/throughput.py --device cuda, where a GPU was measured
-BUILD_SCALING = ROOT / "bench" / "build_scaling.json"
+BUILD_SCALING = ROOT / "bench" / "build_scaling_768.json"  # bench/build_scaling.py --dim 768: the plans' dim
 MIN_RECALL = 0.98
 DEFAULT_BUDGET_GB = 256.0
 DIM = 768  # bert-base-uncased, every full-scale recipe's backbone
@@ -425,7 +425,7 @@ def _rate(bench: dict, stage: str, source: str = "bench/throughput.json", **shap
 
 def build_speedup(cores: int, path: Path = BUILD_SCALING) -> tuple[float, int, int]:
     """(speed-up of the index build over one thread, the thread count it was measured at, the largest measured):
-    the best measured at <= ``cores`` threads (``bench/build_scaling.json``); past the largest count measured
+    the best measured at <= ``cores`` threads (``bench/build_scaling_768.json``); past the largest count measured
     nothing is extrapolated."""
     curve = _json(path)["curve"]
     usable = [c for c in curve if c["threads"] <= cores] or [min(curve, key=lambda c: c["threads"])]
@@ -582,7 +582,7 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
     lines.append(f"index build: {_hours(total_build)} on {on_cores}"
                  + (f" per node ({nodes} nodes build their shards at once)" if nodes > 1 else "")
                  + f" ({detail}) [{'; '.join(src)}; {on_cores}: the one-core time / {speedup:.2f}, the speed-up "
-                 f"bench/build_scaling.log measured at {at} thread{'s' if at > 1 else ''} on {scaling['hardware']} "
+                 f"bench/build_scaling_768.log measured at {at} thread{'s' if at > 1 else ''} on {scaling['hardware']} "
                  f"(measured up to {most} threads: more cores are not credited); shard reading not counted]")
     calib_h = 0.0
     measured = _json(COSTS)

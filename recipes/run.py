@@ -621,8 +621,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "PQ codes with an fp16 re-scoring store on disk, HNSW, a document index) that fits it, or refuse "
                    "naming what would fit (more --nodes, or the smallest index's RAM). Default 256.")
     p.add_argument("--cores", type=int, default=1, help="CPU cores per node the plan counts (CPU stages: the "
-                   "measured one-thread rate x cores; the index build: the speed-up bench/build_scaling.log measured, "
-                   "never past its largest thread count; default 1).")
+                   "measured one-thread rate x cores; the index build: the speed-up bench/build_scaling_768.log "
+                   "measured, never past its largest thread count; default 1).")
     p.add_argument("--gpus", type=int, default=1, help="GPUs per node: training and encoding run under torchrun "
                    "--nproc_per_node GPUS (0: CPU only; default 1). The plan prices a GPU stage only from a rate "
                    "measured on a GPU (bench/throughput.json), else prints it as not measured with its FLOPs.")

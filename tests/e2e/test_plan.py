@@ -180,7 +180,7 @@ def test_dry_run_prints_every_stage_within_a_day_on_32_cores(argv, shard_gb, tmp
 
 def test_more_cores_and_gpus_shorten_their_stages(tmp_path, capsys):
     """CPU stages: the measured one-thread rate x cores; the build: one core's time / the speed-up measured at the
-    most threads <= cores (bench/build_scaling.json), never extrapolated past the largest count measured."""
+    most threads <= cores (bench/build_scaling_768.json), never extrapolated past the largest count measured."""
     one = dry_run(["nq", "mvr", "--cores", "1", "--gpus", "1"], tmp_path, capsys)
     many = dry_run(["nq", "mvr", "--cores", "32", "--gpus", "8"], tmp_path, capsys)
     speedup, at, most = plan_mod.build_speedup(32)
