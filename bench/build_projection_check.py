@@ -1,20 +1,20 @@
 """Do the plans' index-build projections hold out of sample? Measured here at sizes and dims the fit never saw.
 
-The plans (``recipes/plan.py``) price the fast IVF build (``IVF<n>_HNSW32,SQ8``, two-level k-means) from
-``bench/ivf_build.json``: the 5,000,000-vector build at dim 64, scaled by the exponents of N fitted over
+Until this check the plans (``recipes/plan.py``) priced the fast IVF build (``IVF<n>_HNSW32,SQ8``, two-level
+k-means) from ``bench/ivf_build.json``: the 5,000,000-vector build at dim 64, scaled by the exponents of N fitted over
 1.25M-5M vectors and by dim. The dim rule was the weak link: the dim sweep (64-256 at 250,000 vectors) measured
 dim^0.23, which the plans floored at linear (12x from dim 64 to bert-base's 768) because nothing had been measured
 at 768. This bench builds the same index shape (``bench/ivf_build.py``'s ``build``: nlist = 2^round(log2(N/1000)),
 39 x nlist training vectors, one Faiss thread, CPU seconds) at ``--points`` N:dim and
 
 - measures the dim factor at the plans' dim directly: the build at dim 768 over the build at dim 64 at the same
-  N (train and adds separately), at each N measured at both dims; the plans take the factor at the largest such N
-  (``dim_factors`` in the JSON) instead of the floored exponent;
+  N (train and adds separately), at each N measured at both dims (``dim_factors`` in the JSON). It grows with N,
+  so no single factor carries to the plans' sizes: the plans now price the build from ``bench/ivf_rates.py``'s
+  rates, measured at their dim and lists;
 - checks the projections against builds they were not made from: every point is predicted from
-  ``bench/ivf_build.json`` by the plans' rule before this change (dim floored at linear), by the measured dim
-  exponent (0.23, unfloored), and by the dim factor measured here at a smaller N (the largest below the point's:
-  the factor is carried to sizes it was not measured at, as the plans carry it), and the predicted / measured
-  ratio printed for each.
+  ``bench/ivf_build.json`` by the plans' former rule (dim floored at linear), by the measured dim exponent (0.23,
+  unfloored), and by the dim factor measured here at a smaller N (the largest below the point's: the factor
+  carried to a size it was not measured at), and the predicted / measured ratio printed for each.
 
 Clustered synthetic documents (8 views, 1,000 topics, ``tools/synthetic_vectors.py``), the same generator as
 ``bench/ivf_build.py``. Each point is built ``--repeats`` times, the repeats interleaved; the fastest build counts.
@@ -28,18 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 from pathlib import Path
-
-import faiss
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "recipes"))
 
-from ivf_build import build  # noqa: E402  (bench/ivf_build.py: the index shape the plans build)
+from ivf_build import build, single_thread_run  # noqa: E402  (bench/ivf_build.py: the index shape the plans build)
 from plan import ivf_build as plan_ivf_build  # noqa: E402
 from plan import ivf_build_seconds  # noqa: E402
 
@@ -104,11 +100,7 @@ def main() -> int:
     ap.add_argument("--ivf_build", default=str(ROOT / "bench" / "ivf_build.json"), help="the fit the plans read")
     ap.add_argument("--json")
     args = ap.parse_args()
-    faiss.omp_set_num_threads(1)
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=ROOT).stdout.strip()
-    print(f"# git {git}; faiss {faiss.__version__}; {platform.processor() or platform.machine()}, {os.cpu_count()} "
-          f"CPUs, faiss threads 1; load average at start {tuple(round(v, 2) for v in os.getloadavg())}", flush=True)
+    git = single_thread_run()
     points = [parse_point(p) for p in args.points]
     best = measure(points, args.repeats, args.views, args.clusters, args.seed)
     factors = dim_factors(best)

@@ -54,6 +54,16 @@ PLAN_VECTORS, PLAN_DIM = 21_015_324 * 8, 768  # the nq mvr plan: DPR's Wikipedia
 TRAIN_PER_LIST, VECTORS_PER_LIST = 39, 1000
 
 
+def single_thread_run() -> str:
+    """Sets one Faiss thread and prints a run's header line (commit, Faiss, CPU, load); returns the short commit."""
+    faiss.omp_set_num_threads(1)
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent).stdout.strip()
+    print(f"# git {git}; faiss {faiss.__version__}; {platform.processor() or platform.machine()}, {os.cpu_count()} "
+          f"CPUs, faiss threads 1; load average at start {tuple(round(v, 2) for v in os.getloadavg())}", flush=True)
+    return git
+
+
 def nlist_for(n: int) -> int:
     return 1 << max(4, round(math.log2(n / VECTORS_PER_LIST)))
 

@@ -33,8 +33,6 @@ import argparse
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ivf_build import TRAIN_PER_LIST, build, fit, nlist_for  # noqa: E402
+from ivf_build import TRAIN_PER_LIST, build, fit, nlist_for, single_thread_run  # noqa: E402
 
 from multiview_plugin.index.faiss_build import train_ivf_two_level  # noqa: E402
 from tools.synthetic_vectors import clustered_documents  # noqa: E402
@@ -166,11 +164,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
     args = ap.parse_args()
-    faiss.omp_set_num_threads(1)
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=ROOT).stdout.strip()
-    print(f"# git {git}; faiss {faiss.__version__}; {platform.processor() or platform.machine()}, {os.cpu_count()} "
-          f"CPUs, faiss threads 1; load average at start {tuple(round(v, 2) for v in os.getloadavg())}", flush=True)
+    git = single_thread_run()
     rates = add_rates(args.lists, args.dim, args.adds, args.per_list, args.seed)
     train_rows = [trained(nlist, args.dim, args.seed)[1] for nlist in args.train_lists]
     a, b = fit([r["lists"] for r in train_rows], [r["train_s"] for r in train_rows])
