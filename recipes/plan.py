@@ -6,9 +6,11 @@ calibration, search). Every figure names the committed log or record it comes fr
 
 - index RAM / disk / latency: ``bench/ann.py``'s costs (``bench/ann.json``) scaled by
   ``bench/scale_projection.py``'s rules; an IVF index is built the measured fast way (two-level k-means,
-  ``--ivf_training two_level``, and an HNSW coarse quantiser, ``IVF<n>_HNSW32``), whose build time and held-out
-  recall come from ``bench/ivf_build.py`` (``bench/ivf_build.json``: measured at 1.25M-5M vectors, extrapolated
-  with the fitted exponents of N and dim);
+  ``--ivf_training two_level``, and an HNSW coarse quantiser, ``IVF<n>_HNSW32``), whose held-out recall and bytes
+  come from ``bench/ivf_build.py`` (``bench/ivf_build.json``) and whose build time is vectors x the cost of adding
+  one plus the training, both measured at the plans' dim and lists by ``bench/ivf_rates.py``
+  (``bench/ivf_rates.json``; lists past those measured fall back on ``bench/ivf_build.json``'s dim-64 fit, named
+  as such);
 - training, encoding and pseudo-query generation: ``bench/throughput.py``'s rates (``bench/throughput.json``),
   measured at each recipe's shapes with randomly initialised bert-base / T5-base on the hardware that JSON names
   (CPU, one torch thread); on GPUs, the rates of ``bench/throughput_gpu.json`` (``bench/throughput.py --device
