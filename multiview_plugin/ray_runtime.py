@@ -14,8 +14,10 @@ started, when this process closes the pipe to it: at the end of the block, or wh
 ``kill -9``.
 
 Fault handling is Ray's own. Actors are created with ``max_restarts`` (Ray restarts a crashed actor, or one whose
-node is lost, on any node with room, rerunning its constructor) and as many ``max_task_retries`` (Ray resubmits a
-call whose actor died under it, once the actor is back): :func:`actor_options`. The caller only waits for the
+node is lost, on any node with room, rerunning its constructor) and ``max_task_retries=-1`` (Ray resubmits a
+call whose actor died under it until the actor is back, or gone for good once its restarts are used up; a count
+of retries would be spent on the refused connections while a lost node's actor is being restarted elsewhere):
+:func:`actor_options`. The caller only waits for the
 result (:func:`get_result`): a call not answered within ``timeout`` seconds (its actor cannot be placed on any
 surviving node), or whose actor is gone for good (restarts used up: ``RayActorError``), raises
 :class:`WorkerLostError`, one line naming what was lost: the run stops rather than return fewer results. Before
@@ -410,12 +412,14 @@ def _become_subreaper() -> None:
 # -- actors -------------------------------------------------------------------------------------------------------
 def actor_options(*, num_cpus: float, num_gpus: float, max_restarts: int) -> dict[str, Any]:
     """Ray actor options: the resources one worker reserves, Ray's restarts of a lost actor and retries of the
-    calls it lost (as many as restarts), spread over the nodes."""
+    calls it lost (until the actor is back or its ``max_restarts`` are used up: ``max_task_retries=-1``; a finite
+    count was spent on refused connections while a lost node's actor was restarted elsewhere), spread over the
+    nodes."""
     check_ray_number(num_cpus, "a Ray worker's CPUs")
     check_ray_number(num_gpus, "a Ray worker's GPUs", inclusive=True)
     check_ray_number(max_restarts, "--ray_max_restarts", inclusive=True)
     return {"num_cpus": num_cpus, "num_gpus": num_gpus, "max_restarts": max_restarts,
-            "max_task_retries": max_restarts, "scheduling_strategy": "SPREAD"}
+            "max_task_retries": -1, "scheduling_strategy": "SPREAD"}
 
 
 def check_resources(ray: Any, actors: int, num_cpus: float, num_gpus: float, what: str, flags: str) -> None:

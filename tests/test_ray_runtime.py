@@ -34,10 +34,10 @@ def test_one_line_keeps_the_first_line_shortened():
 
 
 def test_actor_options_leave_restarts_and_retries_to_ray():
-    """Ray restarts a lost actor and resubmits the calls it lost (as many times as it restarts it): no
-    hand-written retry loop in the caller."""
+    """Ray restarts a lost actor and resubmits the calls it lost until it is back or its restarts are used up
+    (``max_task_retries=-1``): no hand-written retry loop in the caller."""
     assert actor_options(num_cpus=1, num_gpus=0.5, max_restarts=2) == {
-        "num_cpus": 1, "num_gpus": 0.5, "max_restarts": 2, "max_task_retries": 2, "scheduling_strategy": "SPREAD"}
+        "num_cpus": 1, "num_gpus": 0.5, "max_restarts": 2, "max_task_retries": -1, "scheduling_strategy": "SPREAD"}
     with pytest.raises(ConfigError, match="^--ray_max_restarts must be a finite number >= 0, got -1$"):
         actor_options(num_cpus=1, num_gpus=0, max_restarts=-1)
     with pytest.raises(ConfigError, match="CPUs must be a finite number > 0, got -1"):
