@@ -43,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ivf_build import TRAIN_PER_LIST, build, fit, nlist_for, single_thread_run  # noqa: E402
+from ivf_build import TRAIN_PER_LIST, build, fit, nlist_for, single_thread_run, timed_adds  # noqa: E402
 
 from multiview_plugin.index.faiss_build import train_ivf_two_level  # noqa: E402
 from tools.synthetic_vectors import clustered_documents  # noqa: E402
@@ -63,13 +63,6 @@ def sample_and_adds(n_sample: int, n_add: int, dim: int, seed: int) -> tuple[np.
 
 def codes_for(dim: int) -> list[str]:
     return ["SQ8", "SQfp16", f"PQ{dim // 8}"]
-
-
-def timed_adds(index: faiss.Index, x: np.ndarray) -> float:
-    start = time.process_time()
-    for lo in range(0, len(x), CHUNK):
-        index.add(x[lo:lo + CHUNK])
-    return time.process_time() - start
 
 
 def kmeans_centroids(sample: np.ndarray, nlist: int) -> tuple[np.ndarray, float]:

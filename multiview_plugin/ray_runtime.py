@@ -17,12 +17,12 @@ Fault handling is Ray's own. Actors are created with ``max_restarts`` (Ray resta
 node is lost, on any node with room, rerunning its constructor) and ``max_task_retries=-1`` (Ray resubmits a
 call whose actor died under it until the actor is back, or gone for good once its restarts are used up; a count
 of retries would be spent on the refused connections while a lost node's actor is being restarted elsewhere):
-:func:`actor_options`. The caller only waits for the
-result (:func:`get_result`): a call not answered within ``timeout`` seconds (its actor cannot be placed on any
-surviving node), or whose actor is gone for good (restarts used up: ``RayActorError``), raises
-:class:`WorkerLostError`, one line naming what was lost: the run stops rather than return fewer results. Before
-any actor is created, the cluster's CPUs and GPUs are compared with what the actors reserve
-(:func:`check_resources`), so a cluster too small for them fails at once instead of waiting for ``timeout``.
+:func:`actor_options`. The caller only waits for the result (:func:`get_result`): a call not answered within
+``timeout`` seconds (its actor cannot be placed on any surviving node), or whose actor is gone for good
+(restarts used up: ``RayActorError``), raises :class:`WorkerLostError`, one line naming what was lost: the run
+stops rather than return fewer results. Before any actor is created, the cluster's CPUs and GPUs are compared with
+what the actors reserve (:func:`check_resources`), so a cluster too small for them fails at once instead of
+waiting for ``timeout``.
 """
 
 from __future__ import annotations

@@ -191,10 +191,10 @@ def _training_seconds(rates: dict, nlist: int) -> tuple[float, str]:
         return train, how
     top = max(rows, key=lambda r: r["lists"])
     best = max(r["gflops_achieved"] for r in rows)
-    flops_s = top["kmeans_gflop"] * (nlist / top["lists"]) ** 1.5 / best
-    if flops_s <= train:
+    gflop = top["kmeans_gflop"] * (nlist / top["lists"]) ** 1.5
+    if gflop / best <= train:
         return train, f"{how}, carried {nlist / max(lists):g}x past the most"
-    return flops_s, (f"k-means {top['kmeans_gflop'] * (nlist / top['lists']) ** 1.5:,.0f} GFLOP at {best:.1f} GFLOP/s, "
+    return gflop / best, (f"k-means {gflop:,.0f} GFLOP at {best:.1f} GFLOP/s, "
                      f"the best rate measured at {min(lists):,}-{max(lists):,} lists (the fit, nlist^{fit['b']:.2f}, "
                      f"gives {train / 3600:.2f} h)")
 
@@ -234,6 +234,7 @@ def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Pa
     measured = _json(costs)
     margs = measured["args"]
     bench = ivf_build(ivf_bench) if ivf_bench.is_file() else None
+    rates = ivf_rates()
     system = "dpr" if views == 1 else "mvr"
     options = []
     for row in proj.pick_per_index(measured["rows"], system, MIN_RECALL):
@@ -253,16 +254,16 @@ def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Pa
                     or (codes.startswith("PQ") and p["index"].endswith(",SQ8"))]:
             rec = _ivf_recall(bench, way, rescored=max_aggregation and way != "fast-fp16")
             if rec and rec["held_out_recall"] >= MIN_RECALL:
-                options.append({**p, **_fast_ivf(p, way, bench, n_vectors, rec)})
+                options.append({**p, **_fast_ivf(p, way, bench, rates, n_vectors, rec)})
     return options
 
 
-def _fast_ivf(p: dict, way: str, bench: dict, n_vectors: int, rec: dict) -> dict:
+def _fast_ivf(p: dict, way: str, bench: dict, rates: dict | None, n_vectors: int, rec: dict) -> dict:
     """An IVF option built the measured fast way: ``IVF<n>_HNSW32`` quantiser, two-level k-means, ``way``'s codes
-    (SQ8, PQ dim/8 or SQfp16), with its held-out recall ``rec`` (re-scored from fp16 or codes alone)."""
+    (SQ8, PQ dim/8 or SQfp16), with its held-out recall ``rec`` (re-scored from fp16 or codes alone); its build time
+    from ``rates`` (bench/ivf_rates.json, read once by :func:`index_options`) where they cover its lists."""
     nlist = p["nlist"]
     codes, per_dim = FAST_WAYS[way]
-    rates = ivf_rates()
     measured = measured_build_seconds(rates, codes, nlist, n_vectors) if rates else None
     train_s, add_s = measured[:2] if measured else ivf_build_seconds(bench, way, n_vectors, DIM)
     row = next(r for r in bench["rows"] if r["way"] == way)
