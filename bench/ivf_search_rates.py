@@ -8,10 +8,11 @@ centroids instead. This bench measures the three parts of a query of ``MultiVect
 
 - **coarse**: the HNSW quantiser's search for ``nprobe`` lists at ``--lists`` (centroids by the plans' two-level
   k-means on ``--per_list`` vectors per list, as ``bench/ivf_rates.py``), per nprobe in ``--nprobes``;
-- **scan**: us per SQ8 code scanned in the probed lists (Faiss's own count of codes compared), the slope of the
-  query time over the codes scanned at several nprobe on ``--scan_vectors`` vectors in ``--scan_lists`` lists,
-  fetching each of ``--fetches`` vectors (the searcher's depth at 10 and 100 hits x 8 views x over-fetch 2), with
-  the per-query rest at that depth (the intercept: the result heap, the call);
+- **scan**: us per code (``--scan_codes``: SQ8, SQfp16) scanned in the probed lists (Faiss's own count of codes
+  compared), the slope of the query time over the codes scanned at several nprobe on ``--scan_vectors`` vectors
+  in ``--scan_lists`` lists, fetching each of ``--fetches`` vectors (the searcher's depth at 10 and 100 hits x 8
+  views x over-fetch 2, and a deeper one), with the per-query rest at that depth (the intercept: the result heap,
+  the call);
 - **re-scoring**: us per candidate document (all its views, float16 from the memory-mapped store, page cache
   warm) of the searcher's ``rescore_docs``, and the per-call rest.
 
@@ -80,16 +81,24 @@ def coarse_rates(lists: list[int], nprobes: list[int], dim: int, per_list: int, 
     return rows
 
 
-def scan_rate(n: int, nlist: int, nprobes: list[int], fetches: list[int], dim: int, q: np.ndarray,
-              seed: int) -> list[dict]:
-    """Per fetch depth: us per SQ8 code scanned (the slope of ms/query over the codes Faiss compared, at several
-    nprobe) and the per-query rest (the intercept: the result heap of that depth, the call)."""
+def scan_rate(n: int, nlist: int, nprobes: list[int], fetches: list[int], codes: list[str], dim: int,
+              q: np.ndarray, seed: int) -> list[dict]:
+    """Per code and fetch depth: us per code scanned (the slope of ms/query over the codes Faiss compared, at
+    several nprobe) and the per-query rest (the intercept: the result heap of that depth, the call)."""
     x = vectors(n, dim, seed)
     cent, _ = kmeans_centroids(x[::max(1, n // (TRAIN_PER_LIST * nlist))], nlist)
-    index, _ = index_over(cent, "SQ8", x[:65_536])
-    index.add(x)
-    del x
+    out = []
+    for code in codes:
+        index, _ = index_over(cent, code, x[:65_536])
+        index.add(x)
+        out += _scan_points(index, code, n, nprobes, fetches, q)
+    return out
+
+
+def _scan_points(index: faiss.Index, code: str, n: int, nprobes: list[int], fetches: list[int],
+                 q: np.ndarray) -> list[dict]:
     ivf = faiss.extract_index_ivf(index)
+    nlist, dim = ivf.nlist, ivf.d
     out = []
     for fetch in fetches:
         points = []
@@ -99,19 +108,20 @@ def scan_rate(n: int, nlist: int, nprobes: list[int], fetches: list[int], dim: i
             ms = per_query_ms(lambda z, f=fetch: index.search(z, f), q)
             codes = faiss.cvar.indexIVF_stats.ndis / (len(q) + 1)  # + the warm-up query
             points.append({"nprobe": nprobe, "codes_per_query": round(codes), "ms_per_query": round(ms, 4)})
-            print(f"scan    {n:,} vectors in {nlist} lists  nprobe {nprobe:>3}  fetch {fetch:>5}  {codes:9,.0f} codes "
-                  f"scanned  {ms:7.3f} ms/query", flush=True)
+            print(f"scan    {code:6s} {n:,} vectors in {nlist} lists  nprobe {nprobe:>3}  fetch {fetch:>5}  "
+                  f"{codes:9,.0f} codes scanned  {ms:7.3f} ms/query", flush=True)
         slope, intercept = np.polyfit([p["codes_per_query"] for p in points], [p["ms_per_query"] for p in points], 1)
-        print(f"scan    fetch {fetch:>5}: {1000 * slope:.4f} us per SQ8 code scanned (dim {dim}), intercept "
+        print(f"scan    {code:6s} fetch {fetch:>5}: {1000 * slope:.4f} us per code scanned (dim {dim}), intercept "
               f"{intercept:.3f} ms", flush=True)
-        out.append({"vectors": n, "lists": nlist, "fetch": fetch, "points": points,
+        out.append({"code": code, "vectors": n, "lists": nlist, "fetch": fetch, "points": points,
                     "us_per_code": round(1000 * slope, 5), "intercept_ms": round(float(intercept), 4)})
     return out
 
 
-def scan_at(rows: list[dict], fetch: int) -> tuple[float, float]:
-    """(us per code, intercept ms) at ``fetch``: linear in fetch between the depths measured, clamped at the ends."""
-    rows = sorted(rows, key=lambda r: r["fetch"])
+def scan_at(rows: list[dict], fetch: int, code: str = "SQ8") -> tuple[float, float]:
+    """(us per code, intercept ms) of ``code`` at ``fetch``: linear in fetch between the depths measured, clamped at
+    the ends."""
+    rows = sorted((r for r in rows if r["code"] == code), key=lambda r: r["fetch"])
     xs = [r["fetch"] for r in rows]
     return (float(np.interp(fetch, xs, [r["us_per_code"] for r in rows])),
             float(np.interp(fetch, xs, [r["intercept_ms"] for r in rows])))
@@ -198,8 +208,9 @@ def main() -> int:
     ap.add_argument("--scan_vectors", type=int, default=524_288)
     ap.add_argument("--scan_lists", type=int, default=256)
     ap.add_argument("--scan_nprobes", type=int, nargs="+", default=[2, 8, 32])
-    ap.add_argument("--fetches", type=int, nargs="+", default=[160, 1600],
+    ap.add_argument("--fetches", type=int, nargs="+", default=[160, 1600, 4000],
                     help="vectors fetched per query in the scan measurement (the searcher's at 10 and 100 hits)")
+    ap.add_argument("--scan_codes", nargs="+", default=["SQ8", "SQfp16"])
     ap.add_argument("--check_vectors", type=int, default=2_000_000)
     ap.add_argument("--check_hits", type=int, nargs="+", default=[10, 100])
     ap.add_argument("--rescore_widths", type=int, nargs="+", default=[200, 800, 1600])
@@ -214,7 +225,8 @@ def main() -> int:
         mine = [r for r in coarse if r["lists"] == nlist]
         a, b = fit([r["nprobe"] for r in mine], [r["ms_per_query"] for r in mine])
         print(f"coarse  lists {nlist:>7,}: {a:.3g} * nprobe^{b:.2f} ms", flush=True)
-    scan = scan_rate(args.scan_vectors, args.scan_lists, args.scan_nprobes, args.fetches, args.dim, q, args.seed)
+    scan = scan_rate(args.scan_vectors, args.scan_lists, args.scan_nprobes, args.fetches, args.scan_codes, args.dim,
+                     q, args.seed)
     rescore, checks = check(args.check_vectors, args.check_hits, args.dim, q, coarse, scan, args.rescore_widths,
                             args.seed)
     print(f"# load average at end {tuple(round(v, 2) for v in os.getloadavg())}")
