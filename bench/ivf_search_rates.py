@@ -19,7 +19,9 @@ centroids instead. This bench measures the three parts of a query of ``MultiVect
 Then ``--check_vectors`` builds a real folder (``build_index``: ``IVF<n>_HNSW32,SQ8``, two-level k-means,
 ``rescore_store`` fp16) and searches it with the searcher's default knobs at each of ``--check_hits``; the query
 time predicted from the three rates (with the nprobe, codes scanned and candidates that search used) is printed
-beside the measured one. Clustered synthetic vectors (8 views per document, 1,000 topics).
+beside the measured one, and the searcher's own rest (aggregation and ranking: the query time less the index's
+search and the re-scoring calls, each timed on their own) is measured at each fetch depth. Clustered synthetic
+vectors (8 views per document, 1,000 topics).
 
     OMP_NUM_THREADS=1 nice -n 10 python bench/ivf_search_rates.py --json bench/ivf_search_rates.json \
         > bench/ivf_search_rates.log 2>&1
@@ -171,32 +173,55 @@ def check(n: int, hits: list[int], dim: int, q: np.ndarray, coarse: list[dict], 
         searcher = MultiVectorSearcher(Path(tmp) / "index", None)
         rescore = rescore_rate(searcher, q, widths, seed)
         store = searcher.store
-        seen: list[int] = []
+        seen: list[tuple[int, float]] = []  # (candidates, CPU s) of each re-scoring call
         real = store.rescore_docs
-        store.rescore_docs = lambda qq, cand, **kw: (seen.append(cand.shape[1]), real(qq, cand, **kw))[1]
-        rows = []
-        for k in hits:
-            seen.clear()
-            faiss.cvar.indexIVF_stats.reset()
-            ms = per_query_ms(lambda z, k=k, s=searcher: s.search_vectors(z, k), q)
-            nprobe = int(store.approximate._ivf.nprobe)
-            codes = faiss.cvar.indexIVF_stats.ndis / (len(q) + 1)  # + the warm-up query
-            cands = sum(seen) / (len(q) + 1)
-            fetch = 2 * VIEWS * k  # the searcher's first fetch: k x views per document x over-fetch 2
-            us_code, rest = scan_at(scan, fetch)
-            parts = {"coarse_ms": coarse_at(coarse, nlist, nprobe), "scan_ms": rest + codes * us_code / 1000,
-                     "rescore_ms": rescore["intercept_ms"] + cands * rescore["us_per_doc"] / 1000}
-            pred = sum(parts.values())
-            rows.append({"vectors": n, "lists": nlist, "hits": k, "nprobe": nprobe, "codes_per_query": round(codes),
-                         "candidates_per_query": round(cands, 1), "ms_per_query": round(ms, 3),
-                         **{key: round(v, 3) for key, v in parts.items()}, "predicted_ms": round(pred, 3),
-                         "ratio": round(pred / ms, 3)})
-            print(f"check   hits {k:>3}: nprobe {nprobe}, {codes:,.0f} codes scanned, {cands:.0f} candidates "
-                  f"re-scored: measured {ms:.3f} ms/query; predicted {pred:.3f} (coarse {parts['coarse_ms']:.3f} + "
-                  f"scan {parts['scan_ms']:.3f} + re-scoring {parts['rescore_ms']:.3f}; x{pred / ms:.2f})",
-                  flush=True)
+
+        def counted(qq: np.ndarray, cand: np.ndarray, **kw) -> np.ndarray:
+            start = time.process_time()
+            out = real(qq, cand, **kw)
+            seen.append((cand.shape[1], time.process_time() - start))
+            return out
+
+        store.rescore_docs = counted
+        rows = [check_row(searcher, q, k, seen, coarse, scan, rescore) for k in hits]
+        for row in rows:
+            row.update(vectors=n, lists=nlist)
         del searcher, store
     return rescore, rows
+
+
+def check_row(searcher, q: np.ndarray, k: int, seen: list, coarse: list[dict], scan: list[dict],
+              rescore: dict) -> dict:
+    """The searcher's ms/query at ``k`` hits beside the parts' prediction; its own rest (aggregation, ranking: the
+    query time less the index's search at the same nprobe and fetch and less the re-scoring calls) measured too."""
+    store = searcher.store
+    ivf = store.approximate._ivf
+    seen.clear()
+    faiss.cvar.indexIVF_stats.reset()
+    ms = per_query_ms(lambda z: searcher.search_vectors(z, k), q)
+    nprobe, n_calls = int(ivf.nprobe), len(q) + 1  # + the warm-up query
+    codes = faiss.cvar.indexIVF_stats.ndis / n_calls
+    cands = sum(c for c, _ in seen) / n_calls
+    rescore_ms = 1000 * sum(t for _, t in seen) / n_calls
+    fetch = 2 * VIEWS * k  # the searcher's first fetch: k x views per document x over-fetch 2
+    index_ms = per_query_ms(lambda z: store.index.search(z, fetch), q)  # nprobe stays as the search set it
+    us_code, rest = scan_at(scan, fetch)
+    nlist = ivf.nlist
+    parts = {"coarse_ms": coarse_at(coarse, nlist, nprobe), "scan_ms": rest + codes * us_code / 1000,
+             "rescore_ms": rescore["intercept_ms"] + cands * rescore["us_per_doc"] / 1000}
+    pred = sum(parts.values())
+    own = ms - index_ms - rescore_ms
+    print(f"check   hits {k:>3}: nprobe {nprobe}, {codes:,.0f} codes scanned, {cands:.0f} candidates re-scored: "
+          f"measured {ms:.3f} ms/query; predicted from the parts {pred:.3f} (coarse {parts['coarse_ms']:.3f} + scan "
+          f"{parts['scan_ms']:.3f} + re-scoring {parts['rescore_ms']:.3f}; x{pred / ms:.2f}); the search's own: index "
+          f"{index_ms:.3f} + re-scoring {rescore_ms:.3f} + the searcher's rest {own:.3f} ms "
+          f"(parts + rest x{(pred + own) / ms:.2f})", flush=True)
+    return {"hits": k, "fetch": fetch, "nprobe": nprobe, "codes_per_query": round(codes),
+            "candidates_per_query": round(cands, 1), "ms_per_query": round(ms, 3),
+            **{key: round(v, 3) for key, v in parts.items()}, "predicted_ms": round(pred, 3),
+            "ratio": round(pred / ms, 3), "index_search_ms": round(index_ms, 3),
+            "rescore_calls_ms": round(rescore_ms, 3), "searcher_rest_ms": round(own, 3),
+            "ratio_with_rest": round((pred + own) / ms, 3)}
 
 
 def main() -> int:
@@ -212,8 +237,8 @@ def main() -> int:
                     help="vectors fetched per query in the scan measurement (the searcher's at 10 and 100 hits)")
     ap.add_argument("--scan_codes", nargs="+", default=["SQ8", "SQfp16"])
     ap.add_argument("--check_vectors", type=int, default=2_000_000)
-    ap.add_argument("--check_hits", type=int, nargs="+", default=[10, 100])
-    ap.add_argument("--rescore_widths", type=int, nargs="+", default=[200, 800, 1600])
+    ap.add_argument("--check_hits", type=int, nargs="+", default=[10, 100, 250])
+    ap.add_argument("--rescore_widths", type=int, nargs="+", default=[200, 800, 1600, 4000])
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
