@@ -130,8 +130,12 @@ def scan_at(rows: list[dict], fetch: int, code: str = "SQ8") -> tuple[float, flo
 
 
 def rescore_rate(searcher, q: np.ndarray, widths: list[int], seed: int) -> dict:
-    """us per candidate document of the searcher's ``rescore_docs`` (all its views from the fp16 store)."""
+    """ms per query of the searcher's ``rescore_docs`` over ``widths`` random candidate documents (all their views
+    from the fp16 store, read once beforehand so that its pages are in memory), and the us per document fitted."""
     store = searcher.store
+    views = store.rescore_views
+    for lo in range(0, len(views), 1 << 18):  # warm: every page of the store read once
+        np.asarray(views[lo:lo + (1 << 18)]).sum()
     rng = np.random.default_rng(seed)
     n_docs = len(store.docids)
     points = []
@@ -143,10 +147,18 @@ def rescore_rate(searcher, q: np.ndarray, widths: list[int], seed: int) -> dict:
             store.rescore_docs(q[i:i + 1], cand[i])
         ms = 1000 * (time.process_time() - start) / len(q)
         points.append({"candidates": width, "ms_per_query": round(ms, 4)})
-        print(f"rescore {width:>5} candidate documents x {VIEWS} views  {ms:7.3f} ms/query", flush=True)
+        print(f"rescore {width:>5} candidate documents x {VIEWS} views  {ms:7.3f} ms/query "
+              f"({1000 * ms / width:.2f} us per document)", flush=True)
     slope, intercept = np.polyfit([p["candidates"] for p in points], [p["ms_per_query"] for p in points], 1)
-    print(f"rescore {1000 * slope:.3f} us per candidate document, intercept {intercept:.3f} ms", flush=True)
+    print(f"rescore fitted: {1000 * slope:.3f} us per candidate document, intercept {intercept:.3f} ms (the plans "
+          "interpolate between the widths measured instead)", flush=True)
     return {"points": points, "us_per_doc": round(1000 * slope, 4), "intercept_ms": round(float(intercept), 4)}
+
+
+def rescore_at(points: list[dict], width: float) -> float:
+    """ms of re-scoring ``width`` candidates: linear between the widths measured (from zero below the first)."""
+    pts = [(0, 0.0)] + sorted((p["candidates"], p["ms_per_query"]) for p in points)
+    return float(np.interp(width, [w for w, _ in pts], [m for _, m in pts]))
 
 
 def coarse_at(rows: list[dict], nlist: int, nprobe: int) -> float:
@@ -208,7 +220,7 @@ def check_row(searcher, q: np.ndarray, k: int, seen: list, coarse: list[dict], s
     us_code, rest = scan_at(scan, fetch)
     nlist = ivf.nlist
     parts = {"coarse_ms": coarse_at(coarse, nlist, nprobe), "scan_ms": rest + codes * us_code / 1000,
-             "rescore_ms": rescore["intercept_ms"] + cands * rescore["us_per_doc"] / 1000}
+             "rescore_ms": rescore_at(rescore["points"], cands)}
     pred = sum(parts.values())
     own = ms - index_ms - rescore_ms
     print(f"check   hits {k:>3}: nprobe {nprobe}, {codes:,.0f} codes scanned, {cands:.0f} candidates re-scored: "
