@@ -5,7 +5,10 @@ adds every other stage (downloads, training, pseudo-query generation, encoding, 
 calibration, search). Every figure names the committed log or record it comes from:
 
 - index RAM / disk / latency: ``bench/ann.py``'s costs (``bench/ann.json``) scaled by
-  ``bench/scale_projection.py``'s rules; an IVF index is built the measured fast way (two-level k-means,
+  ``bench/scale_projection.py``'s rules; an IVF index's search is priced instead from its parts measured at the
+  plans' dim and lists by ``bench/ivf_search_rates.py`` (``bench/ivf_search_rates.json``: the HNSW quantiser, the
+  codes scanned, the re-scoring, the searcher's own ranking) at the recipe's hits and the searcher's default knobs;
+  an IVF index is built the measured fast way (two-level k-means,
   ``--ivf_training two_level``, and an HNSW coarse quantiser, ``IVF<n>_HNSW32``), whose held-out recall and bytes
   come from ``bench/ivf_build.py`` (``bench/ivf_build.json``) and whose build time is vectors x the cost of adding
   one plus the training, both measured at the plans' dim and lists by ``bench/ivf_rates.py``
@@ -47,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COSTS = ROOT / "bench" / "ann.json"
 IVF_BUILD = ROOT / "bench" / "ivf_build.json"
 IVF_RATES = ROOT / "bench" / "ivf_rates.json"  # bench/ivf_rates.py: the build's adds and training at DIM and the lists
+IVF_SEARCH = ROOT / "bench" / "ivf_search_rates.json"  # bench/ivf_search_rates.py: the IVF search's parts at DIM
 THROUGHPUT = ROOT / "bench" / "throughput.json"
 THROUGHPUT_GPU = ROOT / "bench" / "throughput_gpu.json"  # bench/throughput.py --device cuda, where a GPU was measured
 BUILD_SCALING = ROOT / "bench" / "build_scaling_768.json"  # bench/build_scaling.py --dim 768: the plans' dim
@@ -75,6 +79,10 @@ DOCID_MAP_BYTES_PER_ROW = 168.5
 MAX_NODES = 256  # the most nodes a plan considers
 MAX_CORES, MAX_GPUS = 1024, 64  # the most cores per node and GPUs a plan divides over (run.py refuses more)
 CALIBRATION_QUERIES = 200  # multiview_plugin.search.calibrate.DEFAULT_QUERIES: exact scan of the corpus for each
+# the searcher's defaults (multiview_plugin.search._searcher.ApproximateSearch, aggregators.HasAns): the first fetch
+# is hits (HasAns: at least 100 documents) x views per document x over-fetch 2, and an IVF index probes at least
+# the lists that hold 32 x that fetch on average (nprobe_floor)
+SEARCH_OVERFETCH, PROBE_FACTOR, HASANS_FETCH_DOCS = 2.0, 32.0, 100
 
 
 class PlanRefused(SystemExit):
@@ -215,6 +223,75 @@ def measured_build_seconds(rates: dict, code: str, nlist: int, n: int) -> tuple[
     return train, n * us / 1e6, source
 
 
+def ivf_search_rates(path: Path | None = None) -> dict | None:
+    """bench/ivf_search_rates.json when it measured the plans' dim (else None: IVF search keeps bench/ann.json's
+    projection)."""
+    path = Path(path or IVF_SEARCH)
+    rates = _json(path) if path.is_file() else None
+    return rates if rates and rates.get("dim") == DIM else None
+
+
+def search_fetch(hits: int, views: float, max_aggregation: bool) -> int:
+    """The searcher's first fetch of vectors for ``hits`` documents (its default over-fetch, an approximate index)."""
+    docs = hits if max_aggregation else max(hits, HASANS_FETCH_DOCS)
+    return math.ceil(max(docs, math.ceil(docs * views)) * SEARCH_OVERFETCH)
+
+
+def _between(points: list[tuple[float, float]], x: float, log: bool = True) -> float | None:
+    """y at ``x`` from measured (x, y) points: linear (in log x where ``log``) between the two on either side; below
+    the first, the first's y; above the last, None (not measured)."""
+    points = sorted(points)
+    if x > points[-1][0]:
+        return None
+    f = math.log if log else float
+    xs, ys = [f(p) for p, _ in points], [y for _, y in points]
+    if f(x) <= xs[0]:
+        return ys[0]
+    hi = next(i for i, v in enumerate(xs) if v >= f(x))
+    t = (f(x) - xs[hi - 1]) / (xs[hi] - xs[hi - 1])
+    return ys[hi - 1] + t * (ys[hi] - ys[hi - 1])
+
+
+def ivf_search_ms(rates: dict, code: str, nlist: int, n_vectors: int, views: float, hits: int,
+                  max_aggregation: bool, rescored: bool) -> tuple[float, str] | None:
+    """ms per query on one thread of the searcher over ``IVF<nlist>_HNSW32,<code>`` holding ``n_vectors``, from
+    bench/ivf_search_rates.json's parts: the HNSW quantiser's search for nprobe lists at these lists, the codes of the
+    probed lists scanned at the fetch depth, (``rescored``) every candidate document re-scored from the fp16 store,
+    at most one per fetched vector, and the searcher's own rest (aggregation, ranking) measured at the fetch depth on
+    the bench's real folder. nprobe is the searcher's floor (the lists holding 32 x the fetch); None where the lists,
+    nprobe or fetch exceed those measured."""
+    fetch = search_fetch(hits, views, max_aggregation)
+    nprobe = min(nlist, max(1, math.ceil(PROBE_FACTOR * fetch * nlist / n_vectors)))
+    by_lists = {}
+    for r in rates["coarse"]:
+        by_lists.setdefault(r["lists"], []).append((r["nprobe"], r["ms_per_query"]))
+    at_lists = [(lists, _between(pts, nprobe)) for lists, pts in by_lists.items()]
+    coarse = None if any(ms is None for _, ms in at_lists) else _between(at_lists, nlist)
+    scan_rows = [r for r in rates["scan"] if r["code"] == code]
+    us_code = _between([(r["fetch"], r["us_per_code"]) for r in scan_rows], fetch, log=False) if scan_rows else None
+    rest = _between([(r["fetch"], r["intercept_ms"]) for r in scan_rows], fetch, log=False) if scan_rows else None
+    own = _between([(r["fetch"], r["searcher_rest_ms"]) for r in rates["checks"]], fetch, log=False)
+    if coarse is None or us_code is None or rest is None or own is None:
+        return None
+    codes = nprobe * n_vectors / nlist
+    scan = rest + codes * us_code / 1000
+    cands = min(fetch, math.ceil(n_vectors / views))
+    # re-scoring: ms at the candidates' width in documents of the bench's views (a document's cost ∝ its views)
+    widths = [(0, 0.0)] + [(p["candidates"], p["ms_per_query"]) for p in rates["rescore"]["points"]]
+    rescore = _between(widths, cands * views / rates["views"], log=False) if rescored else 0.0
+    if rescore is None:
+        return None
+    source = (f"bench/ivf_search_rates.json (dim {rates['dim']}, one thread): the HNSW quantiser's search for "
+              f"nprobe {nprobe} at {nlist:,} lists {coarse:.2f} ms (nprobe: the searcher's floor, the lists holding "
+              f"{PROBE_FACTOR:g} x its fetch of {fetch:,} vectors; calibration may raise it) + {codes:,.0f} {code} "
+              f"codes scanned {scan:.1f} ms + the searcher's own ranking {own:.1f} ms")
+    if rescored:
+        source += (f" + at most {cands:,} candidate documents x {views:g} views re-scored from the fp16 store "
+                   f"{rescore:.1f} ms (its pages in memory; read from disk, {cands * views * DIM * 2 / 1e6:.0f} MB "
+                   "per query: not measured)")
+    return coarse + scan + own + rescore, source
+
+
 def _ivf_recall(bench: dict, way: str, rescored: bool) -> dict | None:
     rows = [r for r in bench["recall"] if r["way"] == way and (r["rescore_store"] == "fp16") == rescored]
     return max(rows, key=lambda r: r["vectors"]) if rows else None
@@ -225,7 +302,7 @@ FAST_WAYS = {"fast": ("SQ8", 1.0), "fast-pq": (f"PQ{DIM // 8}", 1 / 8), "fast-fp
 
 
 def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Path = COSTS,
-                  ivf_bench: Path | None = None) -> list[dict]:
+                  ivf_bench: Path | None = None, hits: int = 100) -> list[dict]:
     """Every index type measured to reach ``MIN_RECALL``, projected to ``n_vectors`` (one node's share). IVF types
     are built the measured fast way (bench/ivf_build.py): SQ8 or PQ codes re-scored from an fp16 store for max
     aggregation; for dcsr's HasAns, which never re-scores, the codes alone must keep the recall (SQ8 or SQfp16)."""
@@ -234,7 +311,7 @@ def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Pa
     measured = _json(costs)
     margs = measured["args"]
     bench = ivf_build(ivf_bench) if ivf_bench.is_file() else None
-    rates = ivf_rates()
+    rates, search = ivf_rates(), ivf_search_rates()
     system = "dpr" if views == 1 else "mvr"
     options = []
     for row in proj.pick_per_index(measured["rows"], system, MIN_RECALL):
@@ -245,16 +322,21 @@ def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Pa
         setting = "exact" if row["param"] == "exact" else f"{row['param']} {row['value']:g}"
         p.update(index_ram=p["ram"], measured=row, recall=row["recall"], recall_k=margs["k"],
                  recall_source=f"bench/ann.py at {row['index']}, {setting} on {row['vectors']:,} synthetic vectors",
-                 ivf_training=None, build_source="bench/ann.json (bench/scale_projection.py rules)")
+                 ivf_training=None, build_source="bench/ann.json (bench/scale_projection.py rules)",
+                 latency_source="bench/ann.json projection (bench/scale_projection.py rules), single-thread latency")
         if not (p["index"].startswith("IVF") and bench is not None):
             options.append(p)
             continue
-        # the IVF rows stand for the fast ways with their codes (their latency: bench/ann.json's projection)
+        # the IVF rows stand for the fast ways with their codes
         for way in [w for w, (codes, _) in FAST_WAYS.items() if p["index"].endswith("," + codes)
                     or (codes.startswith("PQ") and p["index"].endswith(",SQ8"))]:
             rec = _ivf_recall(bench, way, rescored=max_aggregation and way != "fast-fp16")
             if rec and rec["held_out_recall"] >= MIN_RECALL:
-                options.append({**p, **_fast_ivf(p, way, bench, rates, n_vectors, rec)})
+                option = {**p, **_fast_ivf(p, way, bench, rates, n_vectors, rec)}
+                if search is not None:
+                    option.update(_ivf_latency(option, way, search, bench, rec, n_vectors, views, hits,
+                                               max_aggregation))
+                options.append(option)
     return options
 
 
@@ -282,6 +364,26 @@ def _fast_ivf(p: dict, way: str, bench: dict, rates: dict | None, n_vectors: int
             "recall_source": f"bench/ivf_build.py: {rec['factory']} (two-level k-means, HNSW quantiser) at "
             f"{rec['vectors']:,} synthetic vectors, nprobe {rec['nprobe']} calibrated on other queries, {how}",
             "build_source": measured[2] if measured else _fit_source(bench)}
+
+
+def _ivf_latency(option: dict, way: str, search: dict, bench: dict, rec: dict, n_vectors: int, views: float,
+                 hits: int, max_aggregation: bool) -> dict:
+    """The fast IVF option's latency from bench/ivf_search_rates.json where it measured the option's codes, lists
+    and fetch (PQ: SQ8's times PQ's re-scored search over SQ8's, measured in one run by bench/ivf_build.py); {}
+    (bench/ann.json's projection stays) elsewhere."""
+    codes = "SQ8" if way == "fast-pq" else FAST_WAYS[way][0]
+    priced = ivf_search_ms(search, codes, option["nlist"], n_vectors, views, hits,
+                           max_aggregation, rescored=rec["rescore_store"] == "fp16")
+    if priced is None:
+        return {}
+    ms, source = priced
+    if way == "fast-pq":
+        sq = _ivf_recall(bench, "fast", rescored=True)
+        if not (sq and sq["ms_per_query"]):
+            return {}
+        ms *= rec["ms_per_query"] / sq["ms_per_query"]
+        source += f"; x {rec['ms_per_query'] / sq['ms_per_query']:.2f}, PQ's search over SQ8's (bench/ivf_build.json)"
+    return {"latency_ms": ms, "latency_source": source}
 
 
 def _fit_source(bench: dict) -> str:
@@ -313,10 +415,11 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     views = views_per_doc(method, recipe)
     n_vectors = int(n_docs * views)
     max_aggregation = method not in ("dcsr",)  # dcsr ranks by HasAns, which a document index cannot serve
+    hits = recipe.get("search", {}).get("hits", 1000)  # the recipe's search depth (recipes/run.py's default)
 
     def options_at(n: int) -> list[dict]:
         out = []
-        for o in index_options(n, views, max_aggregation, costs, ivf_bench):
+        for o in index_options(n, views, max_aggregation, costs, ivf_bench, hits):
             # RAM: the index, the row → document map's load peak and the training sample (an upper bound: the
             # sample is freed before the adds, the map is read after them)
             o["ram"] = o["index_ram"] + n * DOCID_MAP_BYTES_PER_ROW + o["train_bytes"]
@@ -350,7 +453,8 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
             "ram_gb": pick["ram"] / 1e9, "disk_gb": (pick["disk"] + store_bytes) / 1e9,
             "build_h_1core": pick["build"] / 3600, "build_h": pick["build"] / 3600 / build_speedup(cores)[0],
             "build_source": pick["build_source"], "cores": cores, "nodes": nodes,
-            "ms_per_query": pick["latency_ms"], "recall": pick["recall"], "recall_k": pick["recall_k"],
+            "ms_per_query": pick["latency_ms"], "latency_source": pick["latency_source"], "hits": hits,
+            "recall": pick["recall"], "recall_k": pick["recall_k"],
             "recall_source": pick["recall_source"],
             "index_ram_gb": pick["index_ram"] / 1e9, "docid_map_gb": per_node * DOCID_MAP_BYTES_PER_ROW / 1e9,
             "train_size": pick["train_size"], "train_gb": pick["train_bytes"] / 1e9,
@@ -600,9 +704,10 @@ def pipeline_stages(benchmark: str, method: str, recipe: dict, args, plans: dict
                  f"{flat['vectors']:,} x {measured['args']['dim']} on one thread, x cores: not measured beyond one "
                  "thread; nothing for a Flat index)")
     lat = max((p["ms_per_query"] for _, p in builds), default=0.0)
-    lines.append(f"search: {lat:.1f} ms/query on 1 core" + (f" per node ({nodes} shard indexes searched at once, "
-                                                            "top-k merged)" if nodes > 1 else "")
-                 + " [bench/ann.json projection, single-thread latency]")
+    hits = next((p["hits"] for _, p in builds), None)
+    lines.append(f"search: {lat:.1f} ms/query on 1 core" + (f" at {hits:,} hits" if hits else "")
+                 + (f" per node ({nodes} shard indexes searched at once, top-k merged)" if nodes > 1 else "")
+                 + f" [{'; '.join(sorted({p['latency_source'] for _, p in builds}))}]")
     ram = max((p["ram_gb"] for _, p in builds), default=0.0)
     disk = sum(p["disk_gb"] for _, p in builds)
     if nodes > 1:

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -482,3 +483,54 @@ def test_build_is_priced_from_rates_measured_at_the_plans_dim_and_lists(tmp_path
     assert plan["build_source"].startswith("bench/ivf_rates.json (dim 768, one core)")
     path.write_text(json.dumps(_invented_rates(dim=384)))  # not the plans' dim: the dim-64 fit, as before
     assert plan_mod.make_plan("nq", "mvr", recipe)["build_source"].startswith("bench/ivf_build.json")
+
+
+def _invented_search_rates(dim: int = plan_mod.DIM) -> dict:
+    """A bench/ivf_search_rates.json of invented rates (the test checks the pricing, not the machine)."""
+    coarse = [{"lists": lists, "nprobe": p, "ms_per_query": base * (1 + p / 256)}
+              for lists, base in ((2048, 0.04), (131072, 0.16)) for p in (1, 16, 256)]
+    scan = [{"code": code, "fetch": fetch, "us_per_code": us * (1 + fetch / 4000), "intercept_ms": fetch / 1000}
+            for code, us in (("SQ8", 0.1), ("SQfp16", 0.2)) for fetch in (160, 1600, 4000)]
+    checks = [{"fetch": fetch, "searcher_rest_ms": fetch / 4000} for fetch in (160, 1600, 4000)]
+    return {"dim": dim, "views": 8, "coarse": coarse, "scan": scan, "checks": checks,
+            "rescore": {"points": [{"candidates": c, "ms_per_query": c / 100} for c in (200, 1600, 4000)]}}
+
+
+def test_ivf_search_is_priced_from_its_measured_parts(tmp_path, monkeypatch):
+    """bench/ivf_search_rates.json: the HNSW quantiser at nprobe (interpolated in log nprobe and log lists), the
+    codes of the probed lists at the fetch depth's rate plus its rest, at most one re-scored candidate per fetched
+    vector (at the widths measured, in documents of the bench's views) and the searcher's own rest at the fetch
+    depth; nprobe is the searcher's floor. Outside the lists, nprobe or fetch measured: None, and the plan keeps
+    bench/ann.json's projection."""
+    from multiview_plugin.search._searcher import ApproximateSearch, nprobe_floor
+    from multiview_plugin.search.aggregators import HasAnsAggregator
+
+    rates = _invented_search_rates()
+    knobs = ApproximateSearch()
+    assert (plan_mod.SEARCH_OVERFETCH, plan_mod.PROBE_FACTOR) == (knobs.overfetch, knobs.probe_factor)
+    n, nlist = 168_000_000, 131072
+    fetch = plan_mod.search_fetch(100, 8, max_aggregation=True)
+    hasans = HasAnsAggregator(mean_sentences=4.86).initial_fetch(100, 4.86)  # the searcher's, before its over-fetch
+    assert fetch == 1600 and plan_mod.search_fetch(100, 4.86, max_aggregation=False) == math.ceil(hasans * 2.0)
+    nprobe = nprobe_floor(fetch, n, nlist, knobs.probe_factor)
+    ms, source = plan_mod.ivf_search_ms(rates, "SQ8", nlist, n, 8, 100, True, rescored=True)
+    codes = nprobe * n / nlist
+    t = math.log(nprobe / 16) / math.log(256 / 16)  # the quantiser: between nprobe 16 and 256, in log nprobe
+    coarse = 0.16 * (1 + 16 / 256) + t * 0.16 * (256 - 16) / 256
+    expected = coarse + 1.6 + codes * 0.1 * 1.4 / 1000 + 0.4 + 1600 / 100
+    assert ms == pytest.approx(expected, rel=1e-3)
+    assert f"nprobe {nprobe} at 131,072 lists" in source and "at most 1,600 candidate documents" in source
+    ms_codes_alone, source = plan_mod.ivf_search_ms(rates, "SQfp16", nlist, n, 8, 100, True, rescored=False)
+    assert "re-scored" not in source and ms_codes_alone < ms + 1.0
+    assert plan_mod.ivf_search_ms(rates, "SQ8", 262144, n, 8, 100, True, True) is None  # lists not measured
+    assert plan_mod.ivf_search_ms(rates, "SQ8", nlist, n, 8, 1000, True, True) is None  # fetch 16,000
+    assert plan_mod.ivf_search_ms(rates, "PQ96", nlist, n, 8, 100, True, True) is None  # codes not measured
+    path = tmp_path / "ivf_search_rates.json"
+    path.write_text(json.dumps(rates))
+    monkeypatch.setattr(plan_mod, "IVF_SEARCH", path)
+    recipe = next(r for b, m, r in recipes() if (b, m) == ("nq", "mvr"))
+    plan = plan_mod.make_plan("nq", "mvr", recipe)
+    assert plan["index"].startswith("IVF131072_HNSW32,SQ8")
+    assert plan["latency_source"].startswith("bench/ivf_search_rates.json (dim 768, one thread)")
+    path.write_text(json.dumps(_invented_search_rates(dim=384)))  # not the plans' dim: bench/ann.json's projection
+    assert plan_mod.make_plan("nq", "mvr", recipe)["latency_source"].startswith("bench/ann.json projection")
