@@ -406,9 +406,8 @@ class FaissStore(SearchBackend):
 
         Views are read from the re-scoring store where there is one, else straight from the index's storage where
         it is a plain array (Flat, SQfp16), else reconstructed (each needed row once per chunk); queries go in
-        chunks so the gathered (chunk, C, views, dim) block stays under ``max_floats`` floats. Float16 views (a
-        store, SQfp16 codes) are scored one query at a time by :func:`_row_sims`, in file order, never gathered
-        whole.
+        chunks so the gathered (chunk, C, views, dim) block stays under ``max_floats`` floats. A store's views and
+        SQfp16 codes are scored one query at a time by :func:`_row_sims`, in file order, never gathered whole.
         """
         valid_doc = cand >= 0
         safe = np.where(valid_doc, cand, 0)
@@ -435,7 +434,8 @@ class FaissStore(SearchBackend):
                 out[i:i + step] = np.where(valid[i:i + step], sims.reshape(chunk.shape), -np.inf).max(axis=2)
                 continue
             source = self.rescore_views if self.rescore_views is not None else self._storage
-            if source is not False and source.dtype == np.float16:  # the store, or an SQfp16 index's codes
+            if source is not False and (self.rescore_views is not None or source.dtype == np.float16):
+                # a store (float16 or float32), or an SQfp16 index's codes: scored without a whole gathered copy
                 for j in range(i, min(i + step, len(q))):
                     out[j] = np.where(valid[j], _row_sims(source, rows[j], q[j]), -np.inf).max(axis=1)
                 continue

@@ -256,3 +256,21 @@ def test_search_driver_batch_size_minus_one_is_one_batch(tmp_path, shard_search)
     assert runs["-1"] == runs["2"]
     want_idx, _ = brute_force(q, reps, mask, 4)
     assert [line.split("\t")[1] for line in runs["-1"][:4]] == [docids[i] for i in want_idx[0]]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_row_sims_score_every_row_as_a_plain_product(tmp_path, dtype):
+    """The re-scoring kernel (_row_sims): q · store[r] for rows of any shape, repeated rows (the padding's row 0)
+    and more rows than one block included, from a read-only memory map, equal to numpy's float32 product."""
+    from multiview_plugin.search._searcher import _row_sims
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "store.npy"
+    np.save(path, rng.standard_normal((500, 24)).astype(dtype))
+    store = np.load(path, mmap_mode="r")
+    rows = rng.integers(0, 500, (37, 8))
+    rows[-1] = 0  # a padded candidate: row 0 for every view
+    q = rng.standard_normal(24).astype(np.float32)
+    got = _row_sims(store, rows, q, block=16)
+    assert got.shape == rows.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, np.asarray(store, dtype=np.float32)[rows] @ q, rtol=1e-5, atol=1e-5)
