@@ -403,12 +403,14 @@ def _lossy_codes(factory: str) -> bool:
 
 def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFAULT_BUDGET_GB,
               costs: Path = COSTS, nodes: int | None = None, cores: int = 1, n_docs: int | None = None,
-              ivf_bench: Path | None = None) -> dict | None:
+              ivf_bench: Path | None = None, max_ms: float | None = None) -> dict | None:
     """The index plan (index, factories, RAM / disk per node, build hours on ``cores`` cores per node, ms/query,
     measured recall) for one corpus of ``n_docs`` (default: the benchmark's full-scale corpus) split over
     ``nodes`` (None: the fewest nodes on which an index fits ``budget_gb`` each); None when the corpus size is
     unknown (a BEIR folder not given). Raises :class:`PlanRefused` when no measured index type fits ``budget_gb``
-    per node on the ``nodes`` given, naming what would (more nodes, or the smallest index's RAM)."""
+    per node on the ``nodes`` given, naming what would (more nodes, or the smallest index's RAM). ``max_ms``: a
+    search latency budget (ms/query, one thread, as projected): exact Flat is preferred only within it; otherwise,
+    or when no budget is given and Flat does not fit, the fastest index that fits is chosen."""
     n_docs = n_docs if n_docs is not None else CORPUS_DOCS.get(benchmark)
     if n_docs is None:
         return None
@@ -439,7 +441,7 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
         raise PlanRefused(_refusal(benchmark, method, options_at(math.ceil(n_vectors / (nodes or 1))), budget_gb,
                                    nodes or 1, n_vectors, options_at))
     nodes = k
-    exact = [o for o in fits if o["measured"]["param"] == "exact"]
+    exact = [o for o in fits if o["measured"]["param"] == "exact" and (max_ms is None or o["latency_ms"] <= max_ms)]
     pick = exact[0] if exact else min(fits, key=lambda o: o["latency_ms"])
     main, _, doc = pick["index"].partition("+doc:")
     # lossy codes (SQ8, PQ) re-score their candidates from an fp16 copy of the views on disk (driver.index
@@ -460,7 +462,8 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
             "train_size": pick["train_size"], "train_gb": pick["train_bytes"] / 1e9,
             "measured_index": row["index"], "measured_setting": "exact" if row["param"] == "exact" else
             f"{row['param']} {row['value']:g}", "measured_vectors": row["vectors"],
-            "fits_budget": True, "budget_gb": budget_gb, "docs": n_docs, "nodes_chosen": len(counts) > 1,
+            "fits_budget": True, "budget_gb": budget_gb, "max_ms": max_ms, "docs": n_docs,
+            "nodes_chosen": len(counts) > 1,
             "views": views, "vectors": n_vectors, "vectors_per_node": per_node}
 
 
@@ -497,6 +500,10 @@ def plan_line(plan: dict | None) -> str:
         f" (the fewest nodes on which an index fits {plan['budget_gb']:g} GB)" if plan["nodes_chosen"] and
         plan["nodes"] > 1 else "")
     per_node = " per node" if plan["nodes"] > 1 else ""
+    if plan.get("max_ms") is not None:
+        over = plan["ms_per_query"] > plan["max_ms"]
+        measured += (f"; over the latency budget of {plan['max_ms']:g} ms/query: the fastest index that fits"
+                     if over else f"; within the latency budget of {plan['max_ms']:g} ms/query")
     return (f"plan: RAM {plan['ram_gb']:.0f} GB{per_node}, disk {plan['disk_gb']:.0f} GB{per_node}, build "
             f"{_hours(plan['build_h'])}, search {plan['ms_per_query']:.1f} ms/query ({index}; RAM {ram} GB; "
             f"{measured}; {plan['docs']:,} passages x {plan['views']:g} views x {DIM} dims; {where})")

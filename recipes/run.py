@@ -569,7 +569,8 @@ def check_plan(benchmark: str, method: str, recipe: dict, args: argparse.Namespa
     from plan import PlanRefused, corpus_docs, machine_ram_gb, make_plan, pipeline_stages, plan_line
 
     if args.smoke:
-        plans = {"corpus": make_plan(benchmark, method, recipe, args.ram_budget_gb)} if benchmark != "beir" else {}
+        plans = ({"corpus": make_plan(benchmark, method, recipe, args.ram_budget_gb, max_ms=args.max_ms_per_query)}
+                 if benchmark != "beir" else {})
         print(plan_line(plans.get("corpus")) + " [--smoke builds Flat on its slice]", flush=True)
         return plans
     train_name, eval_names = beir_names(recipe, args) if benchmark == "beir" else (None, [])
@@ -579,7 +580,7 @@ def check_plan(benchmark: str, method: str, recipe: dict, args: argparse.Namespa
         return {}
     try:
         plans = {name: make_plan(benchmark, method, recipe, args.ram_budget_gb, nodes=args.nodes, cores=args.cores,
-                                 n_docs=n) for name, n in docs.items()}
+                                 n_docs=n, max_ms=args.max_ms_per_query) for name, n in docs.items()}
     except PlanRefused as refused:
         raise SystemExit(f"error: {refused}") from None
     for name, plan in plans.items():
@@ -620,6 +621,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "index (exact Flat if it fits, else the fastest measured to keep >= 0.98 of exact recall: SQ8 or "
                    "PQ codes with an fp16 re-scoring store on disk, HNSW, a document index) that fits it, or refuse "
                    "naming what would fit (more --nodes, or the smallest index's RAM). Default 256.")
+    p.add_argument("--max_ms_per_query", type=float, help="Search latency budget per query (one thread, as the plan "
+                   "projects it): exact Flat is chosen only within it, else the fastest index that fits "
+                   "--ram_budget_gb (default: none, exact Flat whenever it fits).")
     p.add_argument("--cores", type=int, default=1, help="CPU cores per node the plan counts (CPU stages: the "
                    "measured one-thread rate x cores; the index build: the speed-up bench/build_scaling_768.log "
                    "measured, never past its largest thread count; default 1).")
@@ -652,8 +656,8 @@ def main(argv: list[str] | None = None) -> int:
     for flag, most in (("nodes", MAX_NODES), ("cores", MAX_CORES), ("gpus", MAX_GPUS)):
         if (getattr(args, flag) or 0) > most:  # a plan divided over more would print zeros, not figures
             parser.error(f"--{flag} {getattr(args, flag)}: plans consider at most {most}")
-    if args.gpus < 0 or args.ram_budget_gb <= 0:
-        parser.error("--gpus must be >= 0 and --ram_budget_gb > 0")
+    if args.gpus < 0 or args.ram_budget_gb <= 0 or (args.max_ms_per_query is not None and args.max_ms_per_query <= 0):
+        parser.error("--gpus must be >= 0, --ram_budget_gb > 0 and --max_ms_per_query > 0")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.all:

@@ -88,10 +88,10 @@ def test_budget_changes_the_choice():
 
 
 def args(**kw):
-    return argparse.Namespace(**{"ram_budget_gb": 256.0, "smoke": False, "dry_run": False, "force_plan": False,
-                                 "cores": 1, "gpus": 1, "gpu_name": "H100", "nodes": None, "checkpoint": None,
-                                 "data_dir": None, "topics_dir": None, "pseudo_queries": None, "beir_dir": None,
-                                 "train_beir_dir": None, **kw})
+    return argparse.Namespace(**{"ram_budget_gb": 256.0, "max_ms_per_query": None, "smoke": False, "dry_run": False,
+                                 "force_plan": False, "cores": 1, "gpus": 1, "gpu_name": "H100", "nodes": None,
+                                 "checkpoint": None, "data_dir": None, "topics_dir": None, "pseudo_queries": None,
+                                 "beir_dir": None, "train_beir_dir": None, **kw})
 
 
 def test_plan_above_machine_ram_is_refused_unless_forced(monkeypatch, capsys):
@@ -534,3 +534,21 @@ def test_ivf_search_is_priced_from_its_measured_parts(tmp_path, monkeypatch):
     assert plan["latency_source"].startswith("bench/ivf_search_rates.json (dim 768, one thread)")
     path.write_text(json.dumps(_invented_search_rates(dim=384)))  # not the plans' dim: bench/ann.json's projection
     assert plan_mod.make_plan("nq", "mvr", recipe)["latency_source"].startswith("bench/ann.json projection")
+
+
+def test_latency_budget_trades_exact_flat_for_the_fastest_index_that_fits(tmp_path, capsys):
+    """--max_ms_per_query: exact Flat only within the budget (nq dpr's Flat scans 21M vectors a query), else the
+    fastest index that fits the RAM budget; a budget nothing meets keeps the fastest and says it is over."""
+    recipe = next(r for b, m, r in recipes() if (b, m) == ("nq", "dpr"))
+    exact = plan_mod.make_plan("nq", "dpr", recipe)
+    assert exact["index"] == "Flat" and exact["ms_per_query"] > 100
+    fast = plan_mod.make_plan("nq", "dpr", recipe, max_ms=100.0)
+    assert fast["index"] != "Flat" and fast["ms_per_query"] <= 100 and fast["ram_gb"] <= 256
+    assert "within the latency budget of 100 ms/query" in plan_mod.plan_line(fast)
+    mvr = next(r for b, m, r in recipes() if (b, m) == ("nq", "mvr"))
+    tight = plan_mod.make_plan("nq", "mvr", mvr, max_ms=0.001)
+    assert "over the latency budget of 0.001 ms/query: the fastest index that fits" in plan_mod.plan_line(tight)
+    assert recipe_run.main(["nq", "dpr", "--dry_run", "--output_dir", str(tmp_path), "--max_ms_per_query", "100"]) == 0
+    assert "within the latency budget of 100 ms/query" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        recipe_run.main(["nq", "dpr", "--dry_run", "--output_dir", str(tmp_path), "--max_ms_per_query", "0"])
