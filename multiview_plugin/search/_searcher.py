@@ -405,9 +405,10 @@ class FaissStore(SearchBackend):
         """Max-sim of each query with each candidate document (Q, C) over all its views; -inf where cand is -1.
 
         Views are read from the re-scoring store where there is one, else straight from the index's storage where
-        it is a plain array (Flat, SQfp16), else reconstructed (each needed row once per chunk); queries go in
-        chunks so the gathered (chunk, C, views, dim) block stays under ``max_floats`` floats. A store's views and
-        SQfp16 codes are scored one query at a time by :func:`_row_sims`, in file order, never gathered whole.
+        it is a plain array (Flat, SQfp16), scored one query at a time by :func:`_row_sims` in file order, never
+        gathered whole (an inner-product Flat index computes them in place instead); else they are reconstructed,
+        each needed row once per chunk of queries, the chunks keeping the gathered (chunk, C, views, dim) block
+        under ``max_floats`` floats.
         """
         valid_doc = cand >= 0
         safe = np.where(valid_doc, cand, 0)
@@ -422,6 +423,11 @@ class FaissStore(SearchBackend):
             self._flat_ip = flat if (isinstance(flat, faiss.IndexFlat)
                                      and flat.metric_type == faiss.METRIC_INNER_PRODUCT) else None
         out = np.empty(cand.shape, dtype=np.float32)
+        source = self.rescore_views if self.rescore_views is not None else self._storage
+        if not self._flat_ip and source is not False:  # a store, or the index's own plain array
+            for j in range(len(q)):
+                out[j] = np.where(valid[j], _row_sims(source, rows[j], q[j]), -np.inf).max(axis=1)
+            return out
         step = max(1, max_floats // max(1, cand.shape[1] * views * self.dim))
         for i in range(0, len(q), step):
             chunk = rows[i:i + step]
@@ -433,21 +439,10 @@ class FaissStore(SearchBackend):
                                                       faiss.swig_ptr(sims), faiss.swig_ptr(flat_rows))
                 out[i:i + step] = np.where(valid[i:i + step], sims.reshape(chunk.shape), -np.inf).max(axis=2)
                 continue
-            source = self.rescore_views if self.rescore_views is not None else self._storage
-            if source is not False and (self.rescore_views is not None or source.dtype == np.float16):
-                # a store (float16 or float32), or an SQfp16 index's codes: scored without a whole gathered copy
-                for j in range(i, min(i + step, len(q))):
-                    out[j] = np.where(valid[j], _row_sims(source, rows[j], q[j]), -np.inf).max(axis=1)
-                continue
-            if self.rescore_views is None and self._storage is not False:
-                block = self._storage[chunk.reshape(len(chunk), -1)]
-            else:  # each needed row once: from the store on disk (sorted, pages in order), else reconstructed
-                uniq, inverse = np.unique(chunk, return_inverse=True)
-                block = np.asarray(self.rescore_views[uniq] if self.rescore_views is not None
-                                   else self.index.reconstruct_batch(uniq.astype(np.int64)), dtype=np.float32)
-                block = block.reshape(len(uniq), self.dim)[inverse.reshape(len(chunk), -1)]
-            sims = np.matmul(block.astype(np.float32, copy=False), q[i:i + step, :, None])[..., 0]
-            sims = sims.reshape(chunk.shape)
+            uniq, inverse = np.unique(chunk, return_inverse=True)  # each needed row reconstructed once
+            block = np.asarray(self.index.reconstruct_batch(uniq.astype(np.int64)), dtype=np.float32)
+            block = block.reshape(len(uniq), self.dim)[inverse.reshape(len(chunk), -1)]
+            sims = np.matmul(block, q[i:i + step, :, None])[..., 0].reshape(chunk.shape)
             out[i:i + step] = np.where(valid[i:i + step], sims, -np.inf).max(axis=2)
         return out
 
