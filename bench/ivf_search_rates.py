@@ -43,10 +43,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "recipes"))
 
 from build_scaling import write_shards  # noqa: E402
-from ivf_build import TRAIN_PER_LIST, fit, single_thread_run  # noqa: E402
+from ivf_build import TRAIN_PER_LIST, fit, nlist_for, single_thread_run  # noqa: E402
 from ivf_rates import index_over, kmeans_centroids, vectors  # noqa: E402
+from plan import search_fetch, search_parts  # noqa: E402  (recipes/plan.py: how the plans price the parts)
 
 from tools.synthetic_vectors import clustered_documents, clustered_queries  # noqa: E402
 
@@ -120,15 +122,6 @@ def _scan_points(index: faiss.Index, code: str, n: int, nprobes: list[int], fetc
     return out
 
 
-def scan_at(rows: list[dict], fetch: int, code: str = "SQ8") -> tuple[float, float]:
-    """(us per code, intercept ms) of ``code`` at ``fetch``: linear in fetch between the depths measured, clamped at
-    the ends."""
-    rows = sorted((r for r in rows if r["code"] == code), key=lambda r: r["fetch"])
-    xs = [r["fetch"] for r in rows]
-    return (float(np.interp(fetch, xs, [r["us_per_code"] for r in rows])),
-            float(np.interp(fetch, xs, [r["intercept_ms"] for r in rows])))
-
-
 def rescore_rate(searcher, q: np.ndarray, widths: list[int], seed: int) -> dict:
     """ms per query of the searcher's ``rescore_docs`` over ``widths`` random candidate documents (all their views
     from the fp16 store, read once beforehand so that its pages are in memory), and the us per document fitted."""
@@ -155,25 +148,12 @@ def rescore_rate(searcher, q: np.ndarray, widths: list[int], seed: int) -> dict:
     return {"points": points, "us_per_doc": round(1000 * slope, 4), "intercept_ms": round(float(intercept), 4)}
 
 
-def rescore_at(points: list[dict], width: float) -> float:
-    """ms of re-scoring ``width`` candidates: linear between the widths measured (from zero below the first)."""
-    pts = [(0, 0.0)] + sorted((p["candidates"], p["ms_per_query"]) for p in points)
-    return float(np.interp(width, [w for w, _ in pts], [m for _, m in pts]))
-
-
-def coarse_at(rows: list[dict], nlist: int, nprobe: int) -> float:
-    """The coarse ms at ``nlist`` lists, interpolated in log nprobe between the nprobe measured there."""
-    mine = sorted((r["nprobe"], r["ms_per_query"]) for r in rows if r["lists"] == nlist)
-    xs, ys = np.log([p for p, _ in mine]), [m for _, m in mine]
-    return float(np.interp(np.log(nprobe), xs, ys))
-
-
 def check(n: int, hits: list[int], dim: int, q: np.ndarray, coarse: list[dict], scan: list[dict], widths: list[int],
           seed: int) -> tuple[dict, list[dict]]:
     """A real folder searched by the searcher at each number of hits: measured ms/query against the rates'."""
     from multiview_plugin.search import MultiVectorSearcher, build_index
 
-    nlist = 1 << round(np.log2(n / 1000))
+    nlist = nlist_for(n)
     with tempfile.TemporaryDirectory(prefix=f"ivf_search_rates.{os.getpid()}.", dir=os.environ.get("TMPDIR")) as tmp:
         write_shards(Path(tmp), n, dim, VIEWS, 4)
         start = time.process_time()
@@ -195,17 +175,18 @@ def check(n: int, hits: list[int], dim: int, q: np.ndarray, coarse: list[dict], 
             return out
 
         store.rescore_docs = counted
-        rows = [check_row(searcher, q, k, seen, coarse, scan, rescore) for k in hits]
+        rates = {"coarse": coarse, "scan": scan, "rescore": rescore}
+        rows = [check_row(searcher, q, k, seen, rates) for k in hits]
         for row in rows:
             row.update(vectors=n, lists=nlist)
         del searcher, store
     return rescore, rows
 
 
-def check_row(searcher, q: np.ndarray, k: int, seen: list, coarse: list[dict], scan: list[dict],
-              rescore: dict) -> dict:
-    """The searcher's ms/query at ``k`` hits beside the parts' prediction; its own rest (aggregation, ranking: the
-    query time less the index's search at the same nprobe and fetch and less the re-scoring calls) measured too."""
+def check_row(searcher, q: np.ndarray, k: int, seen: list, rates: dict) -> dict:
+    """The searcher's ms/query at ``k`` hits beside the plans' pricing of its parts (``search_parts`` at the
+    nprobe, codes and candidates this search used); its own rest (aggregation, ranking: the query time less the
+    index's search at the same nprobe and fetch and less the re-scoring calls) measured too."""
     store = searcher.store
     ivf = store.approximate._ivf
     seen.clear()
@@ -215,25 +196,26 @@ def check_row(searcher, q: np.ndarray, k: int, seen: list, coarse: list[dict], s
     codes = faiss.cvar.indexIVF_stats.ndis / n_calls
     cands = sum(c for c, _ in seen) / n_calls
     rescore_ms = 1000 * sum(t for _, t in seen) / n_calls
-    fetch = 2 * VIEWS * k  # the searcher's first fetch: k x views per document x over-fetch 2
+    fetch = search_fetch(k, VIEWS, max_aggregation=True)  # the searcher's first fetch
     index_ms = per_query_ms(lambda z: store.index.search(z, fetch), q)  # nprobe stays as the search set it
-    us_code, rest = scan_at(scan, fetch)
-    nlist = ivf.nlist
-    parts = {"coarse_ms": coarse_at(coarse, nlist, nprobe), "scan_ms": rest + codes * us_code / 1000,
-             "rescore_ms": rescore_at(rescore["points"], cands)}
-    pred = sum(parts.values())
     own = ms - index_ms - rescore_ms
+    row = {"hits": k, "fetch": fetch, "nprobe": nprobe, "codes_per_query": round(codes),
+           "candidates_per_query": round(cands, 1), "ms_per_query": round(ms, 3), "index_search_ms": round(index_ms, 3),
+           "rescore_calls_ms": round(rescore_ms, 3), "searcher_rest_ms": round(own, 3)}
+    parts = search_parts(rates, "SQ8", ivf.nlist, nprobe, fetch, codes, cands)
+    mine = (f"the search's own: index {index_ms:.3f} + re-scoring {rescore_ms:.3f} + the searcher's rest {own:.3f} "
+            "ms")
+    if parts is None:
+        print(f"check   hits {k:>3}: measured {ms:.3f} ms/query; the parts measured do not reach nprobe {nprobe}, "
+              f"fetch {fetch} or {cands:.0f} candidates; {mine}", flush=True)
+        return row
+    pred = sum(parts.values())
     print(f"check   hits {k:>3}: nprobe {nprobe}, {codes:,.0f} codes scanned, {cands:.0f} candidates re-scored: "
           f"measured {ms:.3f} ms/query; predicted from the parts {pred:.3f} (coarse {parts['coarse_ms']:.3f} + scan "
-          f"{parts['scan_ms']:.3f} + re-scoring {parts['rescore_ms']:.3f}; x{pred / ms:.2f}); the search's own: index "
-          f"{index_ms:.3f} + re-scoring {rescore_ms:.3f} + the searcher's rest {own:.3f} ms "
+          f"{parts['scan_ms']:.3f} + re-scoring {parts['rescore_ms']:.3f}; x{pred / ms:.2f}); {mine} "
           f"(parts + rest x{(pred + own) / ms:.2f})", flush=True)
-    return {"hits": k, "fetch": fetch, "nprobe": nprobe, "codes_per_query": round(codes),
-            "candidates_per_query": round(cands, 1), "ms_per_query": round(ms, 3),
-            **{key: round(v, 3) for key, v in parts.items()}, "predicted_ms": round(pred, 3),
-            "ratio": round(pred / ms, 3), "index_search_ms": round(index_ms, 3),
-            "rescore_calls_ms": round(rescore_ms, 3), "searcher_rest_ms": round(own, 3),
-            "ratio_with_rest": round((pred + own) / ms, 3)}
+    return {**row, **{key: round(v, 3) for key, v in parts.items()}, "predicted_ms": round(pred, 3),
+            "ratio": round(pred / ms, 3), "ratio_with_rest": round((pred + own) / ms, 3)}
 
 
 def main() -> int:

@@ -252,17 +252,14 @@ def _between(points: list[tuple[float, float]], x: float, log: bool = True) -> f
     return ys[hi - 1] + t * (ys[hi] - ys[hi - 1])
 
 
-def ivf_search_ms(rates: dict, code: str, nlist: int, n_vectors: int, views: float, hits: int,
-                  max_aggregation: bool, rescored: bool) -> tuple[float, str] | None:
-    """ms per query on one thread of the searcher over ``IVF<nlist>_HNSW32,<code>`` holding ``n_vectors``, from
-    bench/ivf_search_rates.json's parts: the HNSW quantiser's search for nprobe lists at these lists, the codes of the
-    probed lists scanned at the fetch depth, (``rescored``) every candidate document re-scored from the fp16 store,
-    at most one per fetched vector, and the searcher's own rest (aggregation, ranking) measured at the fetch depth on
-    the bench's real folder. nprobe is the searcher's floor (the lists holding 32 x the fetch); None where the lists,
-    nprobe or fetch exceed those measured."""
-    fetch = search_fetch(hits, views, max_aggregation)
-    nprobe = min(nlist, max(1, math.ceil(PROBE_FACTOR * fetch * nlist / n_vectors)))
-    by_lists = {}
+def search_parts(rates: dict, code: str, nlist: int, nprobe: int, fetch: int, codes: float,
+                 rescored_docs: float) -> dict[str, float] | None:
+    """ms of each part of one query from bench/ivf_search_rates.json: ``coarse_ms``, the HNSW quantiser's search
+    for ``nprobe`` lists at ``nlist`` lists (in log nprobe, then log lists, between those measured); ``scan_ms``,
+    ``codes`` codes of ``code`` scanned at the fetch depth (its rate and per-query rest, linear in fetch);
+    ``rescore_ms``, ``rescored_docs`` documents of the bench's views re-scored (between the widths measured). None
+    where the nprobe, fetch, codes or width exceed those measured."""
+    by_lists: dict[int, list[tuple[float, float]]] = {}
     for r in rates["coarse"]:
         by_lists.setdefault(r["lists"], []).append((r["nprobe"], r["ms_per_query"]))
     at_lists = [(lists, _between(pts, nprobe)) for lists, pts in by_lists.items()]
@@ -270,17 +267,30 @@ def ivf_search_ms(rates: dict, code: str, nlist: int, n_vectors: int, views: flo
     scan_rows = [r for r in rates["scan"] if r["code"] == code]
     us_code = _between([(r["fetch"], r["us_per_code"]) for r in scan_rows], fetch, log=False) if scan_rows else None
     rest = _between([(r["fetch"], r["intercept_ms"]) for r in scan_rows], fetch, log=False) if scan_rows else None
-    own = _between([(r["fetch"], r["searcher_rest_ms"]) for r in rates["checks"]], fetch, log=False)
-    if coarse is None or us_code is None or rest is None or own is None:
-        return None
-    codes = nprobe * n_vectors / nlist
-    scan = rest + codes * us_code / 1000
-    cands = min(fetch, math.ceil(n_vectors / views))
-    # re-scoring: ms at the candidates' width in documents of the bench's views (a document's cost ∝ its views)
     widths = [(0, 0.0)] + [(p["candidates"], p["ms_per_query"]) for p in rates["rescore"]["points"]]
-    rescore = _between(widths, cands * views / rates["views"], log=False) if rescored else 0.0
-    if rescore is None:
+    rescore = _between(widths, rescored_docs, log=False)
+    if coarse is None or us_code is None or rest is None or rescore is None:
         return None
+    return {"coarse_ms": coarse, "scan_ms": rest + codes * us_code / 1000, "rescore_ms": rescore}
+
+
+def ivf_search_ms(rates: dict, code: str, nlist: int, n_vectors: int, views: float, hits: int,
+                  max_aggregation: bool, rescored: bool) -> tuple[float, str] | None:
+    """ms per query on one thread of the searcher over ``IVF<nlist>_HNSW32,<code>`` holding ``n_vectors``: the
+    parts (:func:`search_parts`) at the searcher's floor of nprobe (the lists holding 32 x the fetch), the codes in
+    those lists and (``rescored``) every candidate document re-scored from the fp16 store, at most one per fetched
+    vector, plus the searcher's own rest (aggregation, ranking) measured at the fetch depth on the bench's real
+    folder. None where the lists, nprobe or fetch exceed those measured."""
+    fetch = search_fetch(hits, views, max_aggregation)
+    nprobe = min(nlist, max(1, math.ceil(PROBE_FACTOR * fetch * nlist / n_vectors)))
+    codes = nprobe * n_vectors / nlist
+    cands = min(fetch, math.ceil(n_vectors / views))
+    # re-scoring priced in documents of the bench's views (a document's cost ∝ its views)
+    parts = search_parts(rates, code, nlist, nprobe, fetch, codes, cands * views / rates["views"] if rescored else 0)
+    own = _between([(r["fetch"], r["searcher_rest_ms"]) for r in rates["checks"]], fetch, log=False)
+    if parts is None or own is None:
+        return None
+    coarse, scan, rescore = parts["coarse_ms"], parts["scan_ms"], parts["rescore_ms"]
     source = (f"bench/ivf_search_rates.json (dim {rates['dim']}, one thread): the HNSW quantiser's search for "
               f"nprobe {nprobe} at {nlist:,} lists {coarse:.2f} ms (nprobe: the searcher's floor, the lists holding "
               f"{PROBE_FACTOR:g} x its fetch of {fetch:,} vectors; calibration may raise it) + {codes:,.0f} {code} "
@@ -353,9 +363,8 @@ def _fast_ivf(p: dict, way: str, bench: dict, rates: dict | None, n_vectors: int
     # searcher's 8-byte row map (as bench/ann.json counts it)
     per_vector = row["bytes_per_vector"] - per_dim * row["dim"] + per_dim * DIM + 8
     latency = p["latency_ms"]
-    if way == "fast-pq":  # PQ's re-scored search / SQ8's, measured in one run at one size
-        sq = _ivf_recall(bench, "fast", rescored=True)
-        latency *= rec["ms_per_query"] / sq["ms_per_query"] if sq and sq["ms_per_query"] else 1.0
+    if way == "fast-pq":
+        latency *= _pq_over_sq8(bench, rec) or 1.0
     how = "re-scored from fp16" if rec["rescore_store"] == "fp16" else "codes alone (no re-scoring)"
     return {"index": f"IVF{nlist}_HNSW32,{codes}", "ram": n_vectors * per_vector,
             "index_ram": n_vectors * per_vector, "build": train_s + add_s,
@@ -378,12 +387,19 @@ def _ivf_latency(option: dict, way: str, search: dict, bench: dict, rec: dict, n
         return {}
     ms, source = priced
     if way == "fast-pq":
-        sq = _ivf_recall(bench, "fast", rescored=True)
-        if not (sq and sq["ms_per_query"]):
+        ratio = _pq_over_sq8(bench, rec)
+        if ratio is None:
             return {}
-        ms *= rec["ms_per_query"] / sq["ms_per_query"]
-        source += f"; x {rec['ms_per_query'] / sq['ms_per_query']:.2f}, PQ's search over SQ8's (bench/ivf_build.json)"
+        ms *= ratio
+        source += f"; x {ratio:.2f}, PQ's search over SQ8's (bench/ivf_build.json)"
     return {"latency_ms": ms, "latency_source": source}
+
+
+def _pq_over_sq8(bench: dict, rec: dict) -> float | None:
+    """PQ's re-scored search time over SQ8's (``rec``: PQ's recall row), measured in one run at one size by
+    bench/ivf_build.py; None where SQ8's was not measured."""
+    sq = _ivf_recall(bench, "fast", rescored=True)
+    return rec["ms_per_query"] / sq["ms_per_query"] if sq and sq["ms_per_query"] else None
 
 
 def _fit_source(bench: dict) -> str:
