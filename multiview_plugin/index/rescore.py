@@ -1,9 +1,17 @@
 """The re-scoring store: every view vector of an index, in row order, at fp16 or fp32 in ``rescore_views.npy``
 (:class:`RescoreStoreWriter`: sequential writes, one chunk in memory), which searchers memory-map to re-score
-candidate documents exactly where the index's own codes are lossy (SQ8, PQ)."""
+candidate documents exactly where the index's own codes are lossy (SQ8, PQ).
+
+A store larger than the page cache is read from disk at each search. :func:`advise_random_reads` and
+:func:`prefetch_rows` keep those reads to the candidates' own pages, issued together: the kernel's default for a
+memory map reads a window around every faulting page (``read_ahead_kb``, 8 MB on the disk where it was measured)
+and one page fault at a time (bench/rescore_cold.log)."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import mmap
 import os
 from pathlib import Path
 
@@ -56,3 +64,77 @@ class RescoreStoreWriter:
         """Close and remove an unfinished file (nothing after :meth:`close`)."""
         self._out.close()
         self.partial.unlink(missing_ok=True)
+
+
+RESIDENCY_SAMPLE = 16  # runs of rows whose first page is looked up before prefetching (mincore)
+
+
+def _mapping(views: np.ndarray) -> tuple[mmap.mmap, int] | None:
+    """The ``mmap`` under a memory-mapped array (``np.load(mmap_mode=...)``) and the address where it starts;
+    None for an array in memory."""
+    base = views
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base if isinstance(base.base, np.ndarray) else None
+    mm = getattr(base, "_mmap", None)
+    if base is None or not isinstance(mm, mmap.mmap) or not hasattr(mm, "madvise"):
+        return None
+    # np.memmap maps the file from its offset rounded down to the allocation granularity
+    return mm, base.ctypes.data - base.offset % mmap.ALLOCATIONGRANULARITY
+
+
+def advise_random_reads(views: np.ndarray) -> None:
+    """Tells the kernel the store's pages are read at random: a page fault reads that page, not a read-ahead
+    window around it. A no-op for an array in memory or where ``madvise`` is not available."""
+    mapped = _mapping(views)
+    if mapped is not None and hasattr(mmap, "MADV_RANDOM"):
+        mapped[0].madvise(mmap.MADV_RANDOM)
+
+
+def _row_runs(views: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Byte ranges ``[lo, hi)`` of the array's data covering ``rows`` (sorted; repeats allowed), one per run of
+    adjacent rows."""
+    breaks = np.flatnonzero(np.diff(rows) > 1) + 1
+    first = np.concatenate([rows[:1], rows[breaks]])
+    last = np.concatenate([rows[breaks - 1], rows[-1:]])
+    row_bytes = views.strides[0]
+    return first * row_bytes, (last + 1) * row_bytes
+
+
+@functools.cache
+def _mincore():  # noqa: ANN202 - a ctypes function, or None
+    """The C library's ``mincore`` (the process's own symbols), None where there is none."""
+    if os.name != "posix":
+        return None
+    return getattr(ctypes.CDLL(None, use_errno=True), "mincore", None)
+
+
+def _resident(address: int, page: int) -> bool | None:
+    """Whether the page at ``address`` (page-aligned) is in memory; None where ``mincore`` cannot say."""
+    mincore = _mincore()
+    if mincore is None:
+        return None
+    vec = (ctypes.c_ubyte * 1)()
+    if mincore(ctypes.c_void_p(address), ctypes.c_size_t(page), vec) != 0:
+        return None
+    return bool(vec[0] & 1)
+
+
+def prefetch_rows(views: np.ndarray, rows: np.ndarray) -> int:
+    """Asks the kernel to read the pages of ``rows`` (sorted) of a memory-mapped store, all at once, ahead of the reads
+    (``MADV_WILLNEED`` per run of adjacent rows), so that a cold store is read at the disk's queue depth rather
+    than one page fault at a time. Looks up the first page of up to :data:`RESIDENCY_SAMPLE` runs first and does
+    nothing where all are in memory (a warm store: the advice would cost about as much as the re-scoring).
+    Returns the number of runs advised (0: an array in memory, a warm store, or no ``madvise``)."""
+    mapped = _mapping(views)
+    if mapped is None or len(rows) == 0 or not hasattr(mmap, "MADV_WILLNEED") or not views.flags.c_contiguous:
+        return 0
+    mm, start = mapped
+    lo, hi = _row_runs(views, rows)
+    page = mmap.PAGESIZE
+    row0 = views.ctypes.data - start  # bytes from the mapping's start to row 0
+    sample = np.linspace(0, len(lo) - 1, min(RESIDENCY_SAMPLE, len(lo))).astype(np.int64)
+    if all(_resident((start + row0 + int(lo[i])) // page * page, page) is True for i in sample):
+        return 0
+    for a, b in zip((row0 + lo) // page * page, row0 + hi):
+        mm.madvise(mmap.MADV_WILLNEED, int(a), int(b - a))
+    return len(lo)

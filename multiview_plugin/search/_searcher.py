@@ -59,6 +59,7 @@ from multiview_plugin.index.folder import (
     RESCORE_STORE_FILE,
 )
 from multiview_plugin.index.meta import IndexMeta, check_index_file
+from multiview_plugin.index.rescore import advise_random_reads, prefetch_rows
 from multiview_plugin.progress import progress_bar
 from multiview_plugin.search._backend import (
     EF_SEARCH,
@@ -447,17 +448,22 @@ class FaissStore(SearchBackend):
         return out
 
 
-def _row_sims(source: np.ndarray, rows: np.ndarray, q: np.ndarray, block: int = 1024) -> np.ndarray:
+def _row_sims(source: np.ndarray, rows: np.ndarray, q: np.ndarray, block: int = 1024,
+              prefetch: bool = True) -> np.ndarray:
     """``q · source[r]`` for every row number ``r`` of ``rows`` (any shape), in float32: rows read in file order,
     ``block`` at a time, cast by torch. numpy casts float16 one element at a time, and a gathered float32 copy of
     every row is a fresh allocation as large as the rows (bench/rescore_speed.log: that way was 7.35x slower at 1,600
-    documents of 8 views, 9.74x at 73)."""
+    documents of 8 views, 9.74x at 73). A memory-mapped store not in memory has its rows' pages read ahead, all
+    at once (``prefetch``, :func:`~multiview_plugin.index.rescore.prefetch_rows`)."""
     flat = rows.reshape(-1)
     order = np.argsort(flat, kind="stable")
+    in_order = np.ascontiguousarray(flat[order], dtype=np.int64)
+    if prefetch:
+        prefetch_rows(source, in_order)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a read-only memory map: torch only reads it
         src = torch.from_numpy(source)
-    idx = torch.from_numpy(np.ascontiguousarray(flat[order], dtype=np.int64))
+    idx = torch.from_numpy(in_order)
     tq = torch.from_numpy(np.ascontiguousarray(q, dtype=np.float32))
     sims = torch.empty(len(flat), dtype=torch.float32)
     for lo in range(0, len(flat), block):
@@ -677,6 +683,7 @@ def open_rescore_store(index_dir: Path, meta: IndexMeta, ntotal: int) -> np.ndar
         raise ShardFormatError(f"{path}: not a readable .npy (truncated or corrupt?): {why}; {expected}") from None
     if views.shape != (rows, dim) or views.dtype != np.dtype(dtype):
         raise ShardFormatError(f"{path}: holds {' x '.join(map(str, views.shape))} {views.dtype}, {expected}")
+    advise_random_reads(views)  # a page fault reads its page, not 8 MB around it (bench/rescore_cold.log)
     return views
 
 

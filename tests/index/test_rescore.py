@@ -234,3 +234,40 @@ def test_a_file_replaced_by_another_of_the_same_shape_is_refused(built, tmp_path
     message = str(err.value)
     assert "\n" not in message and str(path) in message and "not the file this index was built with" in message
     MultiVectorSearcher(built["root"] / "fp32")  # the untouched folder loads
+
+
+def test_row_runs_cover_adjacent_rows_once():
+    from multiview_plugin.index.rescore import _row_runs
+
+    store = np.zeros((20, 4), dtype=np.float16)  # 8 bytes a row
+    lo, hi = _row_runs(store, np.array([0, 0, 3, 4, 5, 5, 9]))
+    assert lo.tolist() == [0, 24, 72] and hi.tolist() == [8, 48, 80]
+
+
+def test_a_cold_store_has_its_candidates_read_ahead_and_scores_unchanged(tmp_path):
+    """prefetch_rows asks for a cold store's candidate pages (one advice per run of adjacent rows), does nothing
+    for a warm store or an array in memory, and re-scoring reads the same numbers either way."""
+    from multiview_plugin.index.rescore import _mapping, _resident, advise_random_reads, prefetch_rows
+    from multiview_plugin.search._searcher import _row_sims
+
+    rng = np.random.default_rng(0)
+    views = rng.standard_normal((4096, 64)).astype(np.float16)
+    path = tmp_path / "rescore_views.npy"
+    np.save(path, views)
+    q = rng.standard_normal(64).astype(np.float32)
+    rows = np.array([[1000, 1001, 1002], [2048, 2049, 4000]])  # past the header's read-ahead
+    expected = views.astype(np.float32)[rows] @ q
+    assert prefetch_rows(views, np.sort(rows.ravel())) == 0  # in memory: nothing to read
+
+    with path.open("rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    store = np.load(path, mmap_mode="r")
+    advise_random_reads(store)
+    mm, start = _mapping(store)
+    first = (store.ctypes.data + 1000 * store.strides[0]) // 4096 * 4096
+    if _resident(first, 4096) is not False:
+        pytest.skip("this file system keeps the file in memory (tmpfs?) or mincore cannot say")
+    assert prefetch_rows(store, np.sort(rows.ravel())) == 3  # 1000-1002, 2048-2049, 4000
+    np.testing.assert_allclose(_row_sims(store, rows, q), expected, rtol=1e-5, atol=1e-5)
+    assert prefetch_rows(store, np.sort(rows.ravel())) == 0  # now warm
