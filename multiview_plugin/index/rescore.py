@@ -66,7 +66,7 @@ class RescoreStoreWriter:
         self.partial.unlink(missing_ok=True)
 
 
-RESIDENCY_SAMPLE = 16  # runs of rows whose first page is looked up before prefetching (mincore)
+RESIDENCY_SAMPLE = 16  # rows, evenly spaced in file order, whose first page is looked up first (mincore)
 
 
 def _mapping(views: np.ndarray) -> tuple[mmap.mmap, int] | None:
@@ -105,7 +105,10 @@ def _mincore():  # noqa: ANN202 - a ctypes function, or None
     """The C library's ``mincore`` (the process's own symbols), None where there is none."""
     if os.name != "posix":
         return None
-    return getattr(ctypes.CDLL(None, use_errno=True), "mincore", None)
+    fn = getattr(ctypes.CDLL(None, use_errno=True), "mincore", None)
+    if fn is not None:
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p], ctypes.c_int
+    return fn
 
 
 def _resident(address: int, page: int) -> bool | None:
@@ -113,28 +116,28 @@ def _resident(address: int, page: int) -> bool | None:
     mincore = _mincore()
     if mincore is None:
         return None
-    vec = (ctypes.c_ubyte * 1)()
-    if mincore(ctypes.c_void_p(address), ctypes.c_size_t(page), vec) != 0:
+    vec = ctypes.create_string_buffer(1)
+    if mincore(address, page, vec) != 0:
         return None
-    return bool(vec[0] & 1)
+    return bool(vec.raw[0] & 1)
 
 
 def prefetch_rows(views: np.ndarray, rows: np.ndarray) -> int:
     """Asks the kernel to read the pages of ``rows`` (sorted) of a memory-mapped store, all at once, ahead of the reads
     (``MADV_WILLNEED`` per run of adjacent rows), so that a cold store is read at the disk's queue depth rather
-    than one page fault at a time. Looks up the first page of up to :data:`RESIDENCY_SAMPLE` runs first and does
+    than one page fault at a time. Looks up the first page of up to :data:`RESIDENCY_SAMPLE` of the rows first and does
     nothing where all are in memory (a warm store: the advice would cost about as much as the re-scoring).
     Returns the number of runs advised (0: an array in memory, a warm store, or no ``madvise``)."""
     mapped = _mapping(views)
     if mapped is None or len(rows) == 0 or not hasattr(mmap, "MADV_WILLNEED") or not views.flags.c_contiguous:
         return 0
     mm, start = mapped
-    lo, hi = _row_runs(views, rows)
-    page = mmap.PAGESIZE
+    page, row_bytes = mmap.PAGESIZE, views.strides[0]
     row0 = views.ctypes.data - start  # bytes from the mapping's start to row 0
-    sample = np.linspace(0, len(lo) - 1, min(RESIDENCY_SAMPLE, len(lo))).astype(np.int64)
-    if all(_resident((start + row0 + int(lo[i])) // page * page, page) is True for i in sample):
+    sample = rows[np.linspace(0, len(rows) - 1, min(RESIDENCY_SAMPLE, len(rows))).astype(np.int64)]
+    if all(_resident((start + row0 + int(r) * row_bytes) // page * page, page) is True for r in sample):
         return 0
+    lo, hi = _row_runs(views, rows)
     for a, b in zip((row0 + lo) // page * page, row0 + hi):
         mm.madvise(mmap.MADV_WILLNEED, int(a), int(b - a))
     return len(lo)
