@@ -14,7 +14,7 @@ in one run, on the same candidates:
 - ``random+prefetch``: the searcher now: ``MADV_RANDOM`` and every candidate's pages asked for at once
   (:func:`prefetch_rows`, ``MADV_WILLNEED``) before the reads;
 - warm: the same search again with the pages in memory and the map held open (as a searcher holds it; fastest of
-  5), with and without the prefetch's residency look-up (what the look-up costs a warm store).
+  7, the two interleaved), with and without the prefetch's residency look-up (what the look-up costs a warm store).
 
 Scores must be equal across the ways (the bench stops otherwise). Median of ``--repeats`` (fresh candidates each).
 
@@ -106,18 +106,17 @@ def timed(path: Path, way: str, rows: np.ndarray, q: np.ndarray) -> tuple[float,
 
 def warm_times(path: Path, rows: np.ndarray, q: np.ndarray, times: dict) -> tuple[np.ndarray, list, list]:
     """The same search with the store's pages in memory and its map held open, as a searcher holds it (fastest of
-    5, after a first pass), with the prefetch's residency look-up and without it."""
+    7, interleaved, after a first pass), with the prefetch's residency look-up and without it."""
     store = np.load(path, mmap_mode="r")
     advise_random_reads(store)
     sims = _row_sims(store, rows, q).max(axis=1)
-    best = {}
-    for prefetch in (True, False):
-        runs = []
-        for _ in range(5):
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(7):
+        for prefetch in (True, False):  # interleaved: neither way gets the later, warmer turns
             t = time.perf_counter()
             _row_sims(store, rows, q, prefetch=prefetch)
-            runs.append((time.perf_counter() - t) * 1000)
-        best[prefetch] = min(runs)
+            runs[prefetch].append((time.perf_counter() - t) * 1000)
+    best = {way: min(v) for way, v in runs.items()}
     return sims, [*times["warm"], best[True]], [*times["warm, no look-up"], best[False]]
 
 

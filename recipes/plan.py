@@ -51,6 +51,7 @@ COSTS = ROOT / "bench" / "ann.json"
 IVF_BUILD = ROOT / "bench" / "ivf_build.json"
 IVF_RATES = ROOT / "bench" / "ivf_rates.json"  # bench/ivf_rates.py: the build's adds and training at DIM and the lists
 IVF_SEARCH = ROOT / "bench" / "ivf_search_rates.json"  # bench/ivf_search_rates.py: the IVF search's parts at DIM
+RESCORE_COLD = ROOT / "bench" / "rescore_cold.json"  # bench/rescore_cold.py: re-scoring from a store not in memory
 THROUGHPUT = ROOT / "bench" / "throughput.json"
 THROUGHPUT_GPU = ROOT / "bench" / "throughput_gpu.json"  # bench/throughput.py --device cuda, where a GPU was measured
 BUILD_SCALING = ROOT / "bench" / "build_scaling_768.json"  # bench/build_scaling.py --dim 768: the plans' dim
@@ -275,12 +276,13 @@ def search_parts(rates: dict, code: str, nlist: int, nprobe: int, fetch: int, co
 
 
 def ivf_search_ms(rates: dict, code: str, nlist: int, n_vectors: int, views: float, hits: int,
-                  max_aggregation: bool, rescored: bool) -> tuple[float, str] | None:
+                  max_aggregation: bool, rescored: bool) -> tuple[float, str, dict] | None:
     """ms per query on one thread of the searcher over ``IVF<nlist>_HNSW32,<code>`` holding ``n_vectors``: the
     parts (:func:`search_parts`) at the searcher's floor of nprobe (the lists holding 32 x the fetch), the codes in
     those lists and (``rescored``) every candidate document re-scored from the fp16 store, at most one per fetched
     vector, plus the searcher's own rest (aggregation, ranking) measured at the fetch depth on the bench's real
-    folder. None where the lists, nprobe or fetch exceed those measured."""
+    folder; its source; and the re-scoring part (``docs``: candidate documents in the bench's views, ``ms``, the
+    store's ``bytes`` read per query). None where the lists, nprobe or fetch exceed those measured."""
     fetch = search_fetch(hits, views, max_aggregation)
     nprobe = min(nlist, max(1, math.ceil(PROBE_FACTOR * fetch * nlist / n_vectors)))
     codes = nprobe * n_vectors / nlist
@@ -297,9 +299,9 @@ def ivf_search_ms(rates: dict, code: str, nlist: int, n_vectors: int, views: flo
               f"codes scanned {scan:.1f} ms + the searcher's own ranking {own:.1f} ms")
     if rescored:
         source += (f" + at most {cands:,} candidate documents x {views:g} views re-scored from the fp16 store "
-                   f"{rescore:.1f} ms (its pages in memory; read from disk, {cands * views * DIM * 2 / 1e6:.0f} MB "
-                   "per query: not measured)")
-    return coarse + scan + own + rescore, source
+                   f"{rescore:.1f} ms (its pages in memory)")
+    docs = cands * views / rates["views"] if rescored else 0.0
+    return coarse + scan + own + rescore, source, {"docs": docs, "ms": rescore, "bytes": cands * views * DIM * 2}
 
 
 def _ivf_recall(bench: dict, way: str, rescored: bool) -> dict | None:
@@ -385,14 +387,49 @@ def _ivf_latency(option: dict, way: str, search: dict, bench: dict, rec: dict, n
                            max_aggregation, rescored=rec["rescore_store"] == "fp16")
     if priced is None:
         return {}
-    ms, source = priced
+    ms, source, rescore = priced
     if way == "fast-pq":
         ratio = _pq_over_sq8(bench, rec)
         if ratio is None:
             return {}
         ms *= ratio
         source += f"; x {ratio:.2f}, PQ's search over SQ8's (bench/ivf_build.json)"
-    return {"latency_ms": ms, "latency_source": source}
+    return {"latency_ms": ms, "latency_source": source, "rescore": rescore if rescore["docs"] else None}
+
+
+def rescore_cold(path: Path | None = None) -> dict | None:
+    """bench/rescore_cold.json when it measured the plans' dim (else None: a store larger than the RAM left is
+    priced as if in memory, and said to be not measured)."""
+    path = Path(path or RESCORE_COLD)
+    bench = _json(path) if path.is_file() else None
+    return bench if bench and bench.get("dim") == DIM else None
+
+
+def cold_store(option: dict, n_vectors: int, budget_gb: float, cold: dict | None) -> dict:
+    """The re-scored option's search where its fp16 store does not fit the RAM left beside the index and the row
+    map: that share of the store's reads (candidates spread evenly over it) priced at bench/rescore_cold.json's
+    re-scoring from a store not in memory (the searcher's prefetch), the rest as in memory. {} where it fits."""
+    rescore = option.get("rescore")
+    if not rescore:
+        return {}
+    store = n_vectors * DIM * 2
+    left = max(0.0, budget_gb * 1e9 - option["index_ram"] - n_vectors * DOCID_MAP_BYTES_PER_ROW)
+    share = max(0.0, 1.0 - left / store)
+    if share == 0:
+        return {}
+    what = (f"; the fp16 store ({store / 1e9:.0f} GB) exceeds the {left / 1e9:.0f} GB of RAM left beside the index "
+            f"and the row map: {share:.0%} of its reads from disk")
+    points = [(p["candidates"], p["ms"]["random+prefetch"]) for p in cold["points"]] if cold else None
+    cold_ms = _between(points, rescore["docs"], log=False) if points else None
+    if cold_ms is None:
+        return {"latency_source": option["latency_source"] + what + f" ({rescore['bytes'] / 1e6:.0f} MB per query "
+                "at most): not measured"}
+    disk = cold["disk"]
+    ms = option["latency_ms"] + share * (cold_ms - rescore["ms"])
+    return {"latency_ms": ms, "latency_source": option["latency_source"] + what + (
+        f", re-scored in {cold_ms:.1f} ms where none is in memory (bench/rescore_cold.json: a store evicted from the "
+        f"page cache, the searcher's prefetch, one thread; disk {disk['device']}, read_ahead_kb "
+        f"{disk['read_ahead_kb']}): {share:.2f} x {cold_ms:.1f} + {1 - share:.2f} x {rescore['ms']:.1f} ms")}
 
 
 def _pq_over_sq8(bench: dict, rec: dict) -> float | None:
@@ -435,9 +472,12 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     max_aggregation = method not in ("dcsr",)  # dcsr ranks by HasAns, which a document index cannot serve
     hits = recipe.get("search", {}).get("hits", 1000)  # the recipe's search depth (recipes/run.py's default)
 
+    cold = rescore_cold()
+
     def options_at(n: int) -> list[dict]:
         out = []
         for o in index_options(n, views, max_aggregation, costs, ivf_bench, hits):
+            o.update(cold_store(o, n, budget_gb, cold))
             # RAM: the index, the row → document map's load peak and the training sample (an upper bound: the
             # sample is freed before the adds, the map is read after them)
             o["ram"] = o["index_ram"] + n * DOCID_MAP_BYTES_PER_ROW + o["train_bytes"]

@@ -513,14 +513,14 @@ def test_ivf_search_is_priced_from_its_measured_parts(tmp_path, monkeypatch):
     hasans = HasAnsAggregator(mean_sentences=4.86).initial_fetch(100, 4.86)  # the searcher's, before its over-fetch
     assert fetch == 1600 and plan_mod.search_fetch(100, 4.86, max_aggregation=False) == math.ceil(hasans * 2.0)
     nprobe = nprobe_floor(fetch, n, nlist, knobs.probe_factor)
-    ms, source = plan_mod.ivf_search_ms(rates, "SQ8", nlist, n, 8, 100, True, rescored=True)
+    ms, source, _ = plan_mod.ivf_search_ms(rates, "SQ8", nlist, n, 8, 100, True, rescored=True)
     codes = nprobe * n / nlist
     t = math.log(nprobe / 16) / math.log(256 / 16)  # the quantiser: between nprobe 16 and 256, in log nprobe
     coarse = 0.16 * (1 + 16 / 256) + t * 0.16 * (256 - 16) / 256
     expected = coarse + 1.6 + codes * 0.1 * 1.4 / 1000 + 0.4 + 1600 / 100
     assert ms == pytest.approx(expected, rel=1e-3)
     assert f"nprobe {nprobe} at 131,072 lists" in source and "at most 1,600 candidate documents" in source
-    ms_codes_alone, source = plan_mod.ivf_search_ms(rates, "SQfp16", nlist, n, 8, 100, True, rescored=False)
+    ms_codes_alone, source, _ = plan_mod.ivf_search_ms(rates, "SQfp16", nlist, n, 8, 100, True, rescored=False)
     assert "re-scored" not in source and ms_codes_alone < ms + 1.0
     assert plan_mod.ivf_search_ms(rates, "SQ8", 262144, n, 8, 100, True, True) is None  # lists not measured
     assert plan_mod.ivf_search_ms(rates, "SQ8", nlist, n, 8, 1000, True, True) is None  # fetch 16,000
@@ -534,6 +534,34 @@ def test_ivf_search_is_priced_from_its_measured_parts(tmp_path, monkeypatch):
     assert plan["latency_source"].startswith("bench/ivf_search_rates.json (dim 768, one thread)")
     path.write_text(json.dumps(_invented_search_rates(dim=384)))  # not the plans' dim: bench/ann.json's projection
     assert plan_mod.make_plan("nq", "mvr", recipe)["latency_source"].startswith("bench/ann.json projection")
+
+
+def test_a_store_larger_than_the_ram_left_is_priced_partly_cold(tmp_path, monkeypatch):
+    """The fp16 re-scoring store's share beyond the RAM left beside the index and the row map is priced at
+    bench/rescore_cold.json's re-scoring from a store not in memory (candidates spread evenly); where it fits,
+    unchanged; where bench/rescore_cold.json is absent, the same share said to be not measured."""
+    option = {"index_ram": 100e9, "latency_ms": 10.0, "latency_source": "parts",
+              "rescore": {"docs": 1600.0, "ms": 4.0, "bytes": 19_660_800}}
+    n = 100_000_000  # store 153.6 GB; row map n x DOCID_MAP_BYTES_PER_ROW
+    left = 256e9 - 100e9 - n * plan_mod.DOCID_MAP_BYTES_PER_ROW
+    share = 1 - left / (n * plan_mod.DIM * 2)
+    cold = {"dim": plan_mod.DIM, "disk": {"device": "vda", "read_ahead_kb": "8192"},
+            "points": [{"candidates": c, "ms": {"random+prefetch": c / 40}} for c in (200, 1600, 4000)]}
+    priced = plan_mod.cold_store(option, n, 256.0, cold)
+    assert priced["latency_ms"] == pytest.approx(10.0 + share * (40.0 - 4.0))
+    assert f"{share:.0%} of its reads from disk" in priced["latency_source"]
+    assert plan_mod.cold_store(option, n, 10_000.0, cold) == {}  # the store fits the RAM left
+    assert plan_mod.cold_store({**option, "rescore": None}, n, 256.0, cold) == {}  # no store
+    unmeasured = plan_mod.cold_store(option, n, 256.0, None)
+    assert "latency_ms" not in unmeasured and unmeasured["latency_source"].endswith("at most): not measured")
+    path = tmp_path / "rescore_cold.json"
+    path.write_text(json.dumps(cold))
+    monkeypatch.setattr(plan_mod, "RESCORE_COLD", path)
+    recipe = next(r for b, m, r in recipes() if (b, m) == ("nq", "mvr"))
+    plan = plan_mod.make_plan("nq", "mvr", recipe)  # 258 GB of store beside a 132 GB index in 256 GB
+    assert "of its reads from disk" in plan["latency_source"] and "bench/rescore_cold.json" in plan["latency_source"]
+    roomy = plan_mod.make_plan("nq", "mvr", recipe, nodes=2)  # fp16 codes alone fit a node: no store
+    assert "reads from disk" not in roomy["latency_source"]
 
 
 def test_latency_budget_trades_exact_flat_for_the_fastest_index_that_fits(tmp_path, capsys):
