@@ -18,6 +18,12 @@ in one run, on the same candidates:
 
 Scores must be equal across the ways (the bench stops otherwise). Median of ``--repeats`` (fresh candidates each).
 
+Then ``--check_vectors`` builds a real folder (``build_index``: ``IVF<n>_HNSW32,SQ8``, two-level k-means, fp16
+store) and times ``MultiVectorSearcher.search_vectors`` (wall clock, one query at a time, ``--check_hits``) with its
+store in memory, half of it (every other 256 KB of the file, set again before each query) and none of it, against
+what the plans would price from the parts above: the search in memory + the share from disk x (cold - warm
+re-scoring of the candidates the searcher re-scored).
+
     python bench/rescore_cold.py --json bench/rescore_cold.json
 """
 
@@ -29,6 +35,7 @@ import json
 import mmap
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -37,9 +44,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from multiview_plugin.index.rescore import RescoreStoreWriter, advise_random_reads  # noqa: E402
+from build_scaling import write_shards  # noqa: E402
+from ivf_build import TRAIN_PER_LIST, nlist_for  # noqa: E402
+
+from multiview_plugin.index.folder import RESCORE_STORE_FILE  # noqa: E402
+from multiview_plugin.index.rescore import RescoreStoreWriter, _mapping, advise_random_reads  # noqa: E402
 from multiview_plugin.search._searcher import _row_sims  # noqa: E402
 
 WAYS = ("read-around", "random", "random+prefetch")
@@ -120,6 +133,93 @@ def warm_times(path: Path, rows: np.ndarray, q: np.ndarray, times: dict) -> tupl
     return sims, [*times["warm"], best[True]], [*times["warm, no look-up"], best[False]]
 
 
+CHUNK = 256 * 1024  # the check's half-resident store: every other CHUNK of the file
+
+
+def set_share(path: Path, store: np.ndarray, share: float) -> float:
+    """Leaves ``1 - share`` of the store's file in the page cache, spread evenly (share 0: all of it, 0.5: every
+    other CHUNK, 1: none); the searcher's own map of it is emptied first (its mapped pages cannot be evicted).
+    Returns the fraction in memory, checked with mincore."""
+    if share > 0:
+        mm, _ = _mapping(store)
+        mm.madvise(mmap.MADV_DONTNEED)  # a shared read-only file map: its pages are read again on the next access
+        evict(path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead: only the chunks read below
+        size, step = path.stat().st_size, (1 if share == 0 else 2)
+        if share < 1:
+            for lo in range(0, size, CHUNK * step):
+                os.pread(fd, CHUNK, lo)
+    finally:
+        os.close(fd)
+    return resident_fraction(path)
+
+
+def check(n: int, hits: int, queries: int, dim: int, points: list[dict], work: Path) -> list[dict]:
+    """A real folder searched by the searcher with its store in memory, half in memory and not in memory: measured
+    ms/query beside the plans' pricing from the parts (the search in memory + share x (cold - warm re-scoring))."""
+    from multiview_plugin.search import MultiVectorSearcher, build_index
+
+    views, nlist = 8, nlist_for(n)
+    write_shards(work, n, dim, views, 4)
+    shards = sorted(str(p) for p in work.glob("c.*.pkl"))
+    t = time.perf_counter()
+    build_index(shards, work / "index", index_factory=f"IVF{nlist}_HNSW32,SQ8", train_size=TRAIN_PER_LIST * nlist,
+                ivf_training="two_level", rescore_store="fp16")
+    for shard in shards:  # the folder is all the searcher reads
+        Path(shard).unlink()
+    print(f"check: built {n:,} x {dim} IVF{nlist}_HNSW32,SQ8 + fp16 store in {time.perf_counter() - t:.0f} s",
+          flush=True)
+    searcher = MultiVectorSearcher(work / "index", None)
+    store = searcher.store
+    path = work / "index" / RESCORE_STORE_FILE
+    rng = np.random.default_rng(2)
+    q = np.asarray(store.rescore_views[rng.choice(n, queries, replace=False)], dtype=np.float32)
+    q += rng.standard_normal(q.shape, dtype=np.float32) * 0.02
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    seen: list[int] = []
+    real = store.rescore_docs
+
+    def counted(qq: np.ndarray, cand: np.ndarray, **kw) -> np.ndarray:
+        seen.append(int((cand >= 0).sum()))
+        return real(qq, cand, **kw)
+
+    store.rescore_docs = counted
+    rows, warm_ms, cands = [], None, None
+    for share in (0.0, 0.5, 1.0):
+        resident = set_share(path, store.rescore_views, share)
+        searcher.search_vectors(q[:1], hits)  # warm-up (the index's own pages)
+        times, seen[:] = [], []
+        for i in range(queries):
+            if share > 0:
+                resident = min(resident, set_share(path, store.rescore_views, share))
+            t = time.perf_counter()
+            searcher.search_vectors(q[i:i + 1], hits)
+            times.append((time.perf_counter() - t) * 1000)
+        ms = statistics.median(times)
+        if share == 0:
+            warm_ms, cands = ms, sum(seen) / len(seen)
+        cold = _at(points, cands, "random+prefetch")
+        warm = _at(points, cands, "warm")
+        predicted = warm_ms + share * (cold - warm)
+        rows.append({"share_from_disk": share, "resident_fraction": round(resident, 3), "hits": hits,
+                     "candidates_per_query": round(cands, 1), "ms_per_query": round(ms, 2),
+                     "predicted_ms": round(predicted, 2), "ratio": round(ms / predicted, 2)})
+        print(f"check: hits {hits}, store {1 - share:.0%} in memory (mincore: at least {resident:.1%}), "
+              f"{cands:.0f} candidates re-scored: measured {ms:.2f} ms/query (median of {queries}); priced "
+              f"{warm_ms:.2f} + {share:g} x ({cold:.2f} - {warm:.2f}) = {predicted:.2f} (x{ms / predicted:.2f})",
+              flush=True)
+    return rows
+
+
+def _at(points: list[dict], docs: float, way: str) -> float:
+    """The median ms of ``way`` at ``docs`` candidates, linear between the two measured counts around it."""
+    xs = [p["candidates"] for p in points]
+    ys = [p["ms"][way] for p in points]
+    return float(np.interp(docs, xs, ys))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=4_000_000, help="store rows (vectors); 8 per document")
@@ -127,6 +227,9 @@ def main() -> None:
     ap.add_argument("--docs", type=int, nargs="+", default=[73, 200, 1600, 4000], help="candidates per query")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--work_dir", default=None, help="where the store is written (a fresh folder, removed after)")
+    ap.add_argument("--check_vectors", type=int, default=1_000_000, help="the check's folder (0: no check)")
+    ap.add_argument("--check_hits", type=int, default=100)
+    ap.add_argument("--check_queries", type=int, default=20)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     views = 8
@@ -170,15 +273,17 @@ def main() -> None:
                   f"{m['random+prefetch']:>18.1f}  {p['us_per_doc']['random+prefetch']:>11.1f}  {m['warm']:>7.2f}  "
                   f"{m['warm, no look-up']:>18.2f}  {m['read-around'] / m['random+prefetch']:>22.1f}x  "
                   f"{m['random'] / m['random+prefetch']:>11.1f}x")
+        path.unlink()
+        checks = check(args.check_vectors, args.check_hits, args.check_queries, args.dim, points, work) \
+            if args.check_vectors else []
         if args.json:
             Path(args.json).write_text(json.dumps({
                 "command": "python bench/rescore_cold.py " + " ".join(sys.argv[1:]), "rows": args.rows,
                 "dim": args.dim, "views": views, "dtype": "float16", "repeats": args.repeats, "disk": disk,
                 "ram_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-                "points": points}, indent=1) + "\n")
+                "points": points, "checks": checks}, indent=1) + "\n")
     finally:
-        path.unlink(missing_ok=True)
-        work.rmdir()
+        shutil.rmtree(work)  # the bench's own fresh folder
 
 
 if __name__ == "__main__":
