@@ -70,16 +70,18 @@ RESIDENCY_SAMPLE = 16  # rows, evenly spaced in file order, whose first page is 
 
 
 def _mapping(views: np.ndarray) -> tuple[mmap.mmap, int] | None:
-    """The ``mmap`` under a memory-mapped array (``np.load(mmap_mode=...)``) and the address where it starts;
-    None for an array in memory."""
+    """The ``mmap`` under a memory-mapped array (``np.load(mmap_mode=...)``, or a slice of one) and the address
+    where the map starts; None for an array in memory."""
     base = views
     while base is not None and not isinstance(base, np.memmap):
         base = base.base if isinstance(base.base, np.ndarray) else None
     mm = getattr(base, "_mmap", None)
     if base is None or not isinstance(mm, mmap.mmap) or not hasattr(mm, "madvise"):
         return None
-    # np.memmap maps the file from its offset rounded down to the allocation granularity
-    return mm, base.ctypes.data - base.offset % mmap.ALLOCATIONGRANULARITY
+    first = np.frombuffer(mm, dtype=np.uint8, count=1)  # a view of the map's first byte: its address
+    start = first.ctypes.data
+    del first
+    return mm, start
 
 
 def advise_random_reads(views: np.ndarray) -> None:
@@ -123,21 +125,30 @@ def _resident(address: int, page: int) -> bool | None:
 
 
 def prefetch_rows(views: np.ndarray, rows: np.ndarray) -> int:
-    """Asks the kernel to read the pages of ``rows`` (sorted) of a memory-mapped store, all at once, ahead of the reads
-    (``MADV_WILLNEED`` per run of adjacent rows), so that a cold store is read at the disk's queue depth rather
-    than one page fault at a time. Looks up the first page of up to :data:`RESIDENCY_SAMPLE` of the rows first and does
-    nothing where all are in memory (a warm store: the advice would cost about as much as the re-scoring).
-    Returns the number of runs advised (0: an array in memory, a warm store, or no ``madvise``)."""
-    mapped = _mapping(views)
-    if mapped is None or len(rows) == 0 or not hasattr(mmap, "MADV_WILLNEED") or not views.flags.c_contiguous:
+    """Asks the kernel to read the pages of ``rows`` (sorted) of a memory-mapped store all at once, ahead of the
+    reads (``MADV_WILLNEED`` per run of adjacent rows), so that a cold store is read at the disk's queue depth
+    rather than one page fault at a time. Looks up the first page of up to :data:`RESIDENCY_SAMPLE` of the rows
+    first and does nothing where all are in memory (a warm store: the advice would cost about as much as the
+    re-scoring). Returns the number of runs advised (0: an array in memory, a warm store, or no ``madvise``)."""
+    placed = _row0_in_map(views)
+    if placed is None or len(rows) == 0:
         return 0
-    mm, start = mapped
-    page, row_bytes = mmap.PAGESIZE, views.strides[0]
-    row0 = views.ctypes.data - start  # bytes from the mapping's start to row 0
+    mm, row0 = placed
+    page, row_bytes, at = mmap.PAGESIZE, views.strides[0], views.ctypes.data
     sample = rows[np.linspace(0, len(rows) - 1, min(RESIDENCY_SAMPLE, len(rows))).astype(np.int64)]
-    if all(_resident((start + row0 + int(r) * row_bytes) // page * page, page) is True for r in sample):
+    if all(_resident((at + int(r) * row_bytes) // page * page, page) is True for r in sample):
         return 0
     lo, hi = _row_runs(views, rows)
-    for a, b in zip((row0 + lo) // page * page, row0 + hi):
+    for a, b in zip((row0 + lo) // page * page, row0 + hi):  # offsets in the map, from a page boundary
         mm.madvise(mmap.MADV_WILLNEED, int(a), int(b - a))
     return len(lo)
+
+
+def _row0_in_map(views: np.ndarray) -> tuple[mmap.mmap, int] | None:
+    """The map under ``views`` and the offset of its row 0 in that map; None where nothing can be advised (an array
+    in memory, rows not contiguous, no ``madvise``)."""
+    mapped = _mapping(views)
+    if mapped is None or not hasattr(mmap, "MADV_WILLNEED") or not views.flags.c_contiguous:
+        return None
+    mm, start = mapped
+    return mm, views.ctypes.data - start

@@ -271,3 +271,20 @@ def test_a_cold_store_has_its_candidates_read_ahead_and_scores_unchanged(tmp_pat
     assert prefetch_rows(store, np.sort(rows.ravel())) == 3  # 1000-1002, 2048-2049, 4000
     np.testing.assert_allclose(_row_sims(store, rows, q), expected, rtol=1e-5, atol=1e-5)
     assert prefetch_rows(store, np.sort(rows.ravel())) == 0  # now warm
+
+
+def test_advice_lands_on_the_rows_of_a_slice_of_the_store(tmp_path):
+    """The prefetch's byte ranges are where the rows lie in the map, for the whole store and for a slice of it."""
+    from multiview_plugin.index.rescore import _row0_in_map, _row_runs
+
+    views = np.arange(4096 * 64, dtype=np.float16).reshape(4096, 64)
+    np.save(tmp_path / "s.npy", views)
+    store = np.load(tmp_path / "s.npy", mmap_mode="r")
+    for part, first in ((store, 0), (store[1000:], 1000)):
+        mm, row0 = _row0_in_map(part)
+        lo, hi = _row_runs(part, np.array([0, 1, 5]))
+        assert row0 == store.offset + first * 128  # after the .npy header
+        assert lo.tolist() == [0, 5 * 128] and hi.tolist() == [2 * 128, 6 * 128]
+        at = row0 + int(lo[1])
+        assert np.frombuffer(mm[at:at + 128], dtype=np.float16).tolist() == views[first + 5].tolist()
+    assert _row0_in_map(views) is None  # in memory
