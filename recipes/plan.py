@@ -463,7 +463,9 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     unknown (a BEIR folder not given). Raises :class:`PlanRefused` when no measured index type fits ``budget_gb``
     per node on the ``nodes`` given, naming what would (more nodes, or the smallest index's RAM). ``max_ms``: a
     search latency budget (ms/query, one thread, as projected): exact Flat is preferred only within it; otherwise,
-    or when no budget is given and Flat does not fit, the fastest index that fits is chosen."""
+    or when no budget is given and Flat does not fit, the fastest index that fits is chosen; with ``nodes`` None,
+    more nodes are taken where none of the fewest that fit meets it (each node's share smaller: its re-scoring
+    store kept in memory, or a Flat scan shorter), up to the fewest on which an index does."""
     n_docs = n_docs if n_docs is not None else CORPUS_DOCS.get(benchmark)
     if n_docs is None:
         return None
@@ -496,7 +498,12 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     else:
         raise PlanRefused(_refusal(benchmark, method, options_at(math.ceil(n_vectors / (nodes or 1))), budget_gb,
                                    nodes or 1, n_vectors, options_at))
-    nodes = k
+    nodes, for_latency = k, False
+    if max_ms is not None and len(counts) > 1 and all(o["latency_ms"] > max_ms for o in fits):
+        more = _fewest_nodes_within(k, n_vectors, budget_gb, max_ms, options_at)
+        if more is not None:  # more nodes: a smaller share each, whose store (or Flat scan) meets the budget
+            (nodes, fits), for_latency = more, True
+            per_node = math.ceil(n_vectors / nodes)
     exact = [o for o in fits if o["measured"]["param"] == "exact" and (max_ms is None or o["latency_ms"] <= max_ms)]
     pick = exact[0] if exact else min(fits, key=lambda o: o["latency_ms"])
     main, _, doc = pick["index"].partition("+doc:")
@@ -519,8 +526,19 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
             "measured_index": row["index"], "measured_setting": "exact" if row["param"] == "exact" else
             f"{row['param']} {row['value']:g}", "measured_vectors": row["vectors"],
             "fits_budget": True, "budget_gb": budget_gb, "max_ms": max_ms, "docs": n_docs,
-            "nodes_chosen": len(counts) > 1,
+            "nodes_chosen": len(counts) > 1, "nodes_for_latency": for_latency,
             "views": views, "vectors": n_vectors, "vectors_per_node": per_node}
+
+
+def _fewest_nodes_within(fewest: int, n_vectors: int, budget_gb: float, max_ms: float,
+                         options_at) -> tuple[int, list[dict]] | None:
+    """The fewest nodes past ``fewest`` on which an index both fits ``budget_gb`` and meets ``max_ms``, with the
+    options that fit there; None where no count up to :data:`MAX_NODES` does."""
+    for more in range(fewest + 1, MAX_NODES + 1):
+        fits = [o for o in options_at(math.ceil(n_vectors / more)) if o["ram"] <= budget_gb * 1e9]
+        if any(o["latency_ms"] <= max_ms for o in fits):
+            return more, fits
+    return None
 
 
 def _refusal(benchmark: str, method: str, options: list[dict], budget_gb: float, nodes: int, n_vectors: int,
@@ -553,8 +571,9 @@ def plan_line(plan: dict | None) -> str:
         index += f", re-scoring store {plan['rescore_store']} on disk {plan['store_gb']:.0f} GB"
     where = f"{plan['cores']} CPU core{'s' if plan['cores'] > 1 else ''}" + (
         f" per node, {plan['nodes']} nodes each holding 1/{plan['nodes']}" if plan["nodes"] > 1 else "") + (
-        f" (the fewest nodes on which an index fits {plan['budget_gb']:g} GB)" if plan["nodes_chosen"] and
-        plan["nodes"] > 1 else "")
+        f" (the fewest nodes on which an index fits {plan['budget_gb']:g} GB"
+        + (f" and the latency budget of {plan['max_ms']:g} ms/query" if plan.get("nodes_for_latency") else "")
+        + ")" if plan["nodes_chosen"] and plan["nodes"] > 1 else "")
     per_node = " per node" if plan["nodes"] > 1 else ""
     if plan.get("max_ms") is not None:
         over = plan["ms_per_query"] > plan["max_ms"]

@@ -623,7 +623,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "naming what would fit (more --nodes, or the smallest index's RAM). Default 256.")
     p.add_argument("--max_ms_per_query", type=float, help="Search latency budget per query (one thread, as the plan "
                    "projects it): exact Flat is chosen only within it, else the fastest index that fits "
-                   "--ram_budget_gb (default: none, exact Flat whenever it fits).")
+                   "--ram_budget_gb; without --nodes, more nodes where none of the fewest that fit meets it "
+                   "(default: none, exact Flat whenever it fits).")
     p.add_argument("--cores", type=int, default=1, help="CPU cores per node the plan counts (CPU stages: the "
                    "measured one-thread rate x cores; the index build: the speed-up bench/build_scaling_768.log "
                    "measured, never past its largest thread count; default 1).")

@@ -564,6 +564,22 @@ def test_a_store_larger_than_the_ram_left_is_priced_partly_cold(tmp_path, monkey
     assert "reads from disk" not in roomy["latency_source"]
 
 
+def test_latency_budget_takes_more_nodes_where_none_of_the_fewest_meets_it():
+    """Without --nodes, a latency budget that no index on the fewest nodes meets takes the fewest nodes on which
+    one does (nq mvr: one node's re-scoring store is mostly read from disk); with --nodes given, the count stays and
+    the plan says it is over."""
+    mvr = next(r for b, m, r in recipes() if (b, m) == ("nq", "mvr"))
+    one = plan_mod.make_plan("nq", "mvr", mvr)
+    assert one["nodes"] == 1 and one["ms_per_query"] > 5
+    spread = plan_mod.make_plan("nq", "mvr", mvr, max_ms=5.0)
+    assert spread["nodes"] > 1 and spread["ms_per_query"] <= 5 and spread["ram_gb"] <= 256
+    assert plan_mod.make_plan("nq", "mvr", mvr, nodes=spread["nodes"] - 1, max_ms=5.0)["ms_per_query"] > 5
+    line = plan_mod.plan_line(spread)
+    assert "and the latency budget of 5 ms/query" in line and "within the latency budget of 5 ms/query" in line
+    pinned = plan_mod.make_plan("nq", "mvr", mvr, nodes=1, max_ms=5.0)
+    assert pinned["nodes"] == 1 and "over the latency budget of 5 ms/query" in plan_mod.plan_line(pinned)
+
+
 def test_latency_budget_trades_exact_flat_for_the_fastest_index_that_fits(tmp_path, capsys):
     """--max_ms_per_query: exact Flat only within the budget (nq dpr's Flat scans 21M vectors a query), else the
     fastest index that fits the RAM budget; a budget nothing meets keeps the fastest and says it is over."""
