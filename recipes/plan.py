@@ -42,7 +42,9 @@ import importlib.util
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from sources import BEIR_URL, TEVATRON_CORPUS, TEVATRON_HUB, beir_names, eval_files
 
@@ -313,20 +315,36 @@ def _ivf_recall(bench: dict, way: str, rescored: bool) -> dict | None:
 FAST_WAYS = {"fast": ("SQ8", 1.0), "fast-pq": (f"PQ{DIM // 8}", 1 / 8), "fast-fp16": ("SQfp16", 2.0)}
 
 
+@dataclass(frozen=True)
+class Measured:
+    """The committed measurements an index plan reads, read once per plan (:func:`read_measurements`)."""
+    proj: ModuleType  # bench/scale_projection.py: the projection rules
+    costs: dict  # bench/ann.json
+    bench: dict | None  # bench/ivf_build.json
+    rates: dict | None  # bench/ivf_rates.json at DIM
+    search: dict | None  # bench/ivf_search_rates.json at DIM
+    cold: dict | None  # bench/rescore_cold.json at DIM
+
+
+def read_measurements(costs: Path = COSTS, ivf_bench: Path | None = None) -> Measured:
+    """Reads the files :class:`Measured` names (``costs`` and ``ivf_bench`` in place of the committed ones)."""
+    ivf_bench = Path(ivf_bench or IVF_BUILD)
+    return Measured(_projection(), _json(costs), ivf_build(ivf_bench) if ivf_bench.is_file() else None,
+                    ivf_rates(), ivf_search_rates(), rescore_cold())
+
+
 def index_options(n_vectors: int, views: float, max_aggregation: bool, costs: Path = COSTS,
-                  ivf_bench: Path | None = None, hits: int = 100) -> list[dict]:
+                  ivf_bench: Path | None = None, hits: int = 100, read: Measured | None = None) -> list[dict]:
     """Every index type measured to reach ``MIN_RECALL``, projected to ``n_vectors`` (one node's share). IVF types
     are built the measured fast way (bench/ivf_build.py): SQ8 or PQ codes re-scored from an fp16 store for max
-    aggregation; for dcsr's HasAns, which never re-scores, the codes alone must keep the recall (SQ8 or SQfp16)."""
-    ivf_bench = Path(ivf_bench or IVF_BUILD)
-    proj = _projection()
-    measured = _json(costs)
-    margs = measured["args"]
-    bench = ivf_build(ivf_bench) if ivf_bench.is_file() else None
-    rates, search = ivf_rates(), ivf_search_rates()
+    aggregation; for dcsr's HasAns, which never re-scores, the codes alone must keep the recall (SQ8 or SQfp16).
+    ``read``: the measurements already read (else read here, from ``costs`` and ``ivf_bench``)."""
+    read = read or read_measurements(costs, ivf_bench)
+    proj, bench, rates, search = read.proj, read.bench, read.rates, read.search
+    margs = read.costs["args"]
     system = "dpr" if views == 1 else "mvr"
     options = []
-    for row in proj.pick_per_index(measured["rows"], system, MIN_RECALL):
+    for row in proj.pick_per_index(read.costs["rows"], system, MIN_RECALL):
         if not row["meets_target"] or ("+doc:" in row["index"] and not max_aggregation):
             continue
         p = proj.project(row, n_vectors, DIM, {**margs, "views": views if views > 1 else margs["views"]},
@@ -474,12 +492,12 @@ def make_plan(benchmark: str, method: str, recipe: dict, budget_gb: float = DEFA
     max_aggregation = method not in ("dcsr",)  # dcsr ranks by HasAns, which a document index cannot serve
     hits = recipe.get("search", {}).get("hits", 1000)  # the recipe's search depth (recipes/run.py's default)
 
-    cold = rescore_cold()
+    read = read_measurements(costs, ivf_bench)
 
     def options_at(n: int) -> list[dict]:
         out = []
-        for o in index_options(n, views, max_aggregation, costs, ivf_bench, hits):
-            o.update(cold_store(o, n, budget_gb, cold))
+        for o in index_options(n, views, max_aggregation, hits=hits, read=read):
+            o.update(cold_store(o, n, budget_gb, read.cold))
             # RAM: the index, the row → document map's load peak and the training sample (an upper bound: the
             # sample is freed before the adds, the map is read after them)
             o["ram"] = o["index_ram"] + n * DOCID_MAP_BYTES_PER_ROW + o["train_bytes"]
