@@ -156,28 +156,35 @@ def set_share(path: Path, store: np.ndarray, share: float) -> float:
     return resident_fraction(path)
 
 
-def check(n: int, hits: int, queries: int, dim: int, points: list[dict], work: Path) -> list[dict]:
-    """A real folder searched by the searcher with its store in memory, half in memory and not in memory: measured
-    ms/query beside the plans' pricing from the parts (the search in memory + share x (cold - warm re-scoring))."""
+def store_folder(work: Path, n: int, dim: int, queries: int, label: str):  # noqa: ANN201 - (searcher, queries)
+    """A real folder in ``work`` (``build_index``: ``IVF<n>_HNSW32,SQ8``, two-level k-means, fp16 store) over
+    ``n`` clustered synthetic vectors, 8 per document, its shards removed once built; its searcher, and
+    ``queries`` unit queries near stored views."""
     from multiview_plugin.search import MultiVectorSearcher, build_index
 
-    views, nlist = 8, nlist_for(n)
-    write_shards(work, n, dim, views, 4)
+    nlist = nlist_for(n)
+    write_shards(work, n, dim, 8, 4)
     shards = sorted(str(p) for p in work.glob("c.*.pkl"))
     t = time.perf_counter()
     build_index(shards, work / "index", index_factory=f"IVF{nlist}_HNSW32,SQ8", train_size=TRAIN_PER_LIST * nlist,
                 ivf_training="two_level", rescore_store="fp16")
     for shard in shards:  # the folder is all the searcher reads
         Path(shard).unlink()
-    print(f"check: built {n:,} x {dim} IVF{nlist}_HNSW32,SQ8 + fp16 store in {time.perf_counter() - t:.0f} s",
+    print(f"{label}: built {n:,} x {dim} IVF{nlist}_HNSW32,SQ8 + fp16 store in {time.perf_counter() - t:.0f} s",
           flush=True)
     searcher = MultiVectorSearcher(work / "index", None)
+    rng = np.random.default_rng(2)
+    q = np.asarray(searcher.store.rescore_views[rng.choice(n, queries, replace=False)], dtype=np.float32)
+    q += rng.standard_normal(q.shape, dtype=np.float32) * 0.02
+    return searcher, q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def check(n: int, hits: int, queries: int, dim: int, points: list[dict], work: Path) -> list[dict]:
+    """A real folder searched by the searcher with its store in memory, half in memory and not in memory: measured
+    ms/query beside the plans' pricing from the parts (the search in memory + share x (cold - warm re-scoring))."""
+    searcher, q = store_folder(work, n, dim, queries, "check")
     store = searcher.store
     path = work / "index" / RESCORE_STORE_FILE
-    rng = np.random.default_rng(2)
-    q = np.asarray(store.rescore_views[rng.choice(n, queries, replace=False)], dtype=np.float32)
-    q += rng.standard_normal(q.shape, dtype=np.float32) * 0.02
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
     seen: list[int] = []
     real = store.rescore_docs
 
