@@ -103,8 +103,7 @@ def add_pyserini_flags(p: argparse.ArgumentParser) -> None:
                      choices=["trec", "msmarco", "tevatron"], help="Run format (default trec).")
     pys.add_argument("--hits", type=int, default=1000, help="Documents per query (default 1000; capped at the "
                      "index's number of documents, with a log line).")
-    pys.add_argument("--threads", type=int, default=1, help="Search threads: Faiss's, and the queries whose "
-                     "candidates are re-scored at once (default 1).")
+    pys.add_argument("--threads", type=int, default=1, help="Faiss search threads.")
     pys.add_argument("--nprobe", type=int, help="IVF indexes: lists probed per query, a lower bound (raised to "
                      "the lists holding 32x the fetch depth on average).")
     pys.add_argument("--ef_search", "--efSearch", dest="ef_search", type=int, help="HNSW indexes: efSearch "

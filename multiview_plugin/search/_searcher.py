@@ -27,7 +27,6 @@ import math
 import os
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,9 +220,6 @@ class FaissStore(SearchBackend):
         self.rescore_views = rescore_views
         self._storage: np.ndarray | bool | None = None  # the index's vectors as an array (False: reconstruct)
         self._flat_ip: faiss.IndexFlat | None = None
-        # queries re-scored at once from a store or plain storage (torch and numpy release the GIL); None: as many
-        # as Faiss's threads (batch_search's ``threads``, driver.search --threads)
-        self.rescore_threads: int | None = None
         if doc_index is not None:
             if doc_index.ntotal != len(docids):
                 raise ConfigError(f"doc_index has {doc_index.ntotal} rows for {len(docids)} documents")
@@ -410,10 +406,10 @@ class FaissStore(SearchBackend):
         """Max-sim of each query with each candidate document (Q, C) over all its views; -inf where cand is -1.
 
         Views are read from the re-scoring store where there is one, else straight from the index's storage where
-        it is a plain array (Flat, SQfp16), scored per query by :func:`_row_sims` in file order, never gathered
-        whole, the queries spread over :attr:`rescore_threads` threads (an inner-product Flat index computes them
-        in place instead); else they are reconstructed, each needed row once per chunk of queries, the chunks
-        keeping the gathered (chunk, C, views, dim) block under ``max_floats`` floats.
+        it is a plain array (Flat, SQfp16), scored one query at a time by :func:`_row_sims` in file order, never
+        gathered whole (an inner-product Flat index computes them in place instead); else they are reconstructed,
+        each needed row once per chunk of queries, the chunks keeping the gathered (chunk, C, views, dim) block
+        under ``max_floats`` floats.
         """
         valid_doc = cand >= 0
         safe = np.where(valid_doc, cand, 0)
@@ -430,16 +426,8 @@ class FaissStore(SearchBackend):
         out = np.empty(cand.shape, dtype=np.float32)
         source = self.rescore_views if self.rescore_views is not None else self._storage
         if not self._flat_ip and source is not False:  # a store, or the index's own plain array
-            def one(j: int) -> None:
+            for j in range(len(q)):
                 out[j] = np.where(valid[j], _row_sims(source, rows[j], q[j]), -np.inf).max(axis=1)
-
-            threads = min(len(q), self.rescore_threads or faiss.omp_get_max_threads())
-            if threads > 1:
-                with ThreadPoolExecutor(threads) as pool:
-                    list(pool.map(one, range(len(q))))
-            else:
-                for j in range(len(q)):
-                    one(j)
             return out
         step = max(1, max_floats // max(1, cand.shape[1] * views * self.dim))
         for i in range(0, len(q), step):

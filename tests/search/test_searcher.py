@@ -274,26 +274,3 @@ def test_row_sims_score_every_row_as_a_plain_product(tmp_path, dtype):
     got = _row_sims(store, rows, q, block=16)
     assert got.shape == rows.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, np.asarray(store, dtype=np.float32)[rows] @ q, rtol=1e-5, atol=1e-5)
-
-
-def test_rescoring_spread_over_threads_scores_as_one_thread():
-    """rescore_docs from a store: the queries spread over rescore_threads threads give the same scores, in the
-    same places, as one thread (padding -1 candidates and documents of fewer views included)."""
-    rng = np.random.default_rng(3)
-    views = rng.integers(1, 5, 300)
-    row_doc = np.repeat(np.arange(300), views)
-    store_rows = rng.standard_normal((len(row_doc), 16)).astype(np.float16)
-    index = faiss.IndexFlatIP(16)
-    index.add(store_rows.astype(np.float32))
-    store = FaissStore(index, np.array([f"d{i}" for i in range(300)], dtype=object), row_doc, views.mean(),
-                       rescore_views=store_rows)
-    q = rng.standard_normal((40, 16)).astype(np.float32)
-    cand = rng.integers(0, 300, (40, 25))
-    cand[::7, -3:] = -1
-    store.rescore_threads = 1
-    one = store.rescore_docs(q, cand)
-    store.rescore_threads = 4
-    np.testing.assert_array_equal(store.rescore_docs(q, cand), one)
-    best = [max(float(store_rows[r].astype(np.float32) @ q[0]) for r in np.flatnonzero(row_doc == d))
-            if d >= 0 else -np.inf for d in cand[0]]
-    np.testing.assert_allclose(one[0], best, rtol=1e-5)
