@@ -52,7 +52,7 @@ from build_scaling import write_shards  # noqa: E402
 from ivf_build import TRAIN_PER_LIST, nlist_for  # noqa: E402
 
 from multiview_plugin.index.folder import RESCORE_STORE_FILE  # noqa: E402
-from multiview_plugin.index.rescore import RescoreStoreWriter, _mapping, advise_random_reads  # noqa: E402
+from multiview_plugin.index.rescore import RescoreStoreWriter, _mapping, _mincore, advise_random_reads  # noqa: E402
 from multiview_plugin.search._searcher import _row_sims  # noqa: E402
 
 WAYS = ("read-around", "random", "random+prefetch")
@@ -77,17 +77,17 @@ def evict(path: Path) -> None:
 
 
 def resident_fraction(path: Path) -> float:
-    """The fraction of the file's pages in the page cache (``mincore`` over a fresh map of it)."""
+    """The fraction of the file's pages in the page cache (the package's ``mincore`` over a fresh map of it)."""
     size = path.stat().st_size
     pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
-    vec = (ctypes.c_ubyte * pages)()
+    vec = ctypes.create_string_buffer(pages)
     with path.open("rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as mm:
         view = np.frombuffer(mm, dtype=np.uint8, count=1)
         address = view.ctypes.data
         del view  # no exported buffer left when the map closes
-        if ctypes.CDLL(None, use_errno=True).mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vec) != 0:
+        if _mincore()(address, size, vec) != 0:
             raise OSError(ctypes.get_errno(), "mincore failed")
-    return float((np.frombuffer(vec, dtype=np.uint8) & 1).sum()) / pages
+    return float((np.frombuffer(vec.raw, dtype=np.uint8) & 1).sum()) / pages
 
 
 def disk_of(path: Path) -> dict:
@@ -117,9 +117,9 @@ def timed(path: Path, way: str, rows: np.ndarray, q: np.ndarray) -> tuple[float,
     return ms, sims
 
 
-def warm_times(path: Path, rows: np.ndarray, q: np.ndarray, times: dict) -> tuple[np.ndarray, list, list]:
+def warm_times(path: Path, rows: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, float, float]:
     """The same search with the store's pages in memory and its map held open, as a searcher holds it (fastest of
-    7, interleaved, after a first pass), with the prefetch's residency look-up and without it."""
+    7, interleaved, after a first pass): its scores, and its ms with the prefetch's residency look-up and without."""
     store = np.load(path, mmap_mode="r")
     advise_random_reads(store)
     sims = _row_sims(store, rows, q).max(axis=1)
@@ -129,8 +129,7 @@ def warm_times(path: Path, rows: np.ndarray, q: np.ndarray, times: dict) -> tupl
             t = time.perf_counter()
             _row_sims(store, rows, q, prefetch=prefetch)
             runs[prefetch].append((time.perf_counter() - t) * 1000)
-    best = {way: min(v) for way, v in runs.items()}
-    return sims, [*times["warm"], best[True]], [*times["warm, no look-up"], best[False]]
+    return sims, min(runs[True]), min(runs[False])
 
 
 CHUNK = 256 * 1024  # the check's half-resident store: every other CHUNK of the file
@@ -262,7 +261,9 @@ def main() -> None:
                 for way in WAYS:
                     ms, sims[way] = timed(path, way, rows, q)
                     times[way].append(ms)
-                warm, times["warm"], times["warm, no look-up"] = warm_times(path, rows, q, times)
+                warm, with_look_up, without = warm_times(path, rows, q)
+                times["warm"].append(with_look_up)
+                times["warm, no look-up"].append(without)
                 for way, s in [*sims.items(), ("warm", warm)]:
                     if not np.array_equal(s, sims["read-around"]):
                         sys.exit(f"scores differ: {way} vs read-around at {c} candidates")
